@@ -1,0 +1,957 @@
+"""Make the TensorFlow golden fixtures used by cropgrad's tests.
+
+The test suite compares cropgrad with results that TensorFlow computed once and
+that are committed next to this script; TensorFlow is never imported by the
+tests. Re-create the files with a Python that has TensorFlow installed, from
+the repository root:
+
+    python3 -m venv /path/to/tfvenv
+    /path/to/tfvenv/bin/pip install tensorflow-cpu numpy
+    /path/to/tfvenv/bin/python tests/data/make_fixtures.py
+
+Options: ``--outdir DIR`` writes the files elsewhere (default: this script's
+folder); ``--check`` compares the files with a NumPy emulation of the
+arithmetic in SPEC.md (informational); ``--report`` prints facts measured
+with TensorFlow (determinism, denormal flushing, float16 accuracy, accepted
+dtypes, error messages).
+
+The committed files were made with TensorFlow 2.21.0 (tensorflow-cpu wheel),
+NumPy 2.4.6, Python 3.11.7 on x86-64 Linux. Each file records the version
+that made it under the key ``tf_version``.
+
+TensorFlow runs with op determinism enabled and with one inter-op and one
+intra-op thread, set before any op runs: its multi-threaded CPU kernel for
+CropAndResizeGradImage loses updates on overlapping boxes, so only the serial
+result is a usable reference. All inputs come from NumPy generators seeded
+from each case's name, so a case's inputs do not change when cases are added.
+
+Files and keys (every ``NAME`` is listed in the 1-D unicode array ``cases``;
+strings are stored as NumPy unicode arrays, so ``np.load(path,
+allow_pickle=False)`` reads them):
+
+grad_image.npz  -- tf.raw_ops.CropAndResizeGradImage
+    NAME/grads       float32 [N, crop_h, crop_w, D]
+    NAME/boxes       float32 [N, 4]
+    NAME/box_ind     int32 [N]
+    NAME/image_size  int32 [4]
+    NAME/method      0-d str, "bilinear" or "nearest"
+    NAME/out_float32, NAME/out_float64, NAME/out_float16
+                     TensorFlow's output for T = float32 / float64 / float16
+forward.npz  -- tf.raw_ops.CropAndResize
+    NAME/image (its own dtype), NAME/boxes, NAME/box_ind,
+    NAME/crop_size int32 [2], NAME/method, NAME/extrapolation_value (0-d
+    float32), NAME/out float32 [N, crop_h, crop_w, D]
+grad_boxes.npz  -- tf.raw_ops.CropAndResizeGradBoxes (bilinear)
+    NAME/grads float32, NAME/image (its own dtype), NAME/boxes,
+    NAME/box_ind, NAME/method, NAME/out float32 [N, 4]
+
+Case names containing ``subnormal`` involve subnormal float32 values.
+TensorFlow's CPU kernels run with flush-to-zero and denormals-are-zero, so
+those outputs are the flushed results; an IEEE computation differs from them.
+"""
+
+import argparse
+import os
+import sys
+import zlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+F32 = np.float32
+TINY32 = np.finfo(np.float32).tiny  # smallest normal float32
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def configure_tensorflow():
+    """Single-threaded, deterministic kernels; must run before any op."""
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.experimental.enable_op_determinism()
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode("utf-8")))
+
+
+def ordered_boxes(rng, n, lo, hi):
+    """n random boxes with y1 <= y2 and x1 <= x2, coordinates in [lo, hi]."""
+    b = rng.uniform(lo, hi, size=(n, 4))
+    y = np.sort(b[:, 0::2], axis=1)
+    x = np.sort(b[:, 1::2], axis=1)
+    return np.stack([y[:, 0], x[:, 0], y[:, 1], x[:, 1]], axis=1).astype(F32)
+
+
+def any_order_boxes(rng, n, lo, hi):
+    return rng.uniform(lo, hi, size=(n, 4)).astype(F32)
+
+
+def geom(image_size, crop, boxes, box_ind=None):
+    boxes = np.asarray(boxes, dtype=F32).reshape(-1, 4)
+    if box_ind is None:
+        box_ind = np.zeros(len(boxes), dtype=np.int32)
+    return {
+        "image_size": np.asarray(image_size, dtype=np.int32),
+        "crop": tuple(int(c) for c in crop),
+        "boxes": boxes,
+        "box_ind": np.asarray(box_ind, dtype=np.int32),
+    }
+
+
+# Geometries shared by the three ops. Each takes a seeded generator.
+
+def g_random_inside(r):
+    return geom((2, 8, 9, 3), (4, 5), ordered_boxes(r, 5, 0.0, 1.0),
+                r.integers(0, 2, 5))
+
+
+def g_overlapping(r):
+    base = np.array([0.15, 0.1, 0.85, 0.9])
+    jitter = r.uniform(-0.03, 0.03, size=(12, 4))
+    boxes = np.concatenate([np.tile(base, (4, 1)), base + jitter])
+    return geom((1, 6, 7, 2), (5, 6), boxes)
+
+
+def g_flipped(r):
+    boxes = [[0.9, 0.8, 0.1, 0.2],    # both flipped
+             [0.8, 0.1, 0.2, 0.9],    # y flipped only
+             [0.1, 0.9, 0.9, 0.2],    # x flipped only
+             [1.0, 1.0, 0.0, 0.0]]    # whole image, upside down
+    flip = ordered_boxes(r, 3, 0.0, 1.0)[:, [2, 3, 0, 1]]
+    return geom((1, 7, 8, 3), (4, 4), np.concatenate([boxes, flip]))
+
+
+def g_degenerate(r):
+    boxes = [[0.3, 0.2, 0.3, 0.8],    # y1 == y2
+             [0.1, 0.5, 0.9, 0.5],    # x1 == x2
+             [0.4, 0.4, 0.4, 0.4],    # a point
+             [0.0, 0.0, 0.0, 0.0],
+             [1.0, 1.0, 1.0, 1.0],
+             [0.55, 0.35, 0.55, 0.35]]
+    return geom((1, 6, 6, 2), (3, 4), boxes)
+
+
+def g_partly_outside(r):
+    boxes = [[-0.5, -0.2, 0.5, 0.6],
+             [0.5, 0.5, 1.5, 1.4],
+             [-0.3, 0.2, 1.3, 0.8],
+             [0.2, -0.7, 0.8, 1.7],
+             [1.4, 1.2, -0.4, -0.3]]  # flipped and outside on all sides
+    boxes = np.concatenate([boxes, any_order_boxes(r, 3, -0.6, 1.6)])
+    return geom((1, 7, 9, 2), (5, 5), boxes)
+
+
+def g_wholly_outside(r):
+    just_above_one = np.nextafter(F32(1.0), F32(2.0))
+    just_below_zero = -np.float32(1e-7)
+    boxes = [[1.1, 0.2, 1.9, 0.8],
+             [-0.9, -0.8, -0.1, -0.2],
+             [0.2, 1.05, 0.8, 2.0],
+             [-2.0, -2.0, -1.5, -1.01],
+             [just_above_one, 0.0, 1.5, 1.0],
+             [0.0, just_below_zero, 1.0, -0.5]]
+    return geom((1, 5, 6, 2), (3, 3), boxes)
+
+
+def g_crop_1x1(r):
+    boxes = np.concatenate([
+        [[0.25, 0.1, 0.5, 0.5],       # centre row exactly 1.5 (nearest: halves)
+         [0.0, 0.0, 1.0, 1.0],
+         [0.9, 0.8, 0.1, 0.3],
+         [-0.5, -0.5, 0.5, 0.5],
+         [1.2, 0.2, 1.6, 0.9],        # centre outside
+         [0.7, 0.7, 0.7, 0.7]],
+        ordered_boxes(r, 3, -0.2, 1.2)])
+    return geom((2, 5, 7, 3), (1, 1), boxes, r.integers(0, 2, len(boxes)))
+
+
+def g_crop_h1(r):
+    boxes = np.concatenate([[[0.25, 0.0, 0.5, 1.0], [0.9, 0.9, 0.2, 0.1]],
+                            any_order_boxes(r, 3, -0.2, 1.2)])
+    return geom((1, 6, 8, 2), (1, 5), boxes)
+
+
+def g_crop_w1(r):
+    boxes = np.concatenate([[[0.0, 0.25, 1.0, 0.5], [0.9, 0.9, 0.2, 0.1]],
+                            any_order_boxes(r, 3, -0.2, 1.2)])
+    return geom((1, 8, 6, 2), (4, 1), boxes)
+
+
+def g_image_h1(r):
+    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [0.5, 0.9, 0.5, 0.1],
+                             [-3.0, 0.2, 5.0, 0.7]],
+                            any_order_boxes(r, 3, -0.3, 1.3)])
+    return geom((2, 1, 6, 2), (3, 4), boxes, r.integers(0, 2, len(boxes)))
+
+
+def g_image_w1(r):
+    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [0.9, 0.5, 0.1, 0.5],
+                             [0.2, -3.0, 0.7, 5.0]],
+                            any_order_boxes(r, 3, -0.3, 1.3)])
+    return geom((2, 6, 1, 2), (4, 3), boxes, r.integers(0, 2, len(boxes)))
+
+
+def g_image_1x1(r):
+    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]],
+                            any_order_boxes(r, 2, -1.0, 2.0)])
+    return geom((1, 1, 1, 3), (2, 3), boxes)
+
+
+def g_pixel_centres(r):
+    # H=5, W=9, crop 5x9: coordinates that are multiples of 1/8 give sample
+    # positions that are exact integers or exact halves.
+    boxes = [[0.0, 0.0, 1.0, 1.0],            # every sample on a pixel centre
+             [1.0, 1.0, 0.0, 0.0],            # same, flipped
+             [0.25, 0.125, 0.75, 0.875],      # in_y 1,1.5,..,3; in_x 1,1.75,..
+             [0.125, 0.0625, 0.625, 0.5625],  # halves: nearest rounds them up
+             [0.5, 0.5, 0.5, 0.5],            # a point on a centre
+             [1.0, 0.0, 1.0, 1.0]]            # the last row, exactly H-1
+    return geom((1, 5, 9, 2), (5, 9), boxes)
+
+
+def g_multi_image(r):
+    box_ind = [3, 0, 2, 0, 1, 3, 2, 2, 0]
+    boxes = ordered_boxes(r, len(box_ind), -0.1, 1.1)
+    return geom((4, 5, 6, 2), (3, 3), boxes, box_ind)
+
+
+def g_depth1(r):
+    return geom((2, 9, 7, 1), (6, 5), any_order_boxes(r, 6, -0.1, 1.1),
+                r.integers(0, 2, 6))
+
+
+def g_depth17(r):
+    return geom((1, 6, 5, 17), (3, 4), ordered_boxes(r, 3, 0.0, 1.0))
+
+
+def g_uneven_13x11(r):
+    return geom((2, 13, 11, 3), (7, 5), any_order_boxes(r, 5, -0.1, 1.1),
+                r.integers(0, 2, 5))
+
+
+def g_large_1e4(r):
+    # crop 5x5: the middle row/column of a symmetric box lands on pixel 0.
+    boxes = [[-1e4, -1e4, 1e4, 1e4],
+             [1e4, -1e4, -1e4, 1e4],
+             [-1e4, 0.2, 0.8, 0.9],
+             [0.1, 0.1, 1e4, 1e4],
+             [1e4, 1e4, 1e4, 1e4],
+             [-1e4, -1e4, -1e4, -1e4],
+             [0.2, 0.3, 0.7, 0.6]]
+    return geom((1, 6, 7, 2), (5, 5), boxes)
+
+
+def g_large_1e30(r):
+    # crop 5x1: rows take the regular path, the column the box-centre path.
+    boxes = [[-1e30, -1e30, 1e30, 1e30],
+             [1e30, 1e30, -1e30, -1e30],
+             [-1e30, 0.2, 0.8, 0.9],
+             [0.1, 1e30, 1e30, -1e30],
+             [1e30, 1e30, 1e30, 1e30],
+             [-1e30, -1e30, -1e30, -1e30],
+             [0.2, 0.3, 0.7, 0.6]]
+    return geom((1, 6, 7, 2), (5, 1), boxes)
+
+
+def g_no_boxes(r):
+    return geom((2, 3, 4, 2), (2, 2), np.zeros((0, 4)), np.zeros(0))
+
+
+def g_random_mixed(r):
+    return geom((3, 10, 12, 4), (6, 7), any_order_boxes(r, 8, -0.25, 1.25),
+                r.integers(0, 3, 8))
+
+
+def g_subnormal_box_coords(r):
+    s = 1e-39
+    boxes = [[s, 0.2, 0.8, 0.9],
+             [0.1, -s, 0.7, 0.6],
+             [-3e-40, -3e-40, 0.5, 0.5],
+             [s, s, s, s],
+             [-s, -s, -s, -s],     # IEEE: just below 0 (skipped); flushed: 0
+             [0.2, 0.2, s, 0.8],
+             [0.6, 0.3, -s, -s]]
+    return geom((1, 5, 6, 2), (3, 4), boxes)
+
+
+def g_subnormal_grads(r):
+    # Box 0 samples only pixel centres (0, 2, 4), so a pixel of channel 0,
+    # which receives only subnormal gradients, shows the flushing directly.
+    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0]],
+                            ordered_boxes(r, 2, 0.0, 1.0)])
+    return geom((1, 5, 5, 3), (3, 3), boxes)
+
+
+def g_subnormal_underflow(r):
+    # Sample positions 0.3, 1.3, 2.3: lerps of about 0.3 and 0.7.
+    boxes = [[0.075, 0.075, 0.575, 0.575],
+             [0.575, 0.075, 0.075, 0.575],
+             [0.1, 0.2, 0.6, 0.7]]
+    return geom((1, 5, 5, 2), (3, 3), boxes)
+
+
+SUBNORMALS = np.array([1e-39, -3e-40, 5e-41, -1.1e-38, 1e-45, -7e-42],
+                      dtype=F32)
+
+
+def make_grads(name, g, r):
+    n = len(g["boxes"])
+    ch, cw = g["crop"]
+    d = int(g["image_size"][3])
+    grads = r.standard_normal((n, ch, cw, d)).astype(F32)
+    if "subnormal_grads" in name:
+        mask = r.random(grads.shape) < 0.4
+        grads[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
+        grads[0, :, :, 0] = r.choice(SUBNORMALS, size=(ch, cw))
+    elif "subnormal_underflow" in name:
+        # Normal values near the bottom of float32's range: most products
+        # with lerps around 0.3 are subnormal.
+        sign = np.where(r.random(grads.shape) < 0.5, -1.0, 1.0)
+        grads = (sign * r.uniform(1.0, 4.0, grads.shape) * 1e-38).astype(F32)
+    return np.ascontiguousarray(grads)
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+
+GRAD_IMAGE_GEOMETRIES = [
+    ("random_inside", g_random_inside),
+    ("overlapping", g_overlapping),
+    ("flipped", g_flipped),
+    ("degenerate", g_degenerate),
+    ("partly_outside", g_partly_outside),
+    ("wholly_outside", g_wholly_outside),
+    ("crop_1x1", g_crop_1x1),
+    ("crop_h1", g_crop_h1),
+    ("crop_w1", g_crop_w1),
+    ("image_h1", g_image_h1),
+    ("image_w1", g_image_w1),
+    ("image_1x1", g_image_1x1),
+    ("pixel_centres", g_pixel_centres),
+    ("multi_image", g_multi_image),
+    ("depth1", g_depth1),
+    ("depth17", g_depth17),
+    ("uneven_13x11", g_uneven_13x11),
+    ("large_1e4", g_large_1e4),
+    ("large_1e30", g_large_1e30),
+    ("no_boxes", g_no_boxes),
+    ("random_mixed", g_random_mixed),
+    ("subnormal_grads", g_subnormal_grads),
+    ("subnormal_box_coords", g_subnormal_box_coords),
+    ("subnormal_underflow", g_subnormal_underflow),
+]
+
+METHODS = ("bilinear", "nearest")
+
+
+def tf_grad_image(grads, boxes, box_ind, image_size, dtype, method):
+    return tf.raw_ops.CropAndResizeGradImage(
+        grads=tf.constant(grads), boxes=tf.constant(boxes),
+        box_ind=tf.constant(box_ind), image_size=tf.constant(image_size),
+        T=tf.as_dtype(dtype), method=method).numpy()
+
+
+def tf_forward(image, boxes, box_ind, crop_size, method, extrapolation_value):
+    return tf.raw_ops.CropAndResize(
+        image=tf.constant(image), boxes=tf.constant(boxes),
+        box_ind=tf.constant(box_ind), crop_size=tf.constant(crop_size),
+        method=method, extrapolation_value=float(extrapolation_value)).numpy()
+
+
+def tf_grad_boxes(grads, image, boxes, box_ind, method="bilinear"):
+    return tf.raw_ops.CropAndResizeGradBoxes(
+        grads=tf.constant(grads), image=tf.constant(image),
+        boxes=tf.constant(boxes), box_ind=tf.constant(box_ind),
+        method=method).numpy()
+
+
+def grad_image_cases():
+    cases = {}
+    for gname, gfun in GRAD_IMAGE_GEOMETRIES:
+        r = rng_for("grad_image/" + gname)
+        g = gfun(r)
+        grads = make_grads(gname, g, r)
+        for method in METHODS:
+            c = {
+                "grads": grads,
+                "boxes": g["boxes"],
+                "box_ind": g["box_ind"],
+                "image_size": g["image_size"],
+                "method": np.array(method),
+            }
+            for dt in ("float32", "float64", "float16"):
+                c["out_" + dt] = tf_grad_image(grads, g["boxes"], g["box_ind"],
+                                               g["image_size"], dt, method)
+            cases[gname + "_" + method] = c
+    return cases
+
+
+def make_image(shape, dtype, r, subnormal=False):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "ui":
+        info = np.iinfo(dtype)
+        if dtype.itemsize == 8:
+            # Mix small values with ones far beyond float32's 24-bit mantissa.
+            big = r.integers(-2**62, 2**62, size=shape, dtype=np.int64)
+            small = r.integers(-1000, 1000, size=shape, dtype=np.int64)
+            img = np.where(r.random(shape) < 0.5, big, small)
+        else:
+            img = r.integers(info.min, info.max, size=shape, endpoint=True,
+                             dtype=np.int64)
+        return img.astype(dtype)
+    if dtype == np.float16:
+        img = (r.standard_normal(shape) * 30).astype(np.float16)
+        img.flat[::7] = np.float16(3e-6)       # a float16 subnormal
+        return img
+    if dtype == np.float64:
+        # Values that float32 cannot hold exactly, some large.
+        img = r.standard_normal(shape) * 10.0 ** r.integers(-3, 9, size=shape)
+        return img.astype(np.float64)
+    img = (r.standard_normal(shape) * 5).astype(F32)
+    if subnormal:
+        mask = r.random(shape) < 0.5
+        img[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
+    return img
+
+
+def g_dtype_mix(r):
+    """Inside, partly outside, flipped, degenerate and outside boxes."""
+    boxes = np.concatenate([
+        ordered_boxes(r, 2, 0.0, 1.0),
+        [[-0.3, 0.2, 0.7, 1.2],
+         [0.9, 0.8, 0.1, 0.05],
+         [0.5, 0.25, 0.5, 0.75],
+         [1.2, -0.5, 1.8, 0.5],
+         [0.0, 0.0, 1.0, 1.0]]])
+    return geom((2, 6, 7, 3), (4, 5), boxes, r.integers(0, 2, len(boxes)))
+
+
+IMAGE_DTYPES = ("uint8", "uint16", "int8", "int16", "int32", "int64",
+                "float16", "float32", "float64")
+
+
+def g_forward_subnormal(r):
+    g = g_subnormal_box_coords(r)
+    g["image_size"] = np.array([1, 5, 6, 3], dtype=np.int32)
+    return g
+
+
+FORWARD_GEOMETRIES = [
+    # (name, geometry, extrapolation_value)
+    ("partly_outside", g_partly_outside, -1.5),
+    ("wholly_outside", g_wholly_outside, -1.5),
+    ("flipped", g_flipped, 0.0),
+    ("degenerate", g_degenerate, 0.0),
+    ("crop_1x1", g_crop_1x1, -1.5),
+    ("crop_h1", g_crop_h1, -1.5),
+    ("crop_w1", g_crop_w1, 0.0),
+    ("image_h1", g_image_h1, -1.5),
+    ("image_w1", g_image_w1, 0.0),
+    ("pixel_centres", g_pixel_centres, 0.0),
+    ("multi_image", g_multi_image, -1.5),
+    ("depth17", g_depth17, 0.0),
+    ("large_1e4", g_large_1e4, -1.5),
+    ("large_1e30", g_large_1e30, -1.5),
+    ("subnormal", g_forward_subnormal, 0.0),
+]
+
+
+def forward_case(image, g, method, extrapolation_value):
+    crop_size = np.array(g["crop"], dtype=np.int32)
+    ev = np.array(extrapolation_value, dtype=F32)
+    return {
+        "image": image,
+        "boxes": g["boxes"],
+        "box_ind": g["box_ind"],
+        "crop_size": crop_size,
+        "method": np.array(method),
+        "extrapolation_value": ev,
+        "out": tf_forward(image, g["boxes"], g["box_ind"], crop_size, method,
+                          ev),
+    }
+
+
+def forward_cases():
+    cases = {}
+    for i, dt in enumerate(IMAGE_DTYPES):
+        r = rng_for("forward/" + dt)
+        g = g_dtype_mix(r)
+        image = make_image(tuple(g["image_size"]), dt, r)
+        ev = -1.5 if i % 2 == 0 else 0.0
+        for method in METHODS:
+            cases["%s_%s" % (dt, method)] = forward_case(image, g, method, ev)
+    for gname, gfun, ev in FORWARD_GEOMETRIES:
+        r = rng_for("forward/" + gname)
+        g = gfun(r)
+        image = make_image(tuple(g["image_size"]), "float32", r,
+                           subnormal="subnormal" in gname)
+        for method in METHODS:
+            cases["%s_%s" % (gname, method)] = forward_case(image, g, method,
+                                                            ev)
+    return cases
+
+
+GRAD_BOXES_GEOMETRIES = [
+    ("random_inside", g_random_inside),
+    ("overlapping", g_overlapping),
+    ("flipped", g_flipped),
+    ("degenerate", g_degenerate),
+    ("partly_outside", g_partly_outside),
+    ("wholly_outside", g_wholly_outside),
+    ("crop_1x1", g_crop_1x1),
+    ("crop_h1", g_crop_h1),
+    ("crop_w1", g_crop_w1),
+    ("image_h1", g_image_h1),
+    ("image_w1", g_image_w1),
+    ("pixel_centres", g_pixel_centres),
+    ("multi_image", g_multi_image),
+    ("depth17", g_depth17),
+    ("uneven_13x11", g_uneven_13x11),
+    ("large_1e4", g_large_1e4),
+    ("large_1e30", g_large_1e30),
+    ("subnormal", g_forward_subnormal),
+]
+
+
+def grad_boxes_case(grads, image, g):
+    return {
+        "grads": grads,
+        "image": image,
+        "boxes": g["boxes"],
+        "box_ind": g["box_ind"],
+        "method": np.array("bilinear"),
+        "out": tf_grad_boxes(grads, image, g["boxes"], g["box_ind"]),
+    }
+
+
+def grad_boxes_cases():
+    cases = {}
+    for dt in IMAGE_DTYPES:
+        r = rng_for("grad_boxes/" + dt)
+        g = g_dtype_mix(r)
+        image = make_image(tuple(g["image_size"]), dt, r)
+        grads = make_grads(dt, g, r)
+        cases[dt] = grad_boxes_case(grads, image, g)
+    for gname, gfun in GRAD_BOXES_GEOMETRIES:
+        r = rng_for("grad_boxes/" + gname)
+        g = gfun(r)
+        sub = "subnormal" in gname
+        image = make_image(tuple(g["image_size"]), "float32", r, subnormal=sub)
+        grads = make_grads(gname, g, r)
+        if sub:
+            mask = r.random(grads.shape) < 0.4
+            grads[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
+        cases[gname] = grad_boxes_case(grads, image, g)
+    return cases
+
+
+def write_npz(path, cases):
+    names = list(cases)
+    assert len(set(names)) == len(names)
+    flat = {"cases": np.array(names, dtype=str),
+            "tf_version": np.array(tf.__version__)}
+    for name, c in cases.items():
+        assert "/" not in name and name not in ("cases", "tf_version")
+        for key, value in c.items():
+            value = np.asarray(value)
+            assert value.dtype != object
+            flat[name + "/" + key] = value
+    np.savez_compressed(path, **flat)
+    # The files must load without pickle support.
+    with np.load(path, allow_pickle=False) as f:
+        assert list(f["cases"]) == names
+        for k in flat:
+            f[k]
+    print("wrote %s: %d cases, %d bytes" % (path, len(names),
+                                             os.path.getsize(path)))
+
+
+# ---------------------------------------------------------------------------
+# NumPy emulation of SPEC.md (used by --check and --report only)
+
+
+def _fz(x, flush):
+    """Round to float32; with flush, a subnormal result becomes zero."""
+    x = F32(x)
+    if flush and x != 0 and abs(x) < TINY32:
+        return F32(np.copysign(F32(0), x))
+    return x
+
+
+def sample_coord(c1, c2, i, crop, size, flush):
+    """in_y (or in_x) of crop row (column) i, in float32 as TensorFlow."""
+    c1, c2 = _fz(c1, flush), _fz(c2, flush)
+    if crop > 1:
+        scale = _fz(_fz(_fz(c2 - c1, flush) * F32(size - 1), flush)
+                    / F32(crop - 1), flush)
+        return _fz(_fz(c1 * F32(size - 1), flush)
+                   + _fz(F32(i) * scale, flush), flush)
+    s = _fz(c1 + c2, flush)
+    return _fz(0.5 * float(s) * float(size - 1), flush)
+
+
+def in_range(v, size):
+    return 0.0 <= v <= size - 1  # False for NaN
+
+
+def round_half_away(v):
+    return int(np.copysign(np.floor(abs(float(v)) + 0.5), float(v)))
+
+
+def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush,
+                       exact64=False):
+    """Serial scatter. Returns (float32 out, float64 out, float16 out).
+
+    float32: products and sums in float32; float64: float32 products widened
+    and summed in float64 (exact64=True: the products in float64 too, an
+    accurate reference); float16: each float32 product rounded to float16 and
+    added into a float16 value (TensorFlow's half accumulation).
+    """
+    _, H, W, _ = (int(v) for v in image_size)
+    out32 = np.zeros(image_size, F32)
+    out64 = np.zeros(image_size, np.float64)
+    out16 = np.zeros(image_size, np.float16)
+    n, ch, cw, _ = grads.shape
+    one = F32(1)
+
+    def add(bi, yy, xx, prod32, prod64):
+        # One scalar element at a time: this emulation is for small fixtures.
+        idx = (bi, yy, xx)
+        out32[idx] = [_fz(a + p, flush) for a, p in zip(out32[idx], prod32)]
+        out64[idx] += prod64
+        out16[idx] = [np.float16(F32(a) + F32(np.float16(p)))
+                      for a, p in zip(out16[idx], prod32)]
+
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for b in range(n):
+            y1, x1, y2, x2 = boxes[b]
+            bi = int(box_ind[b])
+            for y in range(ch):
+                in_y = sample_coord(y1, y2, y, ch, H, flush)
+                if not in_range(in_y, H):
+                    continue
+                for x in range(cw):
+                    in_x = sample_coord(x1, x2, x, cw, W, flush)
+                    if not in_range(in_x, W):
+                        continue
+                    g = np.array([_fz(v, flush) for v in grads[b, y, x]], F32)
+                    if method == "nearest":
+                        add(bi, round_half_away(in_y), round_half_away(in_x),
+                            g, g.astype(np.float64))
+                        continue
+                    top, bottom = int(np.floor(in_y)), int(np.ceil(in_y))
+                    left, right = int(np.floor(in_x)), int(np.ceil(in_x))
+                    yl = _fz(in_y - F32(top), flush)
+                    xl = _fz(in_x - F32(left), flush)
+                    wy = (_fz(one - yl, flush), yl)
+                    wx = (_fz(one - xl, flush), xl)
+                    corners = ((0, top, 0, left), (0, top, 1, right),
+                               (1, bottom, 0, left), (1, bottom, 1, right))
+                    for iy, yy, ix, xx in corners:
+                        d = np.array([_fz(wy[iy] * v, flush) for v in g], F32)
+                        p = np.array([_fz(wx[ix] * v, flush) for v in d], F32)
+                        p64 = (float(wx[ix]) * float(wy[iy])
+                               * g.astype(np.float64)) if exact64 else p
+                        add(bi, yy, xx, p, p64)
+    return out32, out64, out16
+
+
+def emulate_forward(image, boxes, box_ind, crop_size, method, ev, flush):
+    _, H, W, D = image.shape
+    ch, cw = (int(v) for v in crop_size)
+    out = np.full((len(boxes), ch, cw, D), F32(ev), F32)
+    img = image.astype(F32)  # the kernel reads each element as float
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for b in range(len(boxes)):
+            y1, x1, y2, x2 = boxes[b]
+            bi = int(box_ind[b])
+            for y in range(ch):
+                in_y = sample_coord(y1, y2, y, ch, H, flush)
+                if not in_range(in_y, H):
+                    continue
+                for x in range(cw):
+                    in_x = sample_coord(x1, x2, x, cw, W, flush)
+                    if not in_range(in_x, W):
+                        continue
+                    if method == "nearest":
+                        out[b, y, x] = img[bi, round_half_away(in_y),
+                                           round_half_away(in_x)]
+                        continue
+                    top, bottom = int(np.floor(in_y)), int(np.ceil(in_y))
+                    left, right = int(np.floor(in_x)), int(np.ceil(in_x))
+                    yl = _fz(in_y - F32(top), flush)
+                    xl = _fz(in_x - F32(left), flush)
+                    for d in range(D):
+                        tl, tr = img[bi, top, left, d], img[bi, top, right, d]
+                        bl, br = (img[bi, bottom, left, d],
+                                  img[bi, bottom, right, d])
+                        if flush:
+                            tl, tr, bl, br = (_fz(v, True)
+                                              for v in (tl, tr, bl, br))
+                        t = _fz(tl + _fz(_fz(tr - tl, flush) * xl, flush),
+                                flush)
+                        bo = _fz(bl + _fz(_fz(br - bl, flush) * xl, flush),
+                                 flush)
+                        out[b, y, x, d] = _fz(
+                            t + _fz(_fz(bo - t, flush) * yl, flush), flush)
+    return out
+
+
+def reference_grad_boxes(grads, image, boxes, box_ind, flush=False):
+    """float64 derivative of the bilinear crop with respect to the boxes
+    (sample positions computed in float32 as TensorFlow does; with flush,
+    subnormal inputs and coordinates are read as zero)."""
+    _, H, W, _ = image.shape
+    n, ch, cw, _ = grads.shape
+    img = image.astype(F32)
+    if flush:
+        img = np.where(np.abs(img) < TINY32, F32(0), img)
+        grads = np.where(np.abs(grads) < TINY32, F32(0), grads)
+    img = img.astype(np.float64)
+    out = np.zeros((n, 4))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for b in range(n):
+            y1, x1, y2, x2 = boxes[b]
+            bi = int(box_ind[b])
+            for y in range(ch):
+                in_y = sample_coord(y1, y2, y, ch, H, flush)
+                if not in_range(in_y, H):
+                    continue
+                if ch > 1:
+                    ry = (H - 1) / (ch - 1)
+                    dy1, dy2 = (H - 1) - y * ry, y * ry
+                else:
+                    dy1 = dy2 = 0.5 * (H - 1)
+                for x in range(cw):
+                    in_x = sample_coord(x1, x2, x, cw, W, flush)
+                    if not in_range(in_x, W):
+                        continue
+                    if cw > 1:
+                        rx = (W - 1) / (cw - 1)
+                        dx1, dx2 = (W - 1) - x * rx, x * rx
+                    else:
+                        dx1 = dx2 = 0.5 * (W - 1)
+                    top, bottom = int(np.floor(in_y)), int(np.ceil(in_y))
+                    left, right = int(np.floor(in_x)), int(np.ceil(in_x))
+                    yl = float(in_y) - top
+                    xl = float(in_x) - left
+                    tl, tr = img[bi, top, left], img[bi, top, right]
+                    bl, br = img[bi, bottom, left], img[bi, bottom, right]
+                    gy = (1 - xl) * (bl - tl) + xl * (br - tr)
+                    gx = (1 - yl) * (tr - tl) + yl * (br - bl)
+                    g = grads[b, y, x].astype(np.float64)
+                    sy, sx = float(np.dot(g, gy)), float(np.dot(g, gx))
+                    out[b] += [sy * dy1, sx * dx1, sy * dy2, sx * dx2]
+    return out
+
+
+def bits_equal(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def check(outdir):
+    """Compare the files with the emulation of SPEC.md; print a summary."""
+    ok = True
+    with np.load(os.path.join(outdir, "grad_image.npz"),
+                 allow_pickle=False) as f:
+        print("grad_image.npz (tf %s)" % f["tf_version"])
+        for name in f["cases"]:
+            k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
+            args = (k("grads"), k("boxes"), k("box_ind"), k("image_size"),
+                    str(k("method")))
+            flush = "subnormal" in name
+            e32, e64, e16 = emulate_grad_image(*args, flush=flush)
+            r32, r64, r16 = emulate_grad_image(*args, flush=False)
+            res = []
+            for dt, e in (("float32", e32), ("float64", e64),
+                          ("float16", e16)):
+                same = bits_equal(k("out_" + dt), e)
+                ok &= same or dt == "float16"
+                res.append("%s:%s" % (dt, "bits" if same else "DIFF"))
+            if flush:
+                res.append("ieee-differs:%s" % (not bits_equal(k("out_float32"),
+                                                               r32)))
+            print("  %-34s %s" % (name, " ".join(res)))
+    with np.load(os.path.join(outdir, "forward.npz"), allow_pickle=False) as f:
+        print("forward.npz")
+        for name in f["cases"]:
+            k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
+            e = emulate_forward(k("image"), k("boxes"), k("box_ind"),
+                                k("crop_size"), str(k("method")),
+                                k("extrapolation_value"),
+                                flush="subnormal" in name)
+            same = bits_equal(k("out"), e)
+            ok &= same
+            extra = ""
+            if "subnormal" in name:
+                ieee = emulate_forward(k("image"), k("boxes"), k("box_ind"),
+                                       k("crop_size"), str(k("method")),
+                                       k("extrapolation_value"), flush=False)
+                extra = " ieee-differs:%s" % (not bits_equal(k("out"), ieee))
+            print("  %-34s %s%s" % (name, "bits" if same else "DIFF", extra))
+    with np.load(os.path.join(outdir, "grad_boxes.npz"),
+                 allow_pickle=False) as f:
+        print("grad_boxes.npz (float64 reference, relative difference)")
+        for name in f["cases"]:
+            k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
+            ref = reference_grad_boxes(k("grads"), k("image"), k("boxes"),
+                                       k("box_ind"), flush="subnormal" in name)
+            out = k("out").astype(np.float64)
+            scale = max(1.0, float(np.max(np.abs(ref), initial=0)))
+            err = float(np.max(np.abs(out - ref), initial=0)) / scale
+            good = err < 1e-4 or "large" in name
+            ok &= good
+            print("  %-34s max rel diff %.2e%s" % (name, err,
+                                                   "" if good else "  DIFF"))
+    print("emulation check:", "all as expected" if ok else "MISMATCHES")
+    return ok
+
+
+# ---------------------------------------------------------------------------
+# Facts measured with TensorFlow (--report)
+
+
+def report(outdir):
+    print("tf.__version__ =", tf.__version__, " numpy", np.__version__)
+    r = rng_for("report/determinism")
+    g = geom((1, 16, 16, 4), (16, 16),
+             np.tile([0.1, 0.1, 0.9, 0.9], (64, 1))
+             + r.uniform(-0.05, 0.05, (64, 4)))
+    grads = r.standard_normal((64, 16, 16, 4)).astype(F32)
+    for method in METHODS:
+        for dt in ("float32", "float64", "float16"):
+            first = tf_grad_image(grads, g["boxes"], g["box_ind"],
+                                  g["image_size"], dt, method)
+            same = all(bits_equal(first, tf_grad_image(
+                grads, g["boxes"], g["box_ind"], g["image_size"], dt, method))
+                for _ in range(30))
+            print("(a) 30 repeats of 64 overlapping boxes, %s %s: "
+                  "bitwise identical = %s" % (method, dt, same))
+
+    one = tf_grad_image(np.full((1, 1, 1, 1), 1e-39, F32),
+                        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
+                        np.zeros(1, np.int32), np.array([1, 3, 3, 1], np.int32),
+                        "float32", "bilinear")
+    print("(b) one gradient 1e-39 at a pixel centre -> out[0,1,1,0] = %r "
+          "(IEEE would give 1e-39)" % float(one[0, 1, 1, 0]))
+    two = tf_grad_image(np.array([[[[1.0]], [[1e-39]]]], F32).reshape(1, 2, 1, 1),
+                        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
+                        np.zeros(1, np.int32), np.array([1, 3, 3, 1], np.int32),
+                        "float64", "nearest")
+    print("    grads [1.0, 1e-39] on one pixel, T=float64: %r" %
+          float(two[0, 1, 1, 0]))
+    with np.load(os.path.join(outdir, "grad_image.npz"),
+                 allow_pickle=False) as f:
+        for name in ("subnormal_grads_bilinear", "subnormal_underflow_bilinear",
+                     "subnormal_box_coords_nearest"):
+            k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
+            ieee, _, _ = emulate_grad_image(k("grads"), k("boxes"), k("box_ind"),
+                                            k("image_size"), str(k("method")),
+                                            flush=False)
+            tfo = k("out_float32")
+            diff = np.flatnonzero(tfo.ravel() != ieee.ravel())
+            if len(diff):
+                i = diff[0]
+                print("    %s: %d elements differ from IEEE; e.g. flat[%d]: "
+                      "TF %r, IEEE %r" % (name, len(diff), i,
+                                          float(tfo.ravel()[i]),
+                                          float(ieee.ravel()[i])))
+        for name in ("random_mixed_bilinear", "overlapping_bilinear",
+                     "random_mixed_nearest"):
+            k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
+            _, ref, _ = emulate_grad_image(k("grads"), k("boxes"), k("box_ind"),
+                                           k("image_size"), str(k("method")),
+                                           flush=False, exact64=True)
+            e16 = np.abs(k("out_float16").astype(np.float64) - ref).max()
+            e32 = np.abs(k("out_float32").astype(np.float64) - ref).max()
+            once = np.abs(k("out_float32").astype(np.float16)
+                          .astype(np.float64) - ref).max()
+            print("(c) %s: max|ref| %.3f; max abs error vs float64 reference: "
+                  "TF float16 %.3g, TF float32 rounded once to float16 %.3g, "
+                  "TF float32 %.3g" % (name, np.abs(ref).max(), e16, once,
+                                       e32))
+
+    def accepted(fn, dtypes):
+        ok = []
+        for dt in dtypes:
+            try:
+                fn(dt)
+                ok.append(dt)
+            except (tf.errors.InvalidArgumentError, TypeError):
+                pass
+        return ok
+
+    all_dtypes = ["float16", "bfloat16", "float32", "float64", "uint8",
+                  "uint16", "uint32", "uint64", "int8", "int16", "int32",
+                  "int64", "bool", "complex64", "complex128"]
+    g1 = np.ones((1, 2, 2, 1), F32)
+    b1 = np.array([[0, 0, 1, 1]], F32)
+    i1 = np.zeros(1, np.int32)
+    print("(d) CropAndResizeGradImage T:", accepted(
+        lambda dt: tf.raw_ops.CropAndResizeGradImage(
+            grads=g1, boxes=b1, box_ind=i1, image_size=[1, 3, 3, 1],
+            T=tf.as_dtype(dt)), all_dtypes))
+    print("    CropAndResize image:", accepted(
+        lambda dt: tf.raw_ops.CropAndResize(
+            image=tf.zeros((1, 3, 3, 1), dt), boxes=b1, box_ind=i1,
+            crop_size=[2, 2]), all_dtypes))
+    print("    CropAndResizeGradBoxes image:", accepted(
+        lambda dt: tf.raw_ops.CropAndResizeGradBoxes(
+            grads=g1, image=tf.zeros((1, 3, 3, 1), dt), boxes=b1,
+            box_ind=i1), all_dtypes))
+
+    def error(label, fn):
+        try:
+            fn()
+            print("(e) %s: no error" % label)
+        except Exception as e:  # noqa: BLE001 - report whatever TF raises
+            print("(e) %s: %s.%s: %s" % (label, type(e).__module__,
+                                         type(e).__name__,
+                                         str(e).replace("\n", "\\n")))
+
+    def gi(**kw):
+        args = dict(grads=g1, boxes=b1, box_ind=i1, image_size=[1, 3, 3, 1],
+                    T=tf.float32)
+        args.update(kw)
+        return tf.raw_ops.CropAndResizeGradImage(**args)
+
+    error("box_ind out of range", lambda: gi(box_ind=np.array([1], np.int32)))
+    error("image_size with 3 elements", lambda: gi(image_size=[3, 3, 1]))
+    error("crop_height 0", lambda: gi(grads=np.ones((1, 0, 2, 1), F32)))
+    error("method bicubic", lambda: gi(method="bicubic"))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--outdir", default=HERE)
+    p.add_argument("--check", action="store_true",
+                   help="compare the files with the NumPy emulation")
+    p.add_argument("--report", action="store_true",
+                   help="print facts measured with TensorFlow")
+    p.add_argument("--no-write", action="store_true",
+                   help="do not (re)write the files")
+    a = p.parse_args(argv)
+    configure_tensorflow()
+    if not a.no_write:
+        os.makedirs(a.outdir, exist_ok=True)
+        write_npz(os.path.join(a.outdir, "grad_image.npz"), grad_image_cases())
+        write_npz(os.path.join(a.outdir, "forward.npz"), forward_cases())
+        write_npz(os.path.join(a.outdir, "grad_boxes.npz"), grad_boxes_cases())
+    status = 0
+    if a.check and not check(a.outdir):
+        status = 1
+    if a.report:
+        report(a.outdir)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
