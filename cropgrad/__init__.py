@@ -1,0 +1,397 @@
+"""cropgrad: exact, parallel crop-and-resize and its gradients for NumPy.
+
+Three operations with TensorFlow's semantics, bit for bit, without
+TensorFlow:
+
+- `crop_and_resize`: sample boxes out of a batch of images (``CropAndResize``);
+- `crop_and_resize_grad_image`: its gradient with respect to the image
+  (``CropAndResizeGradImage``);
+- `crop_and_resize_grad_boxes`: its gradient with respect to the boxes
+  (``CropAndResizeGradBoxes``).
+
+Every call checks its arguments before any work and raises a Python
+exception for bad input (TensorFlow crashes on non-finite boxes), runs with
+the GIL released on OpenMP threads, and returns the same bits for any
+number of threads.  `raw_ops` holds keyword-only drop-ins for code written
+against ``tf.raw_ops``.
+"""
+
+import numpy as np
+
+from cropgrad import _core
+from cropgrad import _validation as _v
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "crop_and_resize",
+    "crop_and_resize_grad_boxes",
+    "crop_and_resize_grad_image",
+    "raw_ops",
+    "show_config",
+]
+
+
+def crop_and_resize_grad_image(
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype=np.float32,
+    method="bilinear",
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Gradient of crop-and-resize with respect to the image.
+
+    Scatters each crop sample's gradient back to the pixels it was
+    interpolated from, exactly as TensorFlow's ``CropAndResizeGradImage``
+    does with op determinism enabled.
+
+    Parameters
+    ----------
+    grads : array_like of shape (num_boxes, crop_height, crop_width, depth)
+        Gradient flowing into each crop.  Real numbers, converted to float32
+        (the op's arithmetic); a C-contiguous float32 array is used in place.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` per box in normalized coordinates
+        (``0`` is the first pixel, ``1`` the last), converted to float32.
+        ``y1 > y2`` flips the crop; coordinates outside ``[0, 1]`` sample
+        outside the image and contribute nothing.
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of the batch each box was cut from, in ``[0, batch)``.
+    image_size : sequence of 4 ints
+        ``[batch, image_height, image_width, depth]``: the output's shape.
+    dtype : {float32, float16, float64}, default float32
+        Output dtype: a NumPy dtype, a name (``"float32"``, ``"float"``,
+        ``"half"``, ``"double"``, ...) or a TensorFlow DType.  float16
+        accumulates in float32 and is rounded once at the end.
+    method : {"bilinear", "nearest"}, default "bilinear"
+        Sampling method of the forward crop.
+    out : ndarray, optional
+        C-contiguous array of shape `image_size` and dtype `dtype` to
+        overwrite and return instead of a new array.
+    num_threads : int, optional
+        Threads to use, 1 to 1024.  Default: OpenMP's default, which
+        honours ``OMP_NUM_THREADS`` and threadpoolctl.  The result does not
+        depend on it.
+    flush_denormals : bool, default False
+        Compute with flush-to-zero and denormals-are-zero, as TensorFlow's
+        CPU kernels do: subnormal inputs and results count as zero.  With it,
+        float32 and float64 results equal TensorFlow's bits on every input;
+        without it (IEEE arithmetic, as NumPy), wherever no subnormal occurs.
+
+    Returns
+    -------
+    ndarray of shape (batch, image_height, image_width, depth), dtype `dtype`
+        Zero except where crops sampled the image.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite boxes, an unknown method, a bad `out`, or an
+        output too large to index.
+    IndexError
+        A `box_ind` value outside ``[0, batch)``.
+    TypeError
+        Non-numeric, complex or boolean inputs; an unsupported `dtype`.
+    MemoryError
+        The output cannot be allocated.
+
+    Notes
+    -----
+    For box ``b`` with ``crop_height > 1``, crop row ``y`` samples image row
+    ``y1 * (H - 1) + y * (y2 - y1) * (H - 1) / (crop_height - 1)`` in
+    float32; a bilinear sample adds ``(1 - y_lerp) * (1 - x_lerp) * g`` and
+    its three siblings to the four surrounding pixels.  Every output element
+    is summed by one thread in the serial order (box, crop row, crop column,
+    corner), which is why the result is bit-identical for any
+    `num_threads`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> grads = np.ones((1, 2, 2, 1), dtype=np.float32)
+    >>> boxes = np.array([[0.0, 0.0, 1.0, 1.0]], dtype=np.float32)
+    >>> out = cropgrad.crop_and_resize_grad_image(grads, boxes, [0], [1, 3, 3, 1])
+    >>> out[0, :, :, 0]
+    array([[1., 0., 1.],
+           [0., 0., 0.],
+           [1., 0., 1.]], dtype=float32)
+    """
+    nearest = _v.method(method)
+    out_dtype = _v.output_dtype(dtype, "dtype")
+    nthreads = _v.threads(num_threads)
+    grads = _v.float32_array(grads, "grads")
+    if grads.ndim != 4:
+        raise ValueError(
+            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
+            f"got shape {grads.shape}"
+        )
+    if grads.shape[1] == 0 or grads.shape[2] == 0:
+        raise ValueError(
+            "grads dimensions must be positive: crop_height and crop_width "
+            f"are {grads.shape[1]} and {grads.shape[2]}"
+        )
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    if grads.shape[0] != boxes.shape[0]:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
+            f"but grads has shape {grads.shape}"
+        )
+    shape = _v.image_size(image_size)
+    if grads.shape[3] != shape[3]:
+        raise ValueError(
+            f"image_size and grads are incompatible: image_size depth is "
+            f"{shape[3]} but grads depth is {grads.shape[3]}"
+        )
+    index = _v.native_index(box_ind)
+    _v.check_boxes(boxes, box_ind, index, shape[0])
+
+    if out_dtype == np.float16:
+        result = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
+        acc = _v.allocate(shape, np.float32, "the float32 accumulator")
+    else:
+        result = acc = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
+    if acc.size == 0:
+        return result
+    order = np.empty(boxes.shape[0], dtype=np.int64)
+    starts = np.zeros(shape[0] + 1, dtype=np.int64)
+    _core.group_boxes(index, shape[0], order, starts)
+    _core.grad_image(
+        grads, boxes, order, starts, acc, nearest, nthreads, bool(flush_denormals)
+    )
+    if acc is not result:
+        np.copyto(result, acc, casting="same_kind")
+    return result
+
+
+def _image_array(image):
+    """Check the image of the forward op and the boxes gradient.
+
+    Returns the C-contiguous array to pass to a kernel (float16 as its uint16
+    bits) and whether it is float16.
+    """
+    image = _v.real_array(image, "image")
+    if image.ndim != 4:
+        raise ValueError(
+            "image must be 4-D [batch, image_height, image_width, depth], got "
+            f"shape {image.shape}"
+        )
+    if image.shape[1] == 0 or image.shape[2] == 0:
+        raise ValueError(
+            f"image dimensions must be positive, got shape {image.shape}"
+        )
+    if image.dtype.kind == "u" and image.dtype.itemsize > 2:
+        raise TypeError(
+            "image must be uint8, uint16, int8, int16, int32, int64, float16, "
+            f"float32 or float64, got {image.dtype}"
+        )
+    if image.dtype.kind == "f" and image.dtype.itemsize not in (2, 4, 8):
+        raise TypeError(f"image dtype {image.dtype} is not supported")
+    native = image.dtype.newbyteorder("=")
+    image = np.ascontiguousarray(image, dtype=native)
+    if native == np.float16:
+        return image.view(np.uint16), True
+    return image, False
+
+
+def _index_for(box_ind, boxes, batch):
+    index = _v.native_index(box_ind)
+    _v.check_boxes(boxes, box_ind, index, batch)
+    return np.ascontiguousarray(index, dtype=np.int64)
+
+
+def crop_and_resize(
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method="bilinear",
+    extrapolation_value=0.0,
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Crop boxes out of a batch of images and resize them to `crop_size`.
+
+    TensorFlow's ``CropAndResize``, bit for bit.
+
+    Parameters
+    ----------
+    image : array_like of shape (batch, image_height, image_width, depth)
+        uint8, uint16, int8, int16, int32, int64, float16, float32 or
+        float64; pixels are converted to float32 as they are read.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` in normalized coordinates (float32).
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of each box, in ``[0, batch)``.
+    crop_size : sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive.
+    method : {"bilinear", "nearest"}, default "bilinear"
+    extrapolation_value : float, default 0.0
+        Value of samples that fall outside the image.
+    out : ndarray, optional
+        C-contiguous float32 array of shape
+        ``(num_boxes, crop_height, crop_width, depth)`` to overwrite.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic (see
+        `crop_and_resize_grad_image`).
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop_height, crop_width, depth), dtype=float32
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> crops = cropgrad.crop_and_resize(image, [[0, 0, 1, 1]], [0], [2, 2])
+    >>> crops[0, :, :, 0]
+    array([[0., 2.],
+           [6., 8.]], dtype=float32)
+    """
+    nearest = _v.method(method)
+    nthreads = _v.threads(num_threads)
+    image, half = _image_array(image)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    crop_h, crop_w = _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
+    if crop_h <= 0 or crop_w <= 0:
+        raise ValueError(f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}")
+    try:
+        extrapolation = np.float32(extrapolation_value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"extrapolation_value must be a real number, got {extrapolation_value!r}"
+        ) from exc
+    if isinstance(extrapolation_value, (complex, np.complexfloating, bool, np.bool_)):
+        raise TypeError(
+            f"extrapolation_value must be a real number, got {extrapolation_value!r}"
+        )
+    index = _index_for(box_ind, boxes, image.shape[0])
+    shape = (boxes.shape[0], crop_h, crop_w, image.shape[3])
+    result = _v.output(out, shape, np.dtype(np.float32), (image, boxes, box_ind))
+    _core.crop_and_resize(
+        image, boxes, index, result, nearest, float(extrapolation), half, nthreads,
+        bool(flush_denormals),
+    )
+    return result
+
+
+def crop_and_resize_grad_boxes(
+    grads,
+    image,
+    boxes,
+    box_ind,
+    method="bilinear",
+    *,
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Gradient of crop-and-resize with respect to the boxes.
+
+    TensorFlow's ``CropAndResizeGradBoxes``, bit for bit (bilinear only, as
+    there).
+
+    Parameters
+    ----------
+    grads : array_like of shape (num_boxes, crop_height, crop_width, depth)
+        Gradient flowing into each crop (float32 arithmetic).
+    image : array_like of shape (batch, image_height, image_width, depth)
+        The forward op's image, of any dtype `crop_and_resize` accepts.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` in normalized coordinates.
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of each box, in ``[0, batch)``.
+    method : {"bilinear"}
+        Only bilinear sampling has a boxes gradient.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, 4), dtype=float32
+        Gradient with respect to ``[y1, x1, y2, x2]`` of each box.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> grads = np.ones((1, 2, 2, 1), dtype=np.float32)
+    >>> boxes = [[0.25, 0.25, 0.75, 0.75]]
+    >>> cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, [0])
+    array([[12.,  4., 12.,  4.]], dtype=float32)
+    """
+    _v.method(method, allowed=("bilinear",))
+    nthreads = _v.threads(num_threads)
+    grads = _v.float32_array(grads, "grads")
+    if grads.ndim != 4:
+        raise ValueError(
+            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
+            f"got shape {grads.shape}"
+        )
+    if grads.shape[1] == 0 or grads.shape[2] == 0:
+        raise ValueError(
+            "grads dimensions must be positive: crop_height and crop_width "
+            f"are {grads.shape[1]} and {grads.shape[2]}"
+        )
+    image, half = _image_array(image)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    if grads.shape[0] != boxes.shape[0]:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
+            f"but grads has shape {grads.shape}"
+        )
+    if grads.shape[3] != image.shape[3]:
+        raise ValueError(
+            f"image and grads must have the same depth, got {image.shape[3]} "
+            f"and {grads.shape[3]}"
+        )
+    index = _index_for(box_ind, boxes, image.shape[0])
+    result = np.zeros((boxes.shape[0], 4), dtype=np.float32)
+    _core.grad_boxes(
+        grads, image, boxes, index, result, half, nthreads, bool(flush_denormals)
+    )
+    return result
+
+
+def show_config(mode="stdout"):
+    """Show how this cropgrad was built and how it will run.
+
+    Parameters
+    ----------
+    mode : {"stdout", "dicts"}, default "stdout"
+        Print a readable summary, or return it as a dict.
+
+    Returns
+    -------
+    dict or None
+        With ``mode="dicts"``: ``version``, ``openmp`` (compiled with
+        OpenMP), ``compiler``, ``cflags``, ``flush_denormals_supported``,
+        ``default_threads`` and ``numpy``.
+    """
+    info = {"version": __version__}
+    info.update(_core.build_info())
+    info["default_threads"] = _v.default_threads()
+    info["numpy"] = np.__version__
+    if mode == "dicts":
+        return info
+    if mode != "stdout":
+        raise ValueError(f"mode must be 'stdout' or 'dicts', got {mode!r}")
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:>{width}}: {value}")
+    return None
+
+
+from cropgrad import raw_ops  # noqa: E402  (needs the functions above)

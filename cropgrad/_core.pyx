@@ -1,0 +1,809 @@
+# cython: language_level=3
+"""Compiled kernels of cropgrad (private).
+
+Everything here trusts its arguments: the public functions in
+``cropgrad/__init__.py`` check shapes, dtypes, box indices and finiteness,
+make the arrays C-contiguous and allocate the outputs first.  The kernels
+run without the GIL.
+
+Determinism
+-----------
+The image gradient scatters every crop sample into up to four pixels.  Its
+work is split into tasks that each *own* a band of output rows (and, when
+there are few rows, a range of channels) of the output.  A task walks the
+boxes, crop rows, crop columns and corners in the serial order and applies
+only the updates that land in its band, so every output element is summed
+by one thread in the serial order: the bits do not depend on the number of
+threads.  The forward op and the boxes gradient write disjoint outputs per
+box and per crop row, so their tasks are simply boxes or crop rows.
+"""
+
+from cython.parallel cimport parallel, prange
+from libc.stdint cimport int32_t, int64_t, uint8_t, int8_t, uint16_t, int16_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+from libc.math cimport isfinite
+
+cimport cython
+
+from cropgrad._openmp cimport (
+    CROPGRAD_HAVE_OPENMP,
+    omp_get_max_threads,
+)
+from cropgrad._sampling cimport (
+    crop_ratio,
+    crop_scale,
+    inside,
+    linear_taps,
+    nearest_tap,
+    sample_coord,
+)
+
+import numpy as np
+
+cdef extern from "_fpenv.h" nogil:
+    const bint CROPGRAD_FPENV_SUPPORTED
+    void cropgrad_fpenv_enter(int flush)
+    void cropgrad_fpenv_leave(int flush)
+
+cdef extern from "_half.h" nogil:
+    float cropgrad_half_to_float(uint16_t h)
+
+cdef extern from *:
+    """
+    #ifndef CROPGRAD_COMPILER
+    #define CROPGRAD_COMPILER "unknown"
+    #endif
+    #ifndef CROPGRAD_CFLAGS
+    #define CROPGRAD_CFLAGS "unknown"
+    #endif
+    """
+    const char* CROPGRAD_COMPILER
+    const char* CROPGRAD_CFLAGS
+
+
+# The output accumulator: float16 outputs accumulate in float32 and are
+# rounded once by the caller.
+ctypedef fused acc_t:
+    float
+    double
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+# Every real image dtype TensorFlow's forward op accepts; float16 arrives as
+# its uint16 bit pattern with ``half=True``.
+ctypedef fused image_t:
+    uint8_t
+    int8_t
+    uint16_t
+    int16_t
+    int32_t
+    int64_t
+    float
+    double
+
+
+# Below this many element updates a call runs on the calling thread without
+# entering OpenMP: waking a thread team costs more than the work.
+cdef enum:
+    SERIAL_WORK = 1 << 17
+# Tasks per thread in the image gradient: more, smaller bands balance better
+# (they are handed out dynamically) at the cost of walking the boxes again.
+cdef enum:
+    TASKS_PER_THREAD = 4
+# Cost histogram resolution: at most this many buckets of output rows.
+cdef enum:
+    MAX_BUCKETS = 1 << 16
+# Channel ranges of split tasks are multiples of this many elements, so two
+# threads never write the same 64-byte cache line within a pixel.
+cdef enum:
+    CHANNEL_ALIGN = 16
+
+
+# --------------------------------------------------------------------------
+# Build facts
+
+def build_info():
+    """Facts fixed when the extension was compiled.
+
+    Returns
+    -------
+    dict
+        ``openmp`` (bool), ``compiler`` and ``cflags`` (str),
+        ``flush_denormals_supported`` (bool).
+    """
+    return {
+        "openmp": bool(CROPGRAD_HAVE_OPENMP),
+        "compiler": CROPGRAD_COMPILER.decode("utf-8", "replace"),
+        "cflags": CROPGRAD_CFLAGS.decode("utf-8", "replace"),
+        "flush_denormals_supported": bool(CROPGRAD_FPENV_SUPPORTED),
+    }
+
+
+def max_threads():
+    """``omp_get_max_threads()`` now (1 without OpenMP).
+
+    Honours ``OMP_NUM_THREADS`` and threadpoolctl.  Never call it in a child
+    created by ``fork()`` after the parent used threads.
+    """
+    return omp_get_max_threads()
+
+
+# --------------------------------------------------------------------------
+# Input checks: one compiled pass each, with the GIL released.
+
+def first_nonfinite_box(const float[:, ::1] boxes):  # IN (num_boxes, 4)
+    """Index of the first box with a NaN or infinite coordinate, or -1.
+
+    Parameters
+    ----------
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+    """
+    cdef Py_ssize_t b, n = boxes.shape[0], bad = -1
+    with nogil:
+        for b in range(n):
+            if not (isfinite(boxes[b, 0]) and isfinite(boxes[b, 1])
+                    and isfinite(boxes[b, 2]) and isfinite(boxes[b, 3])):
+                bad = b
+                break
+    return bad
+
+
+def first_bad_index(const index_t[::1] box_ind,  # IN (num_boxes,)
+                    Py_ssize_t batch):
+    """Position of the first value of `box_ind` outside ``[0, batch)``, or -1."""
+    cdef Py_ssize_t b, n = box_ind.shape[0], bad = -1
+    cdef int64_t v
+    with nogil:
+        for b in range(n):
+            v = box_ind[b]
+            if v < 0 or v >= batch:
+                bad = b
+                break
+    return bad
+
+
+# --------------------------------------------------------------------------
+# Sampling coordinates, exposed for tests only.
+
+def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)
+                  Py_ssize_t size, Py_ssize_t crop, int axis,
+                  bint boxes_gradient=False):
+    """Image coordinates sampled by every crop index of every box.
+
+    A thin wrapper over `sample_coord` so tests can compare the kernels'
+    coordinates bit for bit with float32 NumPy arithmetic.
+
+    Parameters
+    ----------
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+    size, crop : int
+        Image and crop extent along the axis.
+    axis : {0, 1}
+        0 for rows (``y1, y2``), 1 for columns (``x1, x2``).
+    boxes_gradient : bool
+        Use the boxes gradient's spacing ``(hi - lo) * crop_ratio``.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop), dtype=float32
+    """
+    coords = np.empty((boxes.shape[0], crop), dtype=np.float32)
+    cdef float[:, ::1] c = coords
+    cdef Py_ssize_t b, i
+    cdef float lo, hi, scale
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, axis]
+        hi = boxes[b, axis + 2]
+        if boxes_gradient:
+            scale = (hi - lo) * crop_ratio(size, crop) if crop > 1 else 0
+        else:
+            scale = crop_scale(lo, hi, size, crop)
+        for i in range(crop):
+            c[b, i] = sample_coord(lo, hi, scale, size, crop, i)
+    return coords
+
+
+# --------------------------------------------------------------------------
+# Image gradient
+
+cdef struct GradImagePlan:
+    # Sizes
+    Py_ssize_t num_boxes, crop_h, crop_w, depth, batch, height, width
+    bint nearest
+    # Inputs
+    float* grads
+    int64_t* order      # box numbers grouped by image, serial order within
+    int64_t* starts     # boxes of image i: order[starts[i]:starts[i + 1]]
+    # Per box and crop row: pixel rows and weights (row < 0: outside)
+    Py_ssize_t* row_lo
+    Py_ssize_t* row_hi
+    float* row_w_lo
+    float* row_w_hi
+    # Per box and crop column: pixel columns and weights (col < 0: outside)
+    Py_ssize_t* col_lo
+    Py_ssize_t* col_hi
+    float* col_w_lo
+    float* col_w_hi
+    # Per box: the range of pixel rows it touches and its valid columns
+    Py_ssize_t* box_row_min
+    Py_ssize_t* box_row_max
+    Py_ssize_t* box_cols
+
+
+cdef void _plan_taps(GradImagePlan* p, const float[:, ::1] boxes) noexcept nogil:
+    """Fill the per-box row and column tables of `p` from `boxes`."""
+    cdef Py_ssize_t b, i, k, lo, hi
+    cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, H = p.height, W = p.width
+    cdef float y1, x1, y2, x2, scale, coord, lerp
+    for b in range(p.num_boxes):
+        y1 = boxes[b, 0]
+        x1 = boxes[b, 1]
+        y2 = boxes[b, 2]
+        x2 = boxes[b, 3]
+        p.box_row_min[b] = H
+        p.box_row_max[b] = -1
+        scale = crop_scale(y1, y2, H, ch)
+        for i in range(ch):
+            k = b * ch + i
+            coord = sample_coord(y1, y2, scale, H, ch, i)
+            p.row_lo[k] = -1
+            if p.nearest:
+                if nearest_tap(coord, H, &lo):
+                    p.row_lo[k] = lo
+                    p.row_hi[k] = lo
+            elif linear_taps(coord, H, &lo, &hi, &lerp):
+                p.row_lo[k] = lo
+                p.row_hi[k] = hi
+                p.row_w_lo[k] = <float>1 - lerp
+                p.row_w_hi[k] = lerp
+            if p.row_lo[k] >= 0:
+                if p.row_lo[k] < p.box_row_min[b]:
+                    p.box_row_min[b] = p.row_lo[k]
+                if p.row_hi[k] > p.box_row_max[b]:
+                    p.box_row_max[b] = p.row_hi[k]
+        p.box_cols[b] = 0
+        scale = crop_scale(x1, x2, W, cw)
+        for i in range(cw):
+            k = b * cw + i
+            coord = sample_coord(x1, x2, scale, W, cw, i)
+            p.col_lo[k] = -1
+            if p.nearest:
+                if nearest_tap(coord, W, &lo):
+                    p.col_lo[k] = lo
+                    p.col_hi[k] = lo
+            elif linear_taps(coord, W, &lo, &hi, &lerp):
+                p.col_lo[k] = lo
+                p.col_hi[k] = hi
+                p.col_w_lo[k] = <float>1 - lerp
+                p.col_w_hi[k] = lerp
+            if p.col_lo[k] >= 0:
+                p.box_cols[b] += 1
+
+
+cdef Py_ssize_t _plan_bands(GradImagePlan* p, Py_ssize_t* bounds,
+                            Py_ssize_t num_bands,
+                            int64_t* cost) noexcept nogil:
+    """Cut the output rows into `num_bands` bands of about equal work.
+
+    Output rows are numbered globally, ``image * height + row``.  The work
+    of a row is the number of crop samples scattered into it plus the cost of
+    zeroing it, histogrammed into at most ``MAX_BUCKETS`` buckets of rows.
+
+    Parameters
+    ----------
+    bounds : Py_ssize_t*
+        Out: ``num_bands + 1`` global row numbers; band ``k`` is
+        ``[bounds[k], bounds[k + 1])``.
+    cost : int64_t*
+        Scratch of ``MAX_BUCKETS`` entries.
+
+    Returns
+    -------
+    Py_ssize_t
+        The total work, in element updates per channel.
+    """
+    cdef Py_ssize_t rows = p.batch * p.height, shift = 0, nbuckets, i, j
+    cdef Py_ssize_t b, bi, k, first, last
+    cdef int64_t total = 0, running = 0, per_sample
+    while ((rows - 1) >> shift) >= MAX_BUCKETS:
+        shift += 1
+    nbuckets = ((rows - 1) >> shift) + 1
+    for i in range(nbuckets):
+        first = i << shift
+        last = min((i + 1) << shift, rows)
+        # Zeroing a row is one store per element: about a quarter of the
+        # four read-modify-writes of a bilinear sample.
+        cost[i] = (last - first) * p.width
+    for bi in range(p.batch):
+        for j in range(p.starts[bi], p.starts[bi + 1]):
+            b = p.order[j]
+            per_sample = p.box_cols[b] * (1 if p.nearest else 2) * 4
+            for k in range(b * p.crop_h, (b + 1) * p.crop_h):
+                if p.row_lo[k] < 0:
+                    continue
+                cost[(bi * p.height + p.row_lo[k]) >> shift] += per_sample
+                if not p.nearest:
+                    cost[(bi * p.height + p.row_hi[k]) >> shift] += per_sample
+    for i in range(nbuckets):
+        total += cost[i]
+    bounds[0] = 0
+    j = 1
+    for i in range(nbuckets):
+        running += cost[i]
+        while j < num_bands and running * num_bands >= total * j:
+            bounds[j] = min((i + 1) << shift, rows)
+            j += 1
+    while j <= num_bands:
+        bounds[j] = rows
+        j += 1
+    return total
+
+
+cdef inline void _scatter_pair(acc_t* left, acc_t* right, const float* g,
+                               float w_row, float w_left, float w_right,
+                               Py_ssize_t n) noexcept nogil:
+    """Add ``w_left * (w_row * g)`` to `left` and ``w_right * (w_row * g)`` to `right`.
+
+    Every product is a float32 product, widened to the accumulator only when
+    it is added.  `left` and `right` may be the same pixel (an integer
+    column coordinate): each element then gets its two updates in order.
+    """
+    cdef Py_ssize_t d
+    cdef float v
+    for d in range(n):
+        v = w_row * g[d]
+        left[d] += <acc_t>(w_left * v)
+        right[d] += <acc_t>(w_right * v)
+
+
+cdef inline void _scatter_one(acc_t* dst, const float* g,
+                              Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t d
+    for d in range(n):
+        dst[d] += <acc_t>g[d]
+
+
+cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
+                           Py_ssize_t g0, Py_ssize_t g1,
+                           Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """Zero and accumulate global output rows ``[g0, g1)``, channels ``[c0, c1)``.
+
+    Walks boxes, crop rows, crop columns and corners in the serial order and
+    applies only the updates that land in the band.
+    """
+    cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
+    cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
+    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom, col
+    cdef bint do_top, do_bottom
+    cdef acc_t* top_row
+    cdef acc_t* bottom_row
+    cdef const float* g
+    if g0 >= g1 or n <= 0:
+        return
+    for bi in range(g0 // H, (g1 - 1) // H + 1):
+        r0 = max(g0 - bi * H, 0)
+        r1 = min(g1 - bi * H, H)
+        # Zero the band here, not in the caller: the owner thread touches
+        # its pages first and the work is spread over the threads.
+        for r in range(r0, r1):
+            top_row = out + (bi * H + r) * W * D
+            if n == D:
+                memset(top_row, 0, W * D * sizeof(acc_t))
+            else:
+                for x in range(W):
+                    memset(top_row + x * D + c0, 0, n * sizeof(acc_t))
+        for j in range(p.starts[bi], p.starts[bi + 1]):
+            b = p.order[j]
+            if p.box_row_max[b] < r0 or p.box_row_min[b] >= r1:
+                continue
+            for y in range(ch):
+                k = b * ch + y
+                top = p.row_lo[k]
+                if top < 0:
+                    continue
+                bottom = p.row_hi[k]
+                do_top = r0 <= top < r1
+                do_bottom = (not p.nearest) and r0 <= bottom < r1
+                if not (do_top or do_bottom):
+                    continue
+                top_row = out + ((bi * H + top) * W) * D + c0
+                bottom_row = out + ((bi * H + bottom) * W) * D + c0
+                g = p.grads + ((b * ch + y) * cw) * D + c0
+                for x in range(cw):
+                    col = p.col_lo[b * cw + x]
+                    if col < 0:
+                        continue
+                    if p.nearest:
+                        _scatter_one(top_row + col * D, g + x * D, n)
+                        continue
+                    # Corner order: top-left, top-right, then bottom-left,
+                    # bottom-right.
+                    if do_top:
+                        _scatter_pair(top_row + col * D,
+                                      top_row + p.col_hi[b * cw + x] * D,
+                                      g + x * D, p.row_w_lo[k],
+                                      p.col_w_lo[b * cw + x],
+                                      p.col_w_hi[b * cw + x], n)
+                    if do_bottom:
+                        _scatter_pair(bottom_row + col * D,
+                                      bottom_row + p.col_hi[b * cw + x] * D,
+                                      g + x * D, p.row_w_hi[k],
+                                      p.col_w_lo[b * cw + x],
+                                      p.col_w_hi[b * cw + x], n)
+
+
+def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w, depth)
+               const float[:, ::1] boxes,        # IN (num_boxes, 4)
+               const int64_t[::1] order,         # IN (num_boxes,)
+               const int64_t[::1] starts,        # IN (batch + 1,)
+               acc_t[:, :, :, ::1] out,          # OUT (batch, height, width, depth)
+               bint nearest, int num_threads, bint flush):
+    """Gradient of crop-and-resize with respect to the image.
+
+    Parameters
+    ----------
+    grads : ndarray of shape (num_boxes, crop_h, crop_w, depth), dtype=float32
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+        Finite ``[y1, x1, y2, x2]``.
+    order, starts : ndarray, dtype=int64
+        Boxes grouped by image (from `group_boxes`).
+    out : ndarray of shape (batch, height, width, depth), dtype=float32 or float64
+        Overwritten: zeroed, then accumulated.
+    nearest : bool
+        Nearest-neighbour instead of bilinear sampling.
+    num_threads : int
+        Upper bound on the OpenMP threads; 1 never enters OpenMP.
+    flush : bool
+        Run with flush-to-zero and denormals-are-zero.
+    """
+    cdef GradImagePlan p
+    cdef Py_ssize_t N = grads.shape[0]
+    cdef Py_ssize_t rows, num_bands, num_splits = 1, num_tasks, t, s, work
+    cdef Py_ssize_t* bounds = NULL
+    cdef Py_ssize_t* splits = NULL
+    cdef int64_t* cost = NULL
+    cdef acc_t* out_ptr
+    cdef void* tables = NULL
+    cdef int nthreads = num_threads
+    if out.shape[0] == 0 or out.shape[1] == 0 or out.shape[2] == 0 or out.shape[3] == 0:
+        return
+    p.num_boxes = N
+    p.crop_h = grads.shape[1]
+    p.crop_w = grads.shape[2]
+    p.depth = out.shape[3]
+    p.batch = out.shape[0]
+    p.height = out.shape[1]
+    p.width = out.shape[2]
+    p.nearest = nearest
+    p.grads = <float*>&grads[0, 0, 0, 0] if N > 0 else NULL
+    p.order = <int64_t*>&order[0] if N > 0 else NULL
+    p.starts = <int64_t*>&starts[0]
+    out_ptr = &out[0, 0, 0, 0]
+    rows = p.batch * p.height
+    num_bands = 1 if nthreads <= 1 else min(<Py_ssize_t>nthreads * TASKS_PER_THREAD, rows)
+    if num_bands < 1:
+        num_bands = 1
+    # One allocation for every table: 4 row entries per (box, crop row),
+    # 4 per (box, crop column), 3 per box, the band and split bounds and the
+    # cost histogram.
+    cdef size_t n_rows = <size_t>(N * p.crop_h), n_cols = <size_t>(N * p.crop_w)
+    cdef size_t nbytes = (
+        n_rows * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
+        + n_cols * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
+        + <size_t>N * 3 * sizeof(Py_ssize_t)
+        + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
+        + MAX_BUCKETS * sizeof(int64_t)
+    )
+    tables = malloc(nbytes)
+    if tables == NULL:
+        raise MemoryError(
+            f"crop_and_resize_grad_image: could not allocate {nbytes} bytes "
+            "of sampling tables")
+    try:
+        with nogil:
+            p.row_lo = <Py_ssize_t*>tables
+            p.row_hi = p.row_lo + n_rows
+            p.col_lo = p.row_hi + n_rows
+            p.col_hi = p.col_lo + n_cols
+            p.box_row_min = p.col_hi + n_cols
+            p.box_row_max = p.box_row_min + N
+            p.box_cols = p.box_row_max + N
+            bounds = p.box_cols + N
+            splits = bounds + num_bands + 1
+            cost = <int64_t*>(splits + 2 * nthreads + 2)
+            p.row_w_lo = <float*>(cost + MAX_BUCKETS)
+            p.row_w_hi = p.row_w_lo + n_rows
+            p.col_w_lo = p.row_w_hi + n_rows
+            p.col_w_hi = p.col_w_lo + n_cols
+
+            cropgrad_fpenv_enter(flush)
+            _plan_taps(&p, boxes)
+            work = _plan_bands(&p, bounds, num_bands, cost) * p.depth
+            cropgrad_fpenv_leave(flush)
+
+            # Few rows but deep pixels: split channels too, in aligned ranges.
+            if nthreads > 1 and rows < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+                num_splits = min(
+                    (<Py_ssize_t>nthreads * TASKS_PER_THREAD + rows - 1) // rows,
+                    p.depth // CHANNEL_ALIGN,
+                    2 * nthreads + 1)
+                if num_splits < 1:
+                    num_splits = 1
+            for s in range(num_splits + 1):
+                splits[s] = (p.depth * s // num_splits) // CHANNEL_ALIGN * CHANNEL_ALIGN
+            splits[num_splits] = p.depth
+            num_tasks = num_bands * num_splits
+
+            if nthreads <= 1 or work < SERIAL_WORK:
+                cropgrad_fpenv_enter(flush)
+                if num_bands == 1 and num_splits == 1:
+                    _grad_image_task(&p, out_ptr, 0, rows, 0, p.depth)
+                else:
+                    for t in range(num_tasks):
+                        _grad_image_task(&p, out_ptr,
+                                         bounds[t // num_splits],
+                                         bounds[t // num_splits + 1],
+                                         splits[t % num_splits],
+                                         splits[t % num_splits + 1])
+                cropgrad_fpenv_leave(flush)
+            else:
+                if nthreads > num_tasks:
+                    nthreads = <int>num_tasks
+                with parallel(num_threads=nthreads):
+                    cropgrad_fpenv_enter(flush)
+                    for t in prange(num_tasks, schedule="dynamic"):
+                        _grad_image_task(&p, out_ptr,
+                                         bounds[t // num_splits],
+                                         bounds[t // num_splits + 1],
+                                         splits[t % num_splits],
+                                         splits[t % num_splits + 1])
+                    cropgrad_fpenv_leave(flush)
+    finally:
+        free(tables)
+
+
+def group_boxes(const index_t[::1] box_ind,  # IN (num_boxes,)
+                Py_ssize_t batch,
+                int64_t[::1] order,          # OUT (num_boxes,)
+                int64_t[::1] starts):        # OUT (batch + 1,), zeroed by the caller
+    """Group the boxes by image, keeping their order within an image.
+
+    A stable counting sort: ``order[starts[i]:starts[i + 1]]`` are the boxes
+    of image ``i`` in increasing box number.  `box_ind` must already be
+    within ``[0, batch)`` (see `first_bad_index`).
+    """
+    cdef Py_ssize_t b, n = box_ind.shape[0], i
+    cdef int64_t v
+    with nogil:
+        for b in range(n):
+            starts[box_ind[b] + 1] += 1
+        for i in range(batch):
+            starts[i + 1] += starts[i]
+        # Place each box at its image's cursor, then shift the cursors
+        # (which ended at the next image's start) back into starts.
+        for b in range(n):
+            v = box_ind[b]
+            order[starts[v]] = b
+            starts[v] += 1
+        for i in range(batch, 0, -1):
+            starts[i] = starts[i - 1]
+        starts[0] = 0
+
+
+# --------------------------------------------------------------------------
+# Forward op and boxes gradient
+
+cdef inline float _load(const image_t* image, Py_ssize_t i, bint half) noexcept nogil:
+    """Pixel `i` of the image as float32 (C's conversion; float16 exactly)."""
+    if image_t is uint16_t:
+        if half:
+            return cropgrad_half_to_float(image[i])
+    return <float>image[i]
+
+
+cdef void _forward_row(const image_t* image, const float* boxes,
+                       const int64_t* box_ind, float* crops,
+                       Py_ssize_t H, Py_ssize_t W, Py_ssize_t D,
+                       Py_ssize_t ch, Py_ssize_t cw, Py_ssize_t task,
+                       bint nearest, float extrapolation,
+                       bint half) noexcept nogil:
+    """Crop row ``task % ch`` of box ``task // ch``."""
+    cdef Py_ssize_t b = task // ch, y = task % ch, x, d, n
+    cdef Py_ssize_t top, bottom, left, right
+    cdef float y1 = boxes[4 * b], x1 = boxes[4 * b + 1]
+    cdef float y2 = boxes[4 * b + 2], x2 = boxes[4 * b + 3]
+    cdef float coord, y_lerp, x_lerp, tl, tr, bl, br, upper, lower
+    cdef float wscale = crop_scale(x1, x2, W, cw)
+    cdef float* dst = crops + (b * ch + y) * cw * D
+    cdef const image_t* img = image + box_ind[b] * H * W * D
+    cdef const image_t* p_tl
+    cdef const image_t* p_tr
+    cdef const image_t* p_bl
+    cdef const image_t* p_br
+    coord = sample_coord(y1, y2, crop_scale(y1, y2, H, ch), H, ch, y)
+    if nearest:
+        if not nearest_tap(coord, H, &top):
+            for n in range(cw * D):
+                dst[n] = extrapolation
+            return
+        for x in range(cw):
+            if not nearest_tap(sample_coord(x1, x2, wscale, W, cw, x), W, &left):
+                for d in range(D):
+                    dst[x * D + d] = extrapolation
+                continue
+            p_tl = img + (top * W + left) * D
+            for d in range(D):
+                dst[x * D + d] = _load(p_tl, d, half)
+        return
+    if not linear_taps(coord, H, &top, &bottom, &y_lerp):
+        for n in range(cw * D):
+            dst[n] = extrapolation
+        return
+    for x in range(cw):
+        if not linear_taps(sample_coord(x1, x2, wscale, W, cw, x), W,
+                           &left, &right, &x_lerp):
+            for d in range(D):
+                dst[x * D + d] = extrapolation
+            continue
+        p_tl = img + (top * W + left) * D
+        p_tr = img + (top * W + right) * D
+        p_bl = img + (bottom * W + left) * D
+        p_br = img + (bottom * W + right) * D
+        for d in range(D):
+            tl = _load(p_tl, d, half)
+            tr = _load(p_tr, d, half)
+            bl = _load(p_bl, d, half)
+            br = _load(p_br, d, half)
+            upper = tl + (tr - tl) * x_lerp
+            lower = bl + (br - bl) * x_lerp
+            dst[x * D + d] = upper + (lower - upper) * y_lerp
+
+
+def crop_and_resize(const image_t[:, :, :, ::1] image,  # IN (batch, height, width, depth)
+                    const float[:, ::1] boxes,          # IN (num_boxes, 4)
+                    const int64_t[::1] box_ind,         # IN (num_boxes,)
+                    float[:, :, :, ::1] crops,          # OUT (num_boxes, crop_h, crop_w, depth)
+                    bint nearest, float extrapolation, bint half,
+                    int num_threads, bint flush):
+    """Crop boxes out of the image and resize them (TensorFlow's CropAndResize).
+
+    Parameters
+    ----------
+    image : ndarray of shape (batch, height, width, depth)
+        Any real dtype; float16 as its uint16 bits with ``half=True``.
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+    box_ind : ndarray of shape (num_boxes,), dtype=int64
+    crops : ndarray of shape (num_boxes, crop_h, crop_w, depth), dtype=float32
+        Every element is written.
+    """
+    cdef Py_ssize_t N = crops.shape[0], ch = crops.shape[1], cw = crops.shape[2]
+    cdef Py_ssize_t D = crops.shape[3], H = image.shape[1], W = image.shape[2]
+    cdef Py_ssize_t t, num_tasks = N * ch
+    cdef int nthreads = num_threads
+    if num_tasks == 0 or cw == 0 or D == 0:
+        return
+    cdef const image_t* img = &image[0, 0, 0, 0]
+    cdef float* dst = &crops[0, 0, 0, 0]
+    cdef const int64_t* ind = &box_ind[0]
+    cdef const float* bx = &boxes[0, 0]
+    if nthreads > num_tasks:
+        nthreads = <int>num_tasks
+    with nogil:
+        if nthreads <= 1 or num_tasks * cw * D * 4 < SERIAL_WORK:
+            cropgrad_fpenv_enter(flush)
+            for t in range(num_tasks):
+                _forward_row(img, bx, ind, dst, H, W, D, ch, cw, t,
+                             nearest, extrapolation, half)
+            cropgrad_fpenv_leave(flush)
+        else:
+            with parallel(num_threads=nthreads):
+                cropgrad_fpenv_enter(flush)
+                for t in prange(num_tasks, schedule="static"):
+                    _forward_row(img, bx, ind, dst, H, W, D, ch, cw, t,
+                                 nearest, extrapolation, half)
+                cropgrad_fpenv_leave(flush)
+
+
+cdef void _grad_boxes_one(const float* grads, const image_t* image,
+                          const float* boxes, const int64_t* box_ind,
+                          float* out, Py_ssize_t H, Py_ssize_t W, Py_ssize_t D,
+                          Py_ssize_t ch, Py_ssize_t cw, Py_ssize_t b,
+                          bint half) noexcept nogil:
+    """The four box-coordinate gradients of box `b`, summed in serial order."""
+    cdef float y1 = boxes[4 * b], x1 = boxes[4 * b + 1]
+    cdef float y2 = boxes[4 * b + 2], x2 = boxes[4 * b + 3]
+    cdef float h_ratio = crop_ratio(H, ch), w_ratio = crop_ratio(W, cw)
+    cdef float h_scale = (y2 - y1) * h_ratio if ch > 1 else 0
+    cdef float w_scale = (x2 - x1) * w_ratio if cw > 1 else 0
+    cdef float dy1 = 0, dx1 = 0, dy2 = 0, dx2 = 0
+    cdef float y_lerp, x_lerp, tl, tr, bl, br, grad_y, grad_x, g
+    cdef Py_ssize_t y, x, d, top, bottom, left, right
+    cdef const image_t* img = image + box_ind[b] * H * W * D
+    cdef const float* gp
+    for y in range(ch):
+        if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
+                           &top, &bottom, &y_lerp):
+            continue
+        for x in range(cw):
+            if not linear_taps(sample_coord(x1, x2, w_scale, W, cw, x), W,
+                               &left, &right, &x_lerp):
+                continue
+            gp = grads + ((b * ch + y) * cw + x) * D
+            for d in range(D):
+                tl = _load(img, (top * W + left) * D + d, half)
+                tr = _load(img, (top * W + right) * D + d, half)
+                bl = _load(img, (bottom * W + left) * D + d, half)
+                br = _load(img, (bottom * W + right) * D + d, half)
+                grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
+                grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
+                g = gp[d]
+                grad_y = grad_y * g
+                grad_x = grad_x * g
+                if ch > 1:
+                    dy1 += grad_y * (<float>(H - 1) - <float>y * h_ratio)
+                    dy2 += grad_y * (<float>y * h_ratio)
+                else:
+                    # A double product added to the float32 sum in double,
+                    # then rounded: the reference kernel's `float += double`.
+                    dy1 = <float>(<double>dy1 + <double>grad_y * 0.5 * <double>(H - 1))
+                    dy2 = <float>(<double>dy2 + <double>grad_y * 0.5 * <double>(H - 1))
+                if cw > 1:
+                    dx1 += grad_x * (<float>(W - 1) - <float>x * w_ratio)
+                    dx2 += grad_x * (<float>x * w_ratio)
+                else:
+                    dx1 = <float>(<double>dx1 + <double>grad_x * 0.5 * <double>(W - 1))
+                    dx2 = <float>(<double>dx2 + <double>grad_x * 0.5 * <double>(W - 1))
+    out[4 * b + 0] = dy1
+    out[4 * b + 1] = dx1
+    out[4 * b + 2] = dy2
+    out[4 * b + 3] = dx2
+
+
+def grad_boxes(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w, depth)
+               const image_t[:, :, :, ::1] image, # IN (batch, height, width, depth)
+               const float[:, ::1] boxes,         # IN (num_boxes, 4)
+               const int64_t[::1] box_ind,        # IN (num_boxes,)
+               float[:, ::1] out,                 # OUT (num_boxes, 4)
+               bint half, int num_threads, bint flush):
+    """Gradient of crop-and-resize with respect to the boxes (bilinear).
+
+    Parameters
+    ----------
+    grads : ndarray of shape (num_boxes, crop_h, crop_w, depth), dtype=float32
+    image : ndarray of shape (batch, height, width, depth)
+        Any real dtype; float16 as its uint16 bits with ``half=True``.
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+    box_ind : ndarray of shape (num_boxes,), dtype=int64
+    out : ndarray of shape (num_boxes, 4), dtype=float32
+        Every element is written.
+    """
+    cdef Py_ssize_t N = grads.shape[0], ch = grads.shape[1], cw = grads.shape[2]
+    cdef Py_ssize_t D = grads.shape[3], H = image.shape[1], W = image.shape[2], b
+    cdef int nthreads = num_threads
+    if N == 0:
+        return
+    out[:, :] = 0
+    if D == 0 or image.shape[0] == 0:
+        return
+    cdef const float* gp = &grads[0, 0, 0, 0]
+    cdef const image_t* img = &image[0, 0, 0, 0]
+    cdef const int64_t* ind = &box_ind[0]
+    cdef float* dst = &out[0, 0]
+    cdef const float* bx = &boxes[0, 0]
+    if nthreads > N:
+        nthreads = <int>N
+    with nogil:
+        if nthreads <= 1 or N * ch * cw * D * 8 < SERIAL_WORK:
+            cropgrad_fpenv_enter(flush)
+            for b in range(N):
+                _grad_boxes_one(gp, img, bx, ind, dst, H, W, D, ch, cw, b, half)
+            cropgrad_fpenv_leave(flush)
+        else:
+            with parallel(num_threads=nthreads):
+                cropgrad_fpenv_enter(flush)
+                for b in prange(N, schedule="dynamic"):
+                    _grad_boxes_one(gp, img, bx, ind, dst, H, W, D, ch, cw, b, half)
+                cropgrad_fpenv_leave(flush)

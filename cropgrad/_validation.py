@@ -1,0 +1,270 @@
+"""Argument checks shared by the public functions.
+
+Each helper converts one argument and raises the documented exception with a
+message that names it.  Nothing here starts any work: the kernels only ever
+see arrays that passed these checks.
+"""
+
+import operator
+import os
+import sys
+
+import numpy as np
+
+from cropgrad import _core
+
+__all__ = []
+
+METHODS = ("bilinear", "nearest")
+MAX_THREADS = 1024
+
+# TensorFlow's names: "float" and "half" mean float32 and float16 there.
+_DTYPE_NAMES = {
+    "float16": np.float16,
+    "half": np.float16,
+    "float32": np.float32,
+    "float": np.float32,
+    "float64": np.float64,
+    "double": np.float64,
+}
+_OUTPUT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_KIND_NAMES = {
+    "b": "boolean",
+    "c": "complex",
+    "O": "object",
+    "U": "string",
+    "S": "bytes",
+    "M": "datetime",
+    "m": "timedelta",
+    "V": "structured",
+}
+
+# --------------------------------------------------------------------------
+# fork(): GNU OpenMP keeps a thread pool that does not survive fork().  A child
+# forked after this process ran a thread team must never enter OpenMP again,
+# so it runs every kernel on its own thread.
+_state = {"threads_used": False, "serial_only": False}
+
+
+def _after_fork_in_child():
+    if _state["threads_used"]:
+        _state["serial_only"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def default_threads():
+    """The thread count used when ``num_threads`` is None."""
+    if _state["serial_only"]:
+        return 1
+    return _core.max_threads()
+
+
+def threads(num_threads):
+    """Check ``num_threads`` and return the count to pass to a kernel."""
+    if num_threads is None:
+        n = default_threads()
+    else:
+        if isinstance(num_threads, bool) or not isinstance(
+            num_threads, (int, np.integer)
+        ):
+            raise TypeError(
+                "num_threads must be None or an int from 1 to "
+                f"{MAX_THREADS}, got {type(num_threads).__name__} {num_threads!r}"
+            )
+        n = operator.index(num_threads)
+        if not 1 <= n <= MAX_THREADS:
+            raise ValueError(
+                f"num_threads must be from 1 to {MAX_THREADS}, got {n}"
+            )
+        if _state["serial_only"]:
+            n = 1
+    if n > 1:
+        _state["threads_used"] = True
+    return n
+
+
+def method(value, allowed=METHODS):
+    """Return True for nearest-neighbour sampling, False for bilinear."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("ascii")
+        except UnicodeDecodeError:
+            pass
+    if not isinstance(value, str) or value not in allowed:
+        choices = ", ".join(repr(m) for m in allowed)
+        raise ValueError(f"method must be one of {choices}, got {value!r}")
+    return value == "nearest"
+
+
+def output_dtype(dtype, name):
+    """Resolve an output dtype given as a NumPy dtype, a name or a TF DType."""
+    original = dtype
+    if hasattr(dtype, "as_numpy_dtype"):
+        dtype = dtype.as_numpy_dtype
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
+        dtype = _DTYPE_NAMES[dtype]
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is not None and resolved.kind == "f":
+        resolved = resolved.newbyteorder("=")
+    if resolved not in _OUTPUT_DTYPES:
+        raise TypeError(
+            f"{name} must be float16, float32 or float64, got {original!r}"
+        )
+    return resolved
+
+
+def real_array(value, name):
+    """``numpy.asarray(value)``, refusing anything but integers and floats."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ValueError(f"{name} cannot be converted to an array: {exc}") from None
+    kind = arr.dtype.kind
+    if kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold real numbers (integers or floats), got "
+            f"{_KIND_NAMES.get(kind, kind)} dtype {arr.dtype}"
+        )
+    return arr
+
+
+def float32_array(value, name):
+    """A C-contiguous float32 view of `value`, copied only when needed."""
+    arr = real_array(value, name)
+    if arr.dtype == np.float32 and arr.flags.c_contiguous:
+        return arr
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def boxes_and_index(boxes, box_ind):
+    """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
+    boxes = float32_array(boxes, "boxes")
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(
+            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
+            f"{boxes.shape}"
+        )
+    box_ind = real_array(box_ind, "box_ind")
+    if box_ind.size == 0 and box_ind.dtype.kind == "f":
+        # An empty list comes out as float64: it holds no non-integer.
+        box_ind = box_ind.astype(np.int32)
+    if box_ind.dtype.kind not in "iu":
+        raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
+    if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
+        raise ValueError(
+            f"box_ind has incompatible shape {box_ind.shape}: expected "
+            f"({boxes.shape[0]},), one image index per box"
+        )
+    return boxes, box_ind
+
+
+def native_index(box_ind):
+    """box_ind as C-contiguous int32 or int64 (used in place when it is)."""
+    if box_ind.dtype in (np.int32, np.int64) and box_ind.dtype.isnative:
+        return np.ascontiguousarray(box_ind)
+    if box_ind.dtype.kind == "u" and box_ind.dtype.itemsize == 8:
+        # Values beyond int64 are out of range anyway; keep them out of range.
+        box_ind = np.minimum(box_ind, np.iinfo(np.int64).max)
+    return np.ascontiguousarray(box_ind, dtype=np.int64)
+
+
+def check_boxes(boxes, box_ind, index, batch):
+    """Raise for box indices outside ``[0, batch)`` and non-finite boxes."""
+    bad = _core.first_bad_index(index, batch)
+    if bad >= 0:
+        raise IndexError(
+            f"box_ind has values outside [0, batch_size) = [0, {batch}): "
+            f"box_ind[{bad}] = {box_ind[bad]}"
+        )
+    bad = _core.first_nonfinite_box(boxes)
+    if bad >= 0:
+        raise ValueError(
+            f"boxes must be finite: boxes[{bad}] = {boxes[bad].tolist()} (as "
+            "float32) has a NaN or infinite coordinate"
+        )
+
+
+def int_vector(value, length, name, what):
+    """A sequence of `length` Python ints (integers of any size, no floats)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"{name} must be {length} integers {what}: {exc}") from None
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(
+            f"{name} must have {length} elements {what}, got shape {arr.shape}"
+        )
+    if arr.dtype.kind in "iu":
+        return [int(v) for v in arr]
+    if arr.dtype.kind == "O":
+        try:
+            return [operator.index(v) for v in arr]
+        except TypeError:
+            pass
+    raise TypeError(f"{name} must hold integers {what}, got {value!r}")
+
+
+def image_size(value):
+    """Check ``image_size``; return (batch, height, width, depth)."""
+    batch, height, width, depth = int_vector(
+        value, 4, "image_size", "[batch, image_height, image_width, depth]"
+    )
+    if height <= 0 or width <= 0:
+        raise ValueError(
+            f"image dimensions must be positive: image_size = {[batch, height, width, depth]}"
+        )
+    if batch < 0 or depth < 0:
+        raise ValueError(
+            "image_size: batch and depth must be non-negative, got "
+            f"{[batch, height, width, depth]}"
+        )
+    return batch, height, width, depth
+
+
+def allocate(shape, dtype, name):
+    """``numpy.empty(shape, dtype)``, refusing sizes that cannot be indexed."""
+    count = 1
+    for n in shape:
+        count *= n
+    nbytes = count * np.dtype(dtype).itemsize
+    if max(shape, default=0) > sys.maxsize or nbytes > sys.maxsize:
+        raise ValueError(
+            f"{name} of shape {tuple(shape)} and dtype {np.dtype(dtype)} needs "
+            f"{nbytes} bytes: more than this platform can index"
+        )
+    try:
+        return np.empty(shape, dtype=dtype)
+    except MemoryError:
+        raise MemoryError(
+            f"could not allocate {name} of shape {tuple(shape)} and dtype "
+            f"{np.dtype(dtype)} ({nbytes / 2**30:.2f} GiB)"
+        ) from None
+
+
+def output(out, shape, dtype, inputs):
+    """Check a caller's ``out=`` array, or allocate one."""
+    if out is None:
+        return allocate(shape, dtype, "the output")
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have dtype {dtype}, got {out.dtype}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    for arr in inputs:
+        if np.may_share_memory(out, arr):
+            raise ValueError("out must not share memory with an input")
+    return out

@@ -1,0 +1,178 @@
+"""Build the cropgrad extension.
+
+Metadata lives in ``pyproject.toml``; this file only knows how to compile
+``cropgrad/_core.pyx``.
+
+OpenMP is probed, not guessed: the compiler that will build the extension
+compiles, links and runs a tiny OpenMP program first.  The environment
+variable ``CROPGRAD_OPENMP`` chooses what happens next:
+
+``auto`` (default)
+    use OpenMP when the probe passes, otherwise build a serial extension and
+    print a warning.
+``required`` (or ``1``)
+    fail the build when the probe does not pass (release wheels use this).
+``off`` (or ``0``)
+    build the serial extension without trying.
+
+Floating point: the kernels must round exactly as TensorFlow's float32
+arithmetic does, so every compiler is told not to contract ``a * b + c``
+into a fused multiply-add and never to use fast-math.  No ``-march=native``:
+the extension is distributed.  ``CROPGRAD_CYTHON_DEBUG=1`` turns Cython's
+bounds and wraparound checks on for a debug build.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+# Flags per compiler family: (compile, link) for the OpenMP runtime, and the
+# floating-point flags every compile gets.
+_OPENMP_FLAGS = {
+    "unix": (["-fopenmp"], ["-fopenmp"]),
+    # Apple clang has no driver support: the preprocessor flag plus libomp.
+    "apple": (["-Xpreprocessor", "-fopenmp"], ["-lomp"]),
+    "msvc": (["/openmp"], []),
+}
+_FP_FLAGS = {
+    "unix": ["-O3", "-ffp-contract=off", "-fno-fast-math"],
+    "apple": ["-O3", "-ffp-contract=off", "-fno-fast-math"],
+    "msvc": ["/O2", "/fp:precise"],
+}
+
+_PROBE = textwrap.dedent(
+    """
+    #include <omp.h>
+    #include <stdio.h>
+    int main(void) {
+        int n = 0;
+        #pragma omp parallel num_threads(2) reduction(+:n)
+        n += 1;
+        printf("%d %d\\n", n, omp_get_max_threads());
+        return n == 2 ? 0 : 1;
+    }
+    """
+)
+
+
+def _openmp_mode():
+    value = os.environ.get("CROPGRAD_OPENMP", "auto").strip().lower()
+    aliases = {"1": "required", "yes": "required", "0": "off", "no": "off", "": "auto"}
+    value = aliases.get(value, value)
+    if value not in ("auto", "required", "off"):
+        raise SystemExit(
+            f"CROPGRAD_OPENMP must be auto, required (1) or off (0), not {value!r}"
+        )
+    return value
+
+
+class BuildExt(build_ext):
+    """``build_ext`` that adds per-compiler flags and probes OpenMP."""
+
+    def _family(self):
+        if self.compiler.compiler_type == "msvc":
+            return "msvc"
+        if sys.platform == "darwin":
+            return "apple"
+        return "unix"
+
+    def _probe_openmp(self, compile_flags, link_flags):
+        """Compile, link and run a tiny OpenMP program; return the reason it failed."""
+        with tempfile.TemporaryDirectory() as tmp:
+            source = os.path.join(tmp, "probe.c")
+            with open(source, "w") as f:
+                f.write(_PROBE)
+            try:
+                objects = self.compiler.compile(
+                    [source], output_dir=tmp, extra_postargs=compile_flags
+                )
+                exe = os.path.join(tmp, "probe")
+                self.compiler.link_executable(
+                    objects, exe, extra_postargs=link_flags + self._extra_link_args()
+                )
+                run = subprocess.run(
+                    [exe], capture_output=True, text=True, timeout=60, check=False
+                )
+            except Exception as exc:  # compile or link errors of any compiler
+                return f"{type(exc).__name__}: {exc}"
+            if run.returncode != 0:
+                return f"the probe program exited with {run.returncode}: {run.stdout}"
+            return None
+
+    def _extra_link_args(self):
+        # LDFLAGS may point at a libomp outside the default search path (macOS).
+        return []
+
+    def build_extensions(self):
+        family = self._family()
+        mode = _openmp_mode()
+        fp_flags = _FP_FLAGS[family]
+        omp_compile, omp_link = _OPENMP_FLAGS[family]
+        use_openmp = False
+        if mode != "off":
+            failure = self._probe_openmp(omp_compile, omp_link)
+            if failure is None:
+                use_openmp = True
+            elif mode == "required":
+                raise SystemExit(
+                    "CROPGRAD_OPENMP=required but the compiler cannot build and run "
+                    f"an OpenMP program:\n{failure}"
+                )
+            else:
+                self.warn(
+                    "cropgrad: OpenMP is not available with this compiler; building "
+                    "a serial extension (set CROPGRAD_OPENMP=required to make this "
+                    f"an error).\n{failure}"
+                )
+        compiler_name = os.path.basename(str(self.compiler.compiler_so[0])) if hasattr(
+            self.compiler, "compiler_so"
+        ) else self.compiler.compiler_type
+        for ext in self.extensions:
+            ext.extra_compile_args = list(fp_flags)
+            ext.extra_link_args = []
+            ext.define_macros = list(ext.define_macros or []) + [
+                ("CROPGRAD_COMPILER", f'"{compiler_name}"'),
+                ("CROPGRAD_CFLAGS", '"' + " ".join(fp_flags + (omp_compile if use_openmp else [])) + '"'),
+            ]
+            if use_openmp:
+                ext.extra_compile_args += omp_compile
+                ext.extra_link_args += omp_link
+        print(
+            f"cropgrad: building with OpenMP {'on' if use_openmp else 'off'} "
+            f"(CROPGRAD_OPENMP={mode}), flags {' '.join(fp_flags)}"
+        )
+        super().build_extensions()
+
+
+def _directives():
+    debug = os.environ.get("CROPGRAD_CYTHON_DEBUG", "0") not in ("", "0")
+    return {
+        "language_level": 3,
+        "boundscheck": debug,
+        "wraparound": debug,
+        "initializedcheck": debug,
+        "cdivision": True,
+        "embedsignature": True,
+        "freethreading_compatible": True,
+    }
+
+
+extensions = [
+    Extension(
+        "cropgrad._core",
+        ["cropgrad/_core.pyx"],
+        depends=["cropgrad/_sampling.pxd", "cropgrad/_openmp.pxd", "cropgrad/_fpenv.h"],
+        include_dirs=["cropgrad"],
+    )
+]
+
+setup(
+    ext_modules=cythonize(extensions, compiler_directives=_directives()),
+    cmdclass={"build_ext": BuildExt},
+)

@@ -1,0 +1,275 @@
+"""crop_and_resize_grad_image: TensorFlow's bits, the NumPy reference, threads."""
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import load_cases, random_problem
+
+import cropgrad
+import reference
+
+GRAD_IMAGE = load_cases("grad_image.npz")
+SUBNORMAL = sorted(n for n in GRAD_IMAGE if "subnormal" in n)
+NORMAL = sorted(n for n in GRAD_IMAGE if "subnormal" not in n)
+
+
+def _call(case, dtype, **kwargs):
+    return cropgrad.crop_and_resize_grad_image(
+        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
+        dtype=dtype, method=str(case["method"]), **kwargs,
+    )
+
+
+def assert_same_bits(actual, expected):
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    if actual.tobytes() != expected.tobytes():
+        diff = actual.astype(np.float64) != expected.astype(np.float64)
+        raise AssertionError(
+            f"{int(diff.sum())} of {diff.size} elements differ, max abs "
+            f"difference {np.nanmax(np.abs(actual.astype(np.float64) - expected)):g}"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_IMAGE))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_tensorflow_bits_with_flush(name, dtype, num_threads):
+    case = GRAD_IMAGE[name]
+    out = _call(case, dtype, num_threads=num_threads, flush_denormals=True)
+    assert_same_bits(out, case[f"out_{dtype}"])
+
+
+@pytest.mark.parametrize("name", NORMAL)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tensorflow_bits_by_default_without_subnormals(name, dtype):
+    case = GRAD_IMAGE[name]
+    assert_same_bits(_call(case, dtype), case[f"out_{dtype}"])
+
+
+@pytest.mark.parametrize("name", SUBNORMAL)
+def test_default_is_ieee_on_subnormal_cases(name):
+    # Without flushing, subnormals count: the result is the IEEE serial sum,
+    # which the NumPy reference computes in float32.
+    case = GRAD_IMAGE[name]
+    expected = reference.grad_image(
+        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
+        str(case["method"]), dtype=np.float32, exact=True,
+    )
+    assert_same_bits(_call(case, "float32"), expected.astype(np.float32))
+
+
+def test_subnormal_gradient_is_flushed_only_on_request():
+    grads = np.array([1e-39], dtype=np.float32).reshape(1, 1, 1, 1)
+    boxes = [[0.5, 0.5, 0.5, 0.5]]
+    ieee = cropgrad.crop_and_resize_grad_image(grads, boxes, [0], [1, 3, 3, 1])
+    flushed = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, [0], [1, 3, 3, 1], flush_denormals=True
+    )
+    assert ieee[0, 1, 1, 0] == np.float32(1e-39)
+    assert flushed[0, 1, 1, 0] == 0
+    raw = cropgrad.raw_ops.CropAndResizeGradImage(
+        grads=grads, boxes=boxes, box_ind=[0], image_size=[1, 3, 3, 1], T="float32"
+    )
+    assert raw[0, 1, 1, 0] == 0
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_IMAGE))
+def test_float16_is_float32_rounded_once(name):
+    case = GRAD_IMAGE[name]
+    out16 = _call(case, "float16", flush_denormals=True)
+    assert out16.dtype == np.float16
+    assert_same_bits(out16, case["out_float32"].astype(np.float16))
+
+
+@pytest.mark.parametrize("name", NORMAL)
+def test_float16_at_least_as_accurate_as_tensorflow(name):
+    case = GRAD_IMAGE[name]
+    exact = reference.grad_image(
+        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
+        str(case["method"]),
+    )
+    ours = np.abs(_call(case, "float16").astype(np.float64) - exact)
+    theirs = np.abs(case["out_float16"].astype(np.float64) - exact)
+    assert np.nanmax(ours, initial=0) <= np.nanmax(theirs, initial=0)
+    # Rounded once: within one float16 ulp of the exact value (half an ulp
+    # for the final rounding, the rest for the float32 sum before it).
+    ulp = np.spacing(np.abs(exact).astype(np.float16)).astype(np.float64)
+    assert np.all(ours <= ulp)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+def test_matches_numpy_reference(seed, method, out_dtype):
+    rng = np.random.default_rng(seed)
+    grads, boxes, box_ind, size = random_problem(rng, num_boxes=5 + seed)
+    out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype, method)
+    if out_dtype != np.float16:
+        exact = reference.grad_image(grads, boxes, box_ind, size, method,
+                                     dtype=out_dtype, exact=True)
+        assert_same_bits(out, exact.astype(out_dtype))
+    approx = reference.grad_image(grads, boxes, box_ind, size, method)
+    tol = {np.float16: 2e-3, np.float32: 1e-5, np.float64: 1e-5}[out_dtype.type]
+    np.testing.assert_allclose(out.astype(np.float64), approx, rtol=tol, atol=tol)
+
+
+# Shapes that force every partition: many rows and few channels (row bands),
+# few rows and many channels (channel ranges), uneven everything.
+THREAD_SHAPES = [
+    dict(batch=3, height=37, width=5, depth=3, num_boxes=40, crop=(9, 7)),
+    dict(batch=1, height=2, width=3, depth=97, num_boxes=23, crop=(5, 4)),
+    dict(batch=2, height=1, width=50, depth=33, num_boxes=17, crop=(3, 11)),
+    dict(batch=5, height=64, width=64, depth=1, num_boxes=3, crop=(33, 29)),
+]
+
+
+@pytest.mark.parametrize("shape", THREAD_SHAPES, ids=lambda s: "x".join(map(str, s.values())))
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+def test_same_bits_for_any_thread_count(shape, method, out_dtype):
+    rng = np.random.default_rng(7)
+    # Big enough that the kernel does not fall back to one thread.
+    grads, boxes, box_ind, size = random_problem(rng, spread=0.05, **shape)
+    grads = np.repeat(grads, 1, axis=0)
+    results = [
+        cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, out_dtype, method, num_threads=n
+        )
+        for n in (1, 2, 3, 4, 7)
+    ]
+    for other in results[1:]:
+        assert_same_bits(other, results[0])
+    if out_dtype == np.float32:
+        exact = reference.grad_image(grads, boxes, box_ind, size, method,
+                                     dtype=np.float32, exact=True)
+        assert_same_bits(results[0], exact.astype(np.float32))
+
+
+def test_large_overlapping_boxes_same_bits_across_threads():
+    # The race TensorFlow's default kernel has: many boxes on the same pixels.
+    rng = np.random.default_rng(3)
+    grads = rng.standard_normal((256, 14, 14, 32)).astype(np.float32)
+    boxes = np.tile(np.array([[0.1, 0.1, 0.9, 0.9]], np.float32), (256, 1))
+    boxes += rng.uniform(-0.05, 0.05, boxes.shape).astype(np.float32)
+    box_ind = np.zeros(256, np.int32)
+    one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 32, 32, 32], num_threads=1)
+    for n in (2, 3, 4):
+        many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 32, 32, 32], num_threads=n)
+        assert_same_bits(many, one)
+
+
+def test_out_is_overwritten_and_returned(out_dtype):
+    rng = np.random.default_rng(1)
+    grads, boxes, box_ind, size = random_problem(rng)
+    expected = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype)
+    out = np.full(size, 7, dtype=out_dtype)
+    result = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype, out=out)
+    assert result is out
+    assert_same_bits(out, expected)
+
+
+def test_input_forms_give_the_same_result():
+    rng = np.random.default_rng(2)
+    grads, boxes, box_ind, size = random_problem(rng)
+    expected = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size)
+    wide = np.zeros((grads.shape[0], grads.shape[1], grads.shape[2], 2 * grads.shape[3]), np.float32)
+    wide[..., ::2] = grads
+    strided = wide[..., ::2]
+    assert not strided.flags.c_contiguous
+    readonly = grads.copy()
+    readonly.flags.writeable = False
+    fortran = np.asfortranarray(boxes)
+    variants = [
+        (strided, boxes, box_ind, size),
+        (readonly, boxes, box_ind, size),
+        (grads.astype(">f4"), boxes.astype(">f4"), box_ind.astype(">i4"), size),
+        (grads.astype(np.float64), fortran, box_ind.astype(np.int64), np.array(size)),
+        (grads.tolist(), boxes.tolist(), box_ind.tolist(), tuple(size)),
+        (grads, boxes, box_ind.astype(np.uint8), np.array(size, dtype=np.int32)),
+    ]
+    for args in variants:
+        assert_same_bits(cropgrad.crop_and_resize_grad_image(*args), expected)
+
+
+def test_contiguous_float32_inputs_are_not_copied(monkeypatch):
+    rng = np.random.default_rng(2)
+    grads, boxes, box_ind, size = random_problem(rng)
+    seen = {}
+    real = cropgrad._core.grad_image
+
+    def spy(g, b, *args):
+        seen["grads"], seen["boxes"] = g, b
+        return real(g, b, *args)
+
+    monkeypatch.setattr(cropgrad._core, "grad_image", spy)
+    cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size)
+    assert seen["grads"] is grads
+    assert seen["boxes"] is boxes
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    ("float16", np.float16), ("half", np.float16), ("float32", np.float32),
+    ("float", np.float32), ("float64", np.float64), ("double", np.float64),
+    (np.float32, np.float32), (np.dtype("float64"), np.float64), ("f2", np.float16),
+])
+def test_dtype_names(dtype, expected):
+    out = cropgrad.crop_and_resize_grad_image(
+        np.ones((1, 1, 1, 1)), [[0, 0, 1, 1]], [0], [1, 2, 2, 1], dtype=dtype
+    )
+    assert out.dtype == expected
+
+
+def test_dtype_as_numpy_dtype_attribute():
+    class FakeTFDType:
+        as_numpy_dtype = np.float64
+
+    out = cropgrad.crop_and_resize_grad_image(
+        np.ones((1, 1, 1, 1)), [[0, 0, 1, 1]], [0], [1, 2, 2, 1], FakeTFDType()
+    )
+    assert out.dtype == np.float64
+
+
+def test_empty_problems(out_dtype):
+    no_boxes = cropgrad.crop_and_resize_grad_image(
+        np.zeros((0, 3, 3, 2)), np.zeros((0, 4)), np.zeros(0, np.int32), [2, 4, 5, 2], out_dtype
+    )
+    assert no_boxes.shape == (2, 4, 5, 2) and no_boxes.dtype == out_dtype
+    assert not no_boxes.any()
+    no_depth = cropgrad.crop_and_resize_grad_image(
+        np.zeros((1, 3, 3, 0)), [[0, 0, 1, 1]], [0], [1, 4, 5, 0], out_dtype
+    )
+    assert no_depth.shape == (1, 4, 5, 0)
+    no_batch = cropgrad.crop_and_resize_grad_image(
+        np.zeros((0, 3, 3, 2)), np.zeros((0, 4)), [], [0, 4, 5, 2], out_dtype
+    )
+    assert no_batch.shape == (0, 4, 5, 2)
+
+
+def test_huge_finite_boxes_are_skipped():
+    grads = np.ones((3, 4, 4, 2), np.float32)
+    boxes = np.array([[-3e38, -3e38, 3e38, 3e38], [1e30, 1e30, -1e30, -1e30],
+                      [0, 0, 3.4e38, 1]], np.float32)
+    for method in ("bilinear", "nearest"):
+        out = cropgrad.crop_and_resize_grad_image(grads, boxes, [0, 0, 0], [1, 5, 5, 2],
+                                                  method=method)
+        expected = reference.grad_image(grads, boxes, [0, 0, 0], [1, 5, 5, 2], method)
+        np.testing.assert_array_equal(out, expected.astype(np.float32))
+
+
+def test_concurrent_python_threads_get_exact_results():
+    rng = np.random.default_rng(11)
+    problems = [random_problem(rng, num_boxes=30 + i, depth=8 + i) for i in range(8)]
+    expected = [cropgrad.crop_and_resize_grad_image(*p, num_threads=1) for p in problems]
+    results = [None] * len(problems)
+
+    def work(i):
+        for _ in range(20):
+            results[i] = cropgrad.crop_and_resize_grad_image(*problems[i], num_threads=1 + i % 3)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(problems))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        assert_same_bits(got, want)
