@@ -23,6 +23,17 @@ from cropgrad import _validation as _v
 
 __version__ = "0.1.0"
 
+# Cython's fused functions pick a specialization by inspecting the arguments
+# on every call; look the image gradient's up once instead.
+_GRAD_IMAGE = {
+    np.dtype(np.float32): _core.grad_image.__signatures__["float"],
+    np.dtype(np.float64): _core.grad_image.__signatures__["double"],
+}
+_GROUP_BOXES = {
+    np.dtype(np.int32): _core.group_boxes.__signatures__["int32_t"],
+    np.dtype(np.int64): _core.group_boxes.__signatures__["int64_t"],
+}
+
 __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
@@ -160,12 +171,11 @@ def crop_and_resize_grad_image(
         return result
     order = np.empty(boxes.shape[0], dtype=np.int64)
     starts = np.zeros(shape[0] + 1, dtype=np.int64)
-    _core.group_boxes(index, shape[0], order, starts)
-    _core.grad_image(
-        grads, boxes, order, starts, acc, nearest, nthreads, bool(flush_denormals)
+    _GROUP_BOXES[index.dtype](index, shape[0], order, starts)
+    _GRAD_IMAGE[acc.dtype](
+        grads, boxes, order, starts, acc, nearest, nthreads, bool(flush_denormals),
+        result.view(np.uint16) if acc is not result else None,
     )
-    if acc is not result:
-        np.copyto(result, acc, casting="same_kind")
     return result
 
 

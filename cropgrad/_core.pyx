@@ -48,6 +48,7 @@ cdef extern from "_fpenv.h" nogil:
 
 cdef extern from "_half.h" nogil:
     float cropgrad_half_to_float(uint16_t h)
+    uint16_t cropgrad_float_to_half(float f)
 
 cdef extern from *:
     """
@@ -93,6 +94,9 @@ cdef enum:
 # (they are handed out dynamically) at the cost of walking the boxes again.
 cdef enum:
     TASKS_PER_THREAD = 4
+# Target size of an output band: the rows a task accumulates into should
+# stay in the core's cache while it walks the boxes.
+cdef Py_ssize_t BAND_BYTES = 1 << 20
 # Cost histogram resolution: at most this many buckets of output rows.
 cdef enum:
     MAX_BUCKETS = 1 << 16
@@ -104,6 +108,12 @@ cdef enum:
 
 # --------------------------------------------------------------------------
 # Build facts
+
+def _set_band_bytes(Py_ssize_t n):
+    """Change the band size target (for tuning experiments only)."""
+    global BAND_BYTES
+    BAND_BYTES = n
+
 
 def build_info():
     """Facts fixed when the extension was compiled.
@@ -206,6 +216,36 @@ def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)
     return coords
 
 
+def float_to_half_bits(const float[::1] values):  # IN (n,)
+    """The float16 bit patterns the kernels write for `values` (for tests).
+
+    Returns
+    -------
+    ndarray of shape (n,), dtype=uint16
+    """
+    bits = np.empty(values.shape[0], dtype=np.uint16)
+    cdef uint16_t[::1] b = bits
+    cdef Py_ssize_t i
+    for i in range(values.shape[0]):
+        b[i] = cropgrad_float_to_half(values[i])
+    return bits
+
+
+def half_bits_to_float(const uint16_t[::1] bits):  # IN (n,)
+    """The float32 values the kernels read for float16 `bits` (for tests).
+
+    Returns
+    -------
+    ndarray of shape (n,), dtype=float32
+    """
+    values = np.empty(bits.shape[0], dtype=np.float32)
+    cdef float[::1] v = values
+    cdef Py_ssize_t i
+    for i in range(bits.shape[0]):
+        v[i] = cropgrad_half_to_float(bits[i])
+    return values
+
+
 # --------------------------------------------------------------------------
 # Image gradient
 
@@ -213,6 +253,9 @@ cdef struct GradImagePlan:
     # Sizes
     Py_ssize_t num_boxes, crop_h, crop_w, depth, batch, height, width
     bint nearest
+    # float16 output (or NULL): each task rounds its finished float32 band
+    # into it, while the band is still in cache.
+    uint16_t* half_out
     # Inputs
     float* grads
     int64_t* order      # box numbers grouped by image, serial order within
@@ -359,6 +402,58 @@ cdef inline void _scatter_pair(acc_t* left, acc_t* right, const float* g,
         right[d] += <acc_t>(w_right * v)
 
 
+cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
+                               acc_t* bottom_left, acc_t* bottom_right,
+                               const float* g, float w_top, float w_bottom,
+                               float w_left, float w_right,
+                               Py_ssize_t n) noexcept nogil:
+    """The four corner updates of one bilinear sample, element by element.
+
+    Each element gets top-left, top-right, bottom-left, bottom-right in
+    that order, whichever of the pointers coincide.
+    """
+    cdef Py_ssize_t d
+    cdef float v
+    for d in range(n):
+        v = w_top * g[d]
+        top_left[d] += <acc_t>(w_left * v)
+        top_right[d] += <acc_t>(w_right * v)
+        v = w_bottom * g[d]
+        bottom_left[d] += <acc_t>(w_left * v)
+        bottom_right[d] += <acc_t>(w_right * v)
+
+
+cdef inline void _scatter_shallow(acc_t* top_left, acc_t* top_right,
+                                  acc_t* bottom_left, acc_t* bottom_right,
+                                  const float* g, float w_top, float w_bottom,
+                                  float w_left, float w_right, Py_ssize_t n,
+                                  bint do_top, bint do_bottom) noexcept nogil:
+    """One bilinear sample with 1 to 4 channels.
+
+    With so few channels the set-up of a vector loop (checking that the
+    four pixels do not overlap) costs more than the work: each call below
+    gets a constant channel count, which the compiler unrolls into straight
+    scalar code.
+    """
+    if do_top and do_bottom:
+        if n == 1:
+            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
+                          w_top, w_bottom, w_left, w_right, 1)
+        elif n == 2:
+            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
+                          w_top, w_bottom, w_left, w_right, 2)
+        elif n == 3:
+            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
+                          w_top, w_bottom, w_left, w_right, 3)
+        else:
+            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
+                          w_top, w_bottom, w_left, w_right, 4)
+    elif do_top:
+        _scatter_pair(top_left, top_right, g, w_top, w_left, w_right, n)
+    else:
+        _scatter_pair(bottom_left, bottom_right, g, w_bottom, w_left, w_right, n)
+
+
 cdef inline void _scatter_one(acc_t* dst, const float* g,
                               Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t d
@@ -372,17 +467,31 @@ cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
     """Zero and accumulate global output rows ``[g0, g1)``, channels ``[c0, c1)``.
 
     Walks boxes, crop rows, crop columns and corners in the serial order and
-    applies only the updates that land in the band.
+    applies only the updates that land in the band; for a float16 output,
+    then rounds the finished band into ``p.half_out``.
     """
+    cdef Py_ssize_t W = p.width, D = p.depth, n = c1 - c0, pixel, d
+    if g0 >= g1 or n <= 0:
+        return
+    _accumulate_band(p, out, g0, g1, c0, c1)
+    if p.half_out == NULL:
+        return
+    for pixel in range(g0 * W, g1 * W):
+        for d in range(c0, c1):
+            p.half_out[pixel * D + d] = cropgrad_float_to_half(<float>out[pixel * D + d])
+
+
+cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
+                                  Py_ssize_t g0, Py_ssize_t g1,
+                                  Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """The body of `_grad_image_task`: zero, then scatter into the band."""
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
-    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom, col
+    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom, col, right
     cdef bint do_top, do_bottom
     cdef acc_t* top_row
     cdef acc_t* bottom_row
     cdef const float* g
-    if g0 >= g1 or n <= 0:
-        return
     for bi in range(g0 // H, (g1 - 1) // H + 1):
         r0 = max(g0 - bi * H, 0)
         r1 = min(g1 - bi * H, H)
@@ -419,17 +528,33 @@ cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
                     if p.nearest:
                         _scatter_one(top_row + col * D, g + x * D, n)
                         continue
+                    right = p.col_hi[b * cw + x]
+                    if n <= 4:
+                        _scatter_shallow(top_row + col * D, top_row + right * D,
+                                         bottom_row + col * D,
+                                         bottom_row + right * D, g + x * D,
+                                         p.row_w_lo[k], p.row_w_hi[k],
+                                         p.col_w_lo[b * cw + x],
+                                         p.col_w_hi[b * cw + x], n,
+                                         do_top, do_bottom)
+                        continue
                     # Corner order: top-left, top-right, then bottom-left,
-                    # bottom-right.
-                    if do_top:
-                        _scatter_pair(top_row + col * D,
-                                      top_row + p.col_hi[b * cw + x] * D,
+                    # bottom-right (per element, even when pixels coincide).
+                    if do_top and do_bottom:
+                        _scatter_quad(top_row + col * D, top_row + right * D,
+                                      bottom_row + col * D,
+                                      bottom_row + right * D, g + x * D,
+                                      p.row_w_lo[k], p.row_w_hi[k],
+                                      p.col_w_lo[b * cw + x],
+                                      p.col_w_hi[b * cw + x], n)
+                    elif do_top:
+                        _scatter_pair(top_row + col * D, top_row + right * D,
                                       g + x * D, p.row_w_lo[k],
                                       p.col_w_lo[b * cw + x],
                                       p.col_w_hi[b * cw + x], n)
-                    if do_bottom:
+                    else:
                         _scatter_pair(bottom_row + col * D,
-                                      bottom_row + p.col_hi[b * cw + x] * D,
+                                      bottom_row + right * D,
                                       g + x * D, p.row_w_hi[k],
                                       p.col_w_lo[b * cw + x],
                                       p.col_w_hi[b * cw + x], n)
@@ -440,7 +565,8 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
                const int64_t[::1] order,         # IN (num_boxes,)
                const int64_t[::1] starts,        # IN (batch + 1,)
                acc_t[:, :, :, ::1] out,          # OUT (batch, height, width, depth)
-               bint nearest, int num_threads, bint flush):
+               bint nearest, int num_threads, bint flush,
+               uint16_t[:, :, :, ::1] half_out=None):  # OUT (batch, height, width, depth)
     """Gradient of crop-and-resize with respect to the image.
 
     Parameters
@@ -458,6 +584,9 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
         Upper bound on the OpenMP threads; 1 never enters OpenMP.
     flush : bool
         Run with flush-to-zero and denormals-are-zero.
+    half_out : ndarray of shape (batch, height, width, depth), dtype=uint16, optional
+        The bits of a float16 output: `out` (float32) is then the
+        accumulator, rounded into `half_out` once, band by band.
     """
     cdef GradImagePlan p
     cdef Py_ssize_t N = grads.shape[0]
@@ -478,14 +607,18 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
     p.height = out.shape[1]
     p.width = out.shape[2]
     p.nearest = nearest
+    p.half_out = &half_out[0, 0, 0, 0] if half_out is not None else NULL
     p.grads = <float*>&grads[0, 0, 0, 0] if N > 0 else NULL
     p.order = <int64_t*>&order[0] if N > 0 else NULL
     p.starts = <int64_t*>&starts[0]
     out_ptr = &out[0, 0, 0, 0]
     rows = p.batch * p.height
-    num_bands = 1 if nthreads <= 1 else min(<Py_ssize_t>nthreads * TASKS_PER_THREAD, rows)
-    if num_bands < 1:
-        num_bands = 1
+    # Bands small enough that the rows being accumulated stay in cache, and
+    # enough of them to balance the threads.
+    num_bands = (rows * p.width * p.depth * <Py_ssize_t>sizeof(acc_t)) // BAND_BYTES
+    if nthreads > 1 and num_bands < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+        num_bands = <Py_ssize_t>nthreads * TASKS_PER_THREAD
+    num_bands = max(1, min(num_bands, rows))
     # One allocation for every table: 4 row entries per (box, crop row),
     # 4 per (box, crop column), 3 per box, the band and split bounds and the
     # cost histogram.
@@ -539,15 +672,12 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
 
             if nthreads <= 1 or work < SERIAL_WORK:
                 cropgrad_fpenv_enter(flush)
-                if num_bands == 1 and num_splits == 1:
-                    _grad_image_task(&p, out_ptr, 0, rows, 0, p.depth)
-                else:
-                    for t in range(num_tasks):
-                        _grad_image_task(&p, out_ptr,
-                                         bounds[t // num_splits],
-                                         bounds[t // num_splits + 1],
-                                         splits[t % num_splits],
-                                         splits[t % num_splits + 1])
+                for t in range(num_tasks):
+                    _grad_image_task(&p, out_ptr,
+                                     bounds[t // num_splits],
+                                     bounds[t // num_splits + 1],
+                                     splits[t % num_splits],
+                                     splits[t % num_splits + 1])
                 cropgrad_fpenv_leave(flush)
             else:
                 if nthreads > num_tasks:

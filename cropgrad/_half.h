@@ -1,4 +1,4 @@
-/* Exact IEEE binary16 -> binary32 conversion in integer arithmetic.
+/* IEEE binary16 <-> binary32 conversions in integer arithmetic.
  *
  * Cython memoryviews have no float16 type, so float16 images reach the
  * kernels as their uint16 bit patterns.  Integer arithmetic keeps the
@@ -33,6 +33,43 @@ static inline float cropgrad_half_to_float(uint16_t h) {
     }
     memcpy(&value, &bits, sizeof value);
     return value;
+}
+
+/* binary32 -> binary16, rounding to nearest, ties to even (as NumPy's
+ * astype and the CPU's conversion instructions do), in integer arithmetic
+ * so that the result does not depend on the flush-to-zero mode. */
+static inline uint16_t cropgrad_float_to_half(float value) {
+    uint32_t bits, magnitude, sign, rounded;
+    memcpy(&bits, &value, sizeof bits);
+    sign = (bits >> 16) & 0x8000u;
+    magnitude = bits & 0x7fffffffu;
+    if (magnitude >= 0x7f800000u) {         /* inf, or NaN made quiet */
+        return (uint16_t)(sign | 0x7c00u
+                          | (magnitude > 0x7f800000u ? 0x200u | ((magnitude >> 13) & 0x3ffu) : 0u));
+    }
+    if (magnitude >= 0x477ff000u) {         /* 65520 and up round to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (magnitude >= 0x38800000u) {         /* a normal half: rebias, round */
+        magnitude -= 0x38000000u;
+        magnitude += 0xfffu + ((magnitude >> 13) & 1u);
+        return (uint16_t)(sign | (magnitude >> 13));
+    }
+    if (magnitude < 0x33000000u) {          /* below 2**-25: zero */
+        return (uint16_t)sign;
+    }
+    {                                       /* a subnormal half, in 2**-24 units */
+        uint32_t exponent = magnitude >> 23;
+        uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - exponent;
+        uint32_t rest = mantissa & ((1u << shift) - 1u);
+        uint32_t halfway = 1u << (shift - 1u);
+        rounded = mantissa >> shift;
+        if (rest > halfway || (rest == halfway && (rounded & 1u))) {
+            rounded += 1u;
+        }
+        return (uint16_t)(sign | rounded);
+    }
 }
 
 #endif

@@ -99,8 +99,24 @@ def method(value, allowed=METHODS):
     return value == "nearest"
 
 
+_RESOLVED = {}
+
+
 def output_dtype(dtype, name):
     """Resolve an output dtype given as a NumPy dtype, a name or a TF DType."""
+    try:
+        return _RESOLVED[dtype]
+    except (KeyError, TypeError):  # not seen yet, or unhashable
+        pass
+    resolved = _output_dtype(dtype, name)
+    try:
+        _RESOLVED[dtype] = resolved
+    except TypeError:
+        pass
+    return resolved
+
+
+def _output_dtype(dtype, name):
     original = dtype
     if hasattr(dtype, "as_numpy_dtype"):
         dtype = dtype.as_numpy_dtype
@@ -177,9 +193,15 @@ def native_index(box_ind):
     return np.ascontiguousarray(box_ind, dtype=np.int64)
 
 
+_FIRST_BAD_INDEX = {
+    np.dtype(np.int32): _core.first_bad_index.__signatures__["int32_t"],
+    np.dtype(np.int64): _core.first_bad_index.__signatures__["int64_t"],
+}
+
+
 def check_boxes(boxes, box_ind, index, batch):
     """Raise for box indices outside ``[0, batch)`` and non-finite boxes."""
-    bad = _core.first_bad_index(index, batch)
+    bad = _FIRST_BAD_INDEX[index.dtype](index, batch)
     if bad >= 0:
         raise IndexError(
             f"box_ind has values outside [0, batch_size) = [0, {batch}): "
@@ -195,6 +217,12 @@ def check_boxes(boxes, box_ind, index, batch):
 
 def int_vector(value, length, name, what):
     """A sequence of `length` Python ints (integers of any size, no floats)."""
+    if (
+        type(value) in (list, tuple)
+        and len(value) == length
+        and all(type(v) is int for v in value)
+    ):
+        return list(value)  # the common case, without a round trip through NumPy
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:
