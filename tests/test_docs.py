@@ -1,0 +1,30 @@
+"""The examples in the docstrings and the README run and say what they show."""
+
+import doctest
+import os
+import re
+
+import pytest
+
+import cropgrad
+import cropgrad.raw_ops
+
+README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+
+
+@pytest.mark.parametrize("module", [cropgrad, cropgrad.raw_ops], ids=lambda m: m.__name__)
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def test_readme_usage_example_runs():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    namespace = {}
+    exec(blocks[0], namespace)  # the forward/backward example
+    assert namespace["crops"].shape == (2, 14, 14, 16)
+    assert namespace["d_image"].shape == namespace["image"].shape
+    assert namespace["d_boxes"].shape == (2, 4)

@@ -1,0 +1,180 @@
+"""crop_and_resize and crop_and_resize_grad_boxes: TensorFlow's bits, and
+checks of the three ops against each other (adjoint identity, finite
+differences)."""
+
+import numpy as np
+import pytest
+from conftest import load_cases
+from test_grad_image import assert_same_bits
+
+import cropgrad
+import reference
+
+FORWARD = load_cases("forward.npz")
+GRAD_BOXES = load_cases("grad_boxes.npz")
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_forward_tensorflow_bits(name, num_threads):
+    case = FORWARD[name]
+    out = cropgrad.crop_and_resize(
+        case["image"], case["boxes"], case["box_ind"], case["crop_size"],
+        method=str(case["method"]), extrapolation_value=case["extrapolation_value"],
+        num_threads=num_threads, flush_denormals=True,
+    )
+    assert_same_bits(out, case["out"])
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD))
+def test_forward_raw_op(name):
+    case = FORWARD[name]
+    out = cropgrad.raw_ops.CropAndResize(
+        image=case["image"], boxes=case["boxes"], box_ind=case["box_ind"],
+        crop_size=case["crop_size"], method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"], name="crop",
+    )
+    assert_same_bits(out, case["out"])
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_BOXES))
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+def test_grad_boxes_tensorflow_bits(name, num_threads):
+    case = GRAD_BOXES[name]
+    out = cropgrad.crop_and_resize_grad_boxes(
+        case["grads"], case["image"], case["boxes"], case["box_ind"],
+        num_threads=num_threads, flush_denormals=True,
+    )
+    assert_same_bits(out, case["out"])
+    raw = cropgrad.raw_ops.CropAndResizeGradBoxes(
+        grads=case["grads"], image=case["image"], boxes=case["boxes"],
+        box_ind=case["box_ind"],
+    )
+    assert_same_bits(raw, case["out"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+def test_forward_matches_reference(seed, method):
+    rng = np.random.default_rng(seed)
+    image = rng.standard_normal((2, 9, 7, 3))
+    boxes = rng.uniform(-0.3, 1.3, (5, 4)).astype(np.float32)
+    box_ind = rng.integers(0, 2, 5)
+    out = cropgrad.crop_and_resize(image, boxes, box_ind, (4, 6), method, -2.5)
+    expected = reference.crop_and_resize(image, boxes, box_ind, (4, 6), method, -2.5)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def _random_geometry(rng, num_boxes, inside=False):
+    lo, hi = (0.05, 0.95) if inside else (-0.3, 1.3)
+    boxes = rng.uniform(lo, hi, (num_boxes, 4)).astype(np.float32)
+    return boxes
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(5, 4), (1, 3), (1, 1)])
+def test_adjoint_identity(method, crop):
+    # <crop_and_resize(image), g> == <image, crop_and_resize_grad_image(g)>:
+    # the image gradient is the transpose of the forward op.
+    rng = np.random.default_rng(4)
+    image = rng.standard_normal((3, 11, 8, 4))
+    boxes = _random_geometry(rng, 9)
+    box_ind = rng.integers(0, 3, 9)
+    g = rng.standard_normal((9, *crop, 4))
+    forward = cropgrad.crop_and_resize(image.astype(np.float32), boxes, box_ind, crop, method)
+    backward = cropgrad.crop_and_resize_grad_image(
+        g.astype(np.float32), boxes, box_ind, image.shape, np.float64, method
+    )
+    lhs = np.sum(forward.astype(np.float64) * g.astype(np.float32))
+    rhs = np.sum(image.astype(np.float32) * backward)
+    scale = np.sum(np.abs(forward) * np.abs(g)) + 1.0
+    assert abs(lhs - rhs) <= 1e-5 * scale
+
+
+def test_grad_boxes_matches_finite_differences():
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((2, 12, 10, 3))
+    boxes = rng.uniform(0.1, 0.9, (6, 4)).astype(np.float32)
+    box_ind = np.array([0, 1, 0, 1, 1, 0])
+    crop = (5, 6)
+    g = rng.standard_normal((6, *crop, 3)).astype(np.float32)
+    analytic = cropgrad.crop_and_resize_grad_boxes(g, image, boxes, box_ind)
+
+    def loss(b):
+        # The forward op in float64 on the same samples (the reference).
+        out = reference.crop_and_resize(image, b, box_ind, crop)
+        return np.sum(out * g)
+
+    h = 1e-3
+    numeric = np.zeros((6, 4))
+    for i in range(6):
+        for k in range(4):
+            plus = boxes.astype(np.float64).copy()
+            minus = plus.copy()
+            plus[i, k] += h
+            minus[i, k] -= h
+            numeric[i, k] = (loss(plus) - loss(minus)) / (2 * h)
+    # Bilinear interpolation is piecewise linear: a step of 1e-3 crosses a
+    # pixel boundary only rarely, and then the error is O(h).
+    np.testing.assert_allclose(analytic, numeric, rtol=2e-2, atol=2e-2)
+    assert np.mean(np.abs(analytic - numeric) < 1e-3 * (1 + np.abs(numeric))) > 0.8
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int64, np.float16, np.float64])
+def test_image_dtypes_are_read_as_float32(dtype):
+    rng = np.random.default_rng(6)
+    image = rng.integers(0, 100, (1, 6, 5, 2)).astype(dtype)
+    boxes = _random_geometry(rng, 4, inside=True)
+    as_float = cropgrad.crop_and_resize(image.astype(np.float32), boxes, [0] * 4, (3, 3))
+    assert_same_bits(cropgrad.crop_and_resize(image, boxes, [0] * 4, (3, 3)), as_float)
+    g = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    assert_same_bits(
+        cropgrad.crop_and_resize_grad_boxes(g, image, boxes, [0] * 4),
+        cropgrad.crop_and_resize_grad_boxes(g, image.astype(np.float32), boxes, [0] * 4),
+    )
+
+
+def test_same_bits_for_any_thread_count():
+    rng = np.random.default_rng(8)
+    image = rng.standard_normal((2, 40, 30, 16)).astype(np.float32)
+    boxes = _random_geometry(rng, 64)
+    box_ind = rng.integers(0, 2, 64)
+    g = rng.standard_normal((64, 9, 7, 16)).astype(np.float32)
+    fwd = [cropgrad.crop_and_resize(image, boxes, box_ind, (9, 7), num_threads=n) for n in (1, 2, 3, 4)]
+    bwd = [cropgrad.crop_and_resize_grad_boxes(g, image, boxes, box_ind, num_threads=n) for n in (1, 2, 3, 4)]
+    for other in fwd[1:]:
+        assert_same_bits(other, fwd[0])
+    for other in bwd[1:]:
+        assert_same_bits(other, bwd[0])
+
+
+def test_forward_out_and_empty():
+    image = np.ones((1, 4, 4, 2), np.float32)
+    out = np.full((2, 3, 3, 2), np.nan, np.float32)
+    result = cropgrad.crop_and_resize(image, [[0, 0, 1, 1], [2, 2, 3, 3]], [0, 0], (3, 3),
+                                      extrapolation_value=7, out=out)
+    assert result is out
+    assert np.all(out[0] == 1) and np.all(out[1] == 7)
+    empty = cropgrad.crop_and_resize(image, np.zeros((0, 4)), [], (3, 3))
+    assert empty.shape == (0, 3, 3, 2)
+    assert cropgrad.crop_and_resize_grad_boxes(
+        np.zeros((0, 3, 3, 2)), image, np.zeros((0, 4)), []
+    ).shape == (0, 4)
+
+
+def test_grad_boxes_is_bilinear_only():
+    with pytest.raises(ValueError, match="method"):
+        cropgrad.crop_and_resize_grad_boxes(
+            np.ones((1, 2, 2, 1)), np.ones((1, 3, 3, 1)), [[0, 0, 1, 1]], [0], method="nearest"
+        )
+
+
+@pytest.mark.parametrize("op", ["forward", "grad_boxes"])
+def test_non_finite_boxes_are_an_error(op):
+    image = np.ones((1, 3, 3, 1), np.float32)
+    boxes = [[0, 0, 1, 1], [0, np.nan, 1, 1]]
+    with pytest.raises(ValueError, match=r"boxes\[1\]"):
+        if op == "forward":
+            cropgrad.crop_and_resize(image, boxes, [0, 0], (2, 2))
+        else:
+            cropgrad.crop_and_resize_grad_boxes(np.ones((2, 2, 2, 1)), image, boxes, [0, 0])

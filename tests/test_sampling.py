@@ -1,0 +1,57 @@
+"""The shared sampling-coordinate helper and the float16 conversions, bit for
+bit against NumPy float32 arithmetic."""
+
+import numpy as np
+import pytest
+
+import reference
+from cropgrad import _core
+
+
+def _boxes(rng, n=64):
+    boxes = rng.uniform(-0.5, 1.5, (n, 4)).astype(np.float32)
+    boxes[:4] = [[0, 0, 1, 1], [1, 1, 0, 0], [0.5, 0.25, 0.5, 0.25], [1e-39, -1e-39, 3e38, -3e38]]
+    return boxes
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 1000, 2**24 + 3])
+@pytest.mark.parametrize("crop", [1, 2, 5, 14, 224])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("boxes_gradient", [False, True])
+def test_sample_coords_bits(size, crop, axis, boxes_gradient):
+    boxes = _boxes(np.random.default_rng(size + crop))
+    got = _core.sample_coords(boxes, size, crop, axis, boxes_gradient)
+    expected = np.array(
+        [reference.sample_coords(b[axis], b[axis + 2], size, crop, ratio=boxes_gradient)
+         for b in boxes],
+        dtype=np.float32,
+    )
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_single_sample_is_the_box_centre():
+    # 0.5 * (y1 + y2) * (H - 1): float32 sum, double products, one rounding.
+    rng = np.random.default_rng(0)
+    boxes = rng.uniform(0, 1, (20000, 4)).astype(np.float32)
+    got = _core.sample_coords(boxes, 1000, 1, 0)[:, 0]
+    s = (boxes[:, 0] + boxes[:, 2]).astype(np.float32)
+    double = (0.5 * s.astype(np.float64) * 999.0).astype(np.float32)
+    np.testing.assert_array_equal(got, double)
+
+
+def test_half_conversions_match_numpy():
+    every = np.arange(2**16, dtype=np.uint16)
+    as_float = every.view(np.float16).astype(np.float32)
+    ours = _core.half_bits_to_float(every)
+    finite = np.isfinite(as_float) | np.isinf(as_float)
+    np.testing.assert_array_equal(ours.view(np.uint32)[finite], as_float.view(np.uint32)[finite])
+    assert np.isnan(ours[~finite]).all()
+    rng = np.random.default_rng(1)
+    values = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    sweep = np.arange(0x32000000, 0x48000000, 97, dtype=np.uint32).view(np.float32)
+    for x in (values[~np.isnan(values)], sweep, as_float[finite]):
+        with np.errstate(over="ignore"):
+            expected = x.astype(np.float16).view(np.uint16)
+        np.testing.assert_array_equal(_core.float_to_half_bits(x), expected)
+    nan_bits = _core.float_to_half_bits(np.array([np.nan, -np.nan], np.float32))
+    assert np.isnan(nan_bits.view(np.float16)).all()
