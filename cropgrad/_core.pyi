@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+__test__: dict[str, str]
+
 def build_info() -> dict[str, Any]: ...
 def max_threads() -> int: ...
 def first_nonfinite_box(

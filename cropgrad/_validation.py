@@ -99,7 +99,7 @@ def method(value, allowed=METHODS):
     return value == "nearest"
 
 
-_RESOLVED = {}
+_RESOLVED: dict = {}
 
 
 def output_dtype(dtype, name):
@@ -193,9 +193,10 @@ def native_index(box_ind):
     return np.ascontiguousarray(box_ind, dtype=np.int64)
 
 
+# Fused kernels looked up once (Cython's dispatch inspects every call).
 _FIRST_BAD_INDEX = {
-    np.dtype(np.int32): _core.first_bad_index.__signatures__["int32_t"],
-    np.dtype(np.int64): _core.first_bad_index.__signatures__["int64_t"],
+    np.dtype(np.int32): _core.first_bad_index.__signatures__["int32_t"],  # type: ignore[attr-defined]
+    np.dtype(np.int64): _core.first_bad_index.__signatures__["int64_t"],  # type: ignore[attr-defined]
 }
 
 
