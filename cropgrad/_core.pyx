@@ -18,7 +18,7 @@ threads.  The forward op and the boxes gradient write disjoint outputs per
 box and per crop row, so their tasks are simply boxes or crop rows.
 """
 
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport parallel, prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint8_t, int8_t, uint16_t, int16_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
@@ -892,6 +892,138 @@ cdef void _grad_boxes_one(const float* grads, const image_t* image,
     out[4 * b + 3] = dx2
 
 
+cdef Py_ssize_t _grad_boxes_row_terms(
+        const float* grads, const image_t* image, const float* boxes,
+        const int64_t* box_ind, Py_ssize_t H, Py_ssize_t W, Py_ssize_t D,
+        Py_ssize_t ch, Py_ssize_t cw, Py_ssize_t b, Py_ssize_t y, bint half,
+        float* terms) noexcept nogil:
+    """The terms crop row `y` of box `b` adds to its four box gradients.
+
+    Writes ``terms[4 * i + k]`` for term i, in the serial (column, channel)
+    order, and accumulator k (dy1, dx1, dy2, dx2), and returns the number of
+    terms.  One interleaved output array keeps the overlap checks of the
+    vectorized loop few enough for the compiler to emit them.  Needs ``crop_h > 1`` and ``crop_w > 1``.  Only the
+    sums are serial; the terms themselves are independent, so this loop
+    vectorizes over channels.
+    """
+    cdef float y1 = boxes[4 * b], x1 = boxes[4 * b + 1]
+    cdef float y2 = boxes[4 * b + 2], x2 = boxes[4 * b + 3]
+    cdef float h_ratio = crop_ratio(H, ch), w_ratio = crop_ratio(W, cw)
+    cdef float h_scale = (y2 - y1) * h_ratio, w_scale = (x2 - x1) * w_ratio
+    cdef float y_lerp, x_lerp, tl, tr, bl, br, grad_y, grad_x, g
+    cdef float f_y1 = <float>(H - 1) - <float>y * h_ratio, f_y2 = <float>y * h_ratio
+    cdef float f_x1, f_x2
+    cdef Py_ssize_t x, d, top, bottom, left, right, n = 0
+    cdef const image_t* img = image + box_ind[b] * H * W * D
+    cdef const image_t* p_tl
+    cdef const image_t* p_tr
+    cdef const image_t* p_bl
+    cdef const image_t* p_br
+    cdef const float* gp
+    cdef float* t
+    if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
+                       &top, &bottom, &y_lerp):
+        return 0
+    for x in range(cw):
+        if not linear_taps(sample_coord(x1, x2, w_scale, W, cw, x), W,
+                           &left, &right, &x_lerp):
+            continue
+        f_x1 = <float>(W - 1) - <float>x * w_ratio
+        f_x2 = <float>x * w_ratio
+        p_tl = img + (top * W + left) * D
+        p_tr = img + (top * W + right) * D
+        p_bl = img + (bottom * W + left) * D
+        p_br = img + (bottom * W + right) * D
+        gp = grads + ((b * ch + y) * cw + x) * D
+        t = terms + 4 * n
+        for d in range(D):
+            tl = _load(p_tl, d, half)
+            tr = _load(p_tr, d, half)
+            bl = _load(p_bl, d, half)
+            br = _load(p_br, d, half)
+            grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
+            grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
+            g = gp[d]
+            grad_y = grad_y * g
+            grad_x = grad_x * g
+            t[4 * d] = grad_y * f_y1
+            t[4 * d + 1] = grad_x * f_x1
+            t[4 * d + 2] = grad_y * f_y2
+            t[4 * d + 3] = grad_x * f_x2
+        n += D
+    return n
+
+
+cdef void _grad_boxes_pair(const float* grads, const image_t* image,
+                           const float* boxes, const int64_t* box_ind,
+                           float* out, Py_ssize_t H, Py_ssize_t W,
+                           Py_ssize_t D, Py_ssize_t ch, Py_ssize_t cw,
+                           Py_ssize_t b0, Py_ssize_t b1, bint half,
+                           float* terms) noexcept nogil:
+    """Box gradients of boxes `b0` and `b1` (or `b0` alone when ``b1 < 0``).
+
+    Each box's four sums are serial chains of float32 additions, slow to
+    wait on one at a time; summing two boxes in one loop keeps eight chains
+    in flight.  Each chain still adds its own terms in the serial order.
+    `terms` holds ``8 * crop_w * depth`` floats.
+    """
+    cdef float a0 = 0, a1 = 0, a2 = 0, a3 = 0
+    cdef float c0 = 0, c1 = 0, c2 = 0, c3 = 0
+    cdef Py_ssize_t y, i, na, nb, common
+    cdef float* ta = terms
+    cdef float* tb = terms + 4 * cw * D
+    for y in range(ch):
+        na = _grad_boxes_row_terms(grads, image, boxes, box_ind, H, W, D, ch,
+                                   cw, b0, y, half, ta)
+        nb = 0
+        if b1 >= 0:
+            nb = _grad_boxes_row_terms(grads, image, boxes, box_ind, H, W, D,
+                                       ch, cw, b1, y, half, tb)
+        common = min(na, nb)
+        for i in range(common):
+            a0 += ta[4 * i]
+            a1 += ta[4 * i + 1]
+            a2 += ta[4 * i + 2]
+            a3 += ta[4 * i + 3]
+            c0 += tb[4 * i]
+            c1 += tb[4 * i + 1]
+            c2 += tb[4 * i + 2]
+            c3 += tb[4 * i + 3]
+        for i in range(common, na):
+            a0 += ta[4 * i]
+            a1 += ta[4 * i + 1]
+            a2 += ta[4 * i + 2]
+            a3 += ta[4 * i + 3]
+        for i in range(common, nb):
+            c0 += tb[4 * i]
+            c1 += tb[4 * i + 1]
+            c2 += tb[4 * i + 2]
+            c3 += tb[4 * i + 3]
+    out[4 * b0 + 0] = a0
+    out[4 * b0 + 1] = a1
+    out[4 * b0 + 2] = a2
+    out[4 * b0 + 3] = a3
+    if b1 >= 0:
+        out[4 * b1 + 0] = c0
+        out[4 * b1 + 1] = c1
+        out[4 * b1 + 2] = c2
+        out[4 * b1 + 3] = c3
+
+
+cdef void _grad_boxes_task(const float* grads, const image_t* image,
+                           const float* boxes, const int64_t* box_ind,
+                           float* out, Py_ssize_t H, Py_ssize_t W,
+                           Py_ssize_t D, Py_ssize_t ch, Py_ssize_t cw,
+                           Py_ssize_t N, Py_ssize_t t, bint half,
+                           float* terms) noexcept nogil:
+    """Task `t`: box `t` for one-sample crops, boxes 2t and 2t + 1 otherwise."""
+    if ch == 1 or cw == 1:
+        _grad_boxes_one(grads, image, boxes, box_ind, out, H, W, D, ch, cw, t, half)
+    else:
+        _grad_boxes_pair(grads, image, boxes, box_ind, out, H, W, D, ch, cw,
+                         2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms)
+
+
 def grad_boxes(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w, depth)
                const image_t[:, :, :, ::1] image, # IN (batch, height, width, depth)
                const float[:, ::1] boxes,         # IN (num_boxes, 4)
@@ -911,8 +1043,10 @@ def grad_boxes(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
         Every element is written.
     """
     cdef Py_ssize_t N = grads.shape[0], ch = grads.shape[1], cw = grads.shape[2]
-    cdef Py_ssize_t D = grads.shape[3], H = image.shape[1], W = image.shape[2], b
+    cdef Py_ssize_t D = grads.shape[3], H = image.shape[1], W = image.shape[2]
+    cdef Py_ssize_t t, num_tasks
     cdef int nthreads = num_threads
+    cdef float* terms
     if N == 0:
         return
     out[:, :] = 0
@@ -923,17 +1057,35 @@ def grad_boxes(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
     cdef const int64_t* ind = &box_ind[0]
     cdef float* dst = &out[0, 0]
     cdef const float* bx = &boxes[0, 0]
-    if nthreads > N:
-        nthreads = <int>N
-    with nogil:
-        if nthreads <= 1 or N * ch * cw * D * 8 < SERIAL_WORK:
-            cropgrad_fpenv_enter(flush)
-            for b in range(N):
-                _grad_boxes_one(gp, img, bx, ind, dst, H, W, D, ch, cw, b, half)
-            cropgrad_fpenv_leave(flush)
-        else:
-            with parallel(num_threads=nthreads):
+    # One-sample crops accumulate partly in double: the plain serial loop.
+    if ch == 1 or cw == 1:
+        num_tasks = N
+    else:
+        num_tasks = (N + 1) // 2
+    if nthreads > num_tasks:
+        nthreads = <int>num_tasks
+    if nthreads <= 1 or N * ch * cw * D * 8 < SERIAL_WORK:
+        nthreads = 1
+    terms = <float*>malloc(<size_t>nthreads * 8 * cw * D * sizeof(float))
+    if terms == NULL:
+        raise MemoryError(
+            "crop_and_resize_grad_boxes: could not allocate "
+            f"{nthreads * 8 * cw * D * sizeof(float)} bytes of scratch")
+    try:
+        with nogil:
+            if nthreads == 1:
                 cropgrad_fpenv_enter(flush)
-                for b in prange(N, schedule="dynamic"):
-                    _grad_boxes_one(gp, img, bx, ind, dst, H, W, D, ch, cw, b, half)
+                for t in range(num_tasks):
+                    _grad_boxes_task(gp, img, bx, ind, dst, H, W, D, ch, cw, N, t,
+                                     half, terms)
                 cropgrad_fpenv_leave(flush)
+            else:
+                with parallel(num_threads=nthreads):
+                    cropgrad_fpenv_enter(flush)
+                    for t in prange(num_tasks, schedule="dynamic"):
+                        _grad_boxes_task(gp, img, bx, ind, dst, H, W, D, ch, cw,
+                                         N, t, half,
+                                         terms + threadid() * 8 * cw * D)
+                    cropgrad_fpenv_leave(flush)
+    finally:
+        free(terms)
