@@ -23,6 +23,7 @@ bounds and wraparound checks on for a debug build.
 """
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -106,7 +107,11 @@ class BuildExt(build_ext):
             return None
 
     def _extra_link_args(self):
-        # LDFLAGS may point at a libomp outside the default search path (macOS).
+        # The probe is linked by the bare compiler driver, which (unlike the
+        # extension's link) does not get LDFLAGS; on macOS that is where the
+        # -L and -rpath of a libomp outside the default search path are.
+        if self._family() == "apple":
+            return shlex.split(os.environ.get("LDFLAGS", ""))
         return []
 
     def build_extensions(self):
