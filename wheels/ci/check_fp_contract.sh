@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Prove that no fused multiply-add changes cropgrad's float32 roundings.
+#
+#   bash wheels/ci/check_fp_contract.sh EXTENSION.so GENERATED_CORE.c [CFLAGS]
+#
+# EXTENSION.so    the built x86_64 extension (e.g. unzipped from the wheel)
+# GENERATED_CORE.c the C that Cython generated for that build (its folder must
+#                 hold the package's .h files)
+# CFLAGS          the flags the extension was built with, as recorded in
+#                 show_config()["cflags"]; default the ones setup.py uses with
+#                 GCC and OpenMP
+#
+# (a) x86_64: objdump the extension; count FMA instructions (vfmadd, vfmsub,
+#     vfnmadd, vfnmsub...) and ymm/zmm registers (AVX code). Expect 0: a
+#     baseline x86-64 build has neither.
+# (b) aarch64: every aarch64 CPU has FMA and GCC contracts a*b+c by default,
+#     so cross-compile the same C with the same flags (-S, Python headers of
+#     this host, for compilation only) and count fmadd, fmsub, fnmadd, fnmsub,
+#     fmla, fmls. Expect 0.
+# (c) controls, proving the counts can be non-zero: the aarch64 compile
+#     without -ffp-contract=off, and an x86_64 compile with -mfma and without
+#     the flag, must both show FMA instructions.
+#
+# Needs objdump, gcc and aarch64-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu).
+# Prints "fma-check: ..." result lines; exits 1 if a count is not as expected.
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+    echo "usage: $0 EXTENSION.so GENERATED_CORE.c [CFLAGS]" >&2
+    exit 2
+fi
+ext=$1
+core_c=$2
+cflags=${3:-"-O3 -ffp-contract=off -fno-fast-math -fopenmp"}
+python=${PYTHON:-python3}
+cross=${CROSS_CC:-aarch64-linux-gnu-gcc}
+
+for tool in objdump gcc "$cross"; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "check_fp_contract.sh: '$tool' not found" >&2
+        exit 2
+    fi
+done
+if [[ " $cflags " != *" -ffp-contract=off "* ]]; then
+    echo "check_fp_contract.sh: the build flags lack -ffp-contract=off: $cflags" >&2
+    exit 1
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+py_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+common=(-DNDEBUG -fwrapv -fPIC -I "$(dirname "$core_c")" -I "$py_include")
+read -r -a flags <<<"$cflags"
+no_contract_off=()
+for f in "${flags[@]}"; do
+    [[ "$f" == "-ffp-contract=off" ]] || no_contract_off+=("$f")
+done
+
+# x86 FMA3/FMA4 mnemonics, and aarch64 scalar and vector fused forms.
+x86_fma='\bv?fn?m(add|sub)[0-9a-z]*(ss|sd|ps|pd)\b|\bvfm(addsub|subadd)'
+a64_fma='^\s+(fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)\s'
+
+count() {  # count PATTERN FILE -> number of matching lines
+    grep -cE "$1" "$2" || true
+}
+
+status=0
+expect() {  # expect NAME VALUE CONDITION(zero|nonzero)
+    local verdict=ok
+    if [[ $3 == zero && $2 -ne 0 ]] || [[ $3 == nonzero && $2 -eq 0 ]]; then
+        verdict=FAIL
+        status=1
+    fi
+    echo "fma-check: $1 = $2 (expected $3) $verdict"
+}
+
+# The three compiles are independent: run them side by side.
+"$cross" "${common[@]}" "${flags[@]}" -S -o "$work/a64.s" "$core_c" &
+pid_a64=$!
+"$cross" "${common[@]}" "${no_contract_off[@]}" -S -o "$work/a64_contract.s" "$core_c" &
+pid_a64c=$!
+wait "$pid_a64"
+wait "$pid_a64c"
+gcc "${common[@]}" "${no_contract_off[@]}" -mfma -S -o "$work/x86_mfma.s" "$core_c"
+
+objdump -d --no-show-raw-insn "$ext" >"$work/ext.dis"
+if [[ $(wc -l <"$work/ext.dis") -lt 1000 ]]; then
+    echo "check_fp_contract.sh: objdump shows almost no code in $ext" >&2
+    exit 1
+fi
+
+echo "fma-check: flags under test: $cflags"
+expect "x86_64 extension FMA instructions" "$(count "$x86_fma" "$work/ext.dis")" zero
+expect "x86_64 extension ymm/zmm register lines" "$(count '%[yz]mm[0-9]' "$work/ext.dis")" zero
+expect "aarch64 FMA instructions with the build flags" "$(count "$a64_fma" "$work/a64.s")" zero
+expect "aarch64 FMA instructions without -ffp-contract=off (control)" \
+    "$(count "$a64_fma" "$work/a64_contract.s")" nonzero
+expect "x86_64 FMA instructions with -mfma, without -ffp-contract=off (control)" \
+    "$(count "$x86_fma" "$work/x86_mfma.s")" nonzero
+exit "$status"
