@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# Prove on a Linux x86_64 machine without a container engine what can be
+# proved about cropgrad's wheels (wheels/ci/README.md lists what cannot).
+#
+#   bash wheels/ci/verify_local.sh
+#
+# 1. tools: a fresh virtual environment with wheels/ci/requirements.txt; the
+#    aarch64 cross compiler (and clang + LLVM libomp for step 11) from
+#    Debian's packages when missing and we are root
+# 2. validate-pyproject on pyproject.toml and wheels/ci/cibuildwheel.toml
+#    (plus a broken config that must be rejected); the workflow against
+#    GitHub's schema (check-jsonschema)
+# 3. cibuildwheel --print-build-identifiers for linux x86_64/aarch64 and
+#    macos x86_64/arm64, checked against what we mean to ship; each build's
+#    resolved options (wheels/ci/check_build_options.py)
+# 4. the sdist, checked: sources, tests and fixtures in, generated C out
+# 5. a wheel built from the unpacked sdist with CROPGRAD_OPENMP=required;
+#    the generated C is checked for the free-threading marker
+# 6. auditwheel repair (bundles libgomp) and auditwheel show
+# 7. check-wheel-contents, twine check --strict, our own content rules
+# 8. the repaired wheel installed in a fresh venv, the test suite run from a
+#    temporary directory (wheels/ci/test_wheel.py: show_config first, fails
+#    without OpenMP)
+# 9. FMA check of the x86_64 extension and of the aarch64 code
+#    (wheels/ci/check_fp_contract.sh)
+# 10. the serial build (CROPGRAD_OPENMP=0) from the sdist, tested with
+#    CROPGRAD_EXPECT_SERIAL=1
+# 11. setup.py's macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp in a
+#    prefix given by CPPFLAGS/LDFLAGS) with clang and LLVM's libomp, tested
+#
+# Environment: PYTHON (default python3), VERIFY_WORK (work directory,
+# default a new temporary one, removed at the end unless VERIFY_KEEP=1).
+# Takes about 3-5 minutes on 2 cores, most of it compiling.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+start=$(date +%s)
+python=${PYTHON:-python3}
+work=${VERIFY_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/cropgrad-verify.XXXXXX")}
+mkdir -p "$work"
+config=wheels/ci/cibuildwheel.toml
+
+# Nothing from the caller's environment may change what is built or tested.
+while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(CIBW_|CROPGRAD_)' || true)
+unset PYTHONPATH PIP_REQUIRE_VIRTUALENV
+
+summary=()
+tests_passed=0
+note() { summary+=("$1"); }
+step() { echo; echo "=== [$(($(date +%s) - start))s] $*"; }
+fail() { echo "verify_local.sh: FAIL: $*" >&2; exit 1; }
+finish() {
+    local rc=$?
+    echo
+    echo "==================== verify_local.sh summary ===================="
+    local line
+    for line in ${summary[@]+"${summary[@]}"}; do echo "  $line"; done
+    echo "  work directory: $work$([[ ${VERIFY_KEEP:-0} == 1 ]] && echo " (kept)" || echo " (removed)")"
+    echo "  total runtime: $(($(date +%s) - start))s"
+    if [[ $rc -eq 0 ]]; then
+        echo "verify_local.sh: all steps passed"
+        echo "wheels: $tests_passed passed, 0 failed"
+    else
+        echo "verify_local.sh: FAILED (exit $rc); see the step above"
+    fi
+    [[ ${VERIFY_KEEP:-0} == 1 ]] || rm -rf "$work"
+    exit "$rc"
+}
+trap finish EXIT
+
+# run_tests VENV_PYTHON SOURCE_TREE LOG [ENV=VALUE...]: the test suite of
+# SOURCE_TREE against the package installed in VENV_PYTHON's environment,
+# from a temporary directory holding only tests/, pyproject.toml and the
+# runner, with PYTHONSAFEPATH=1.  Adds the passed count to tests_passed.
+run_tests() {
+    local py=$1 tree=$2 log=$3
+    shift 3
+    local dir
+    dir=$(mktemp -d "$work/run.XXXXXX")
+    cp -r "$tree/tests" "$tree/pyproject.toml" "$dir/"
+    cp "$repo/wheels/ci/test_wheel.py" "$dir/"
+    (cd "$dir" && env PYTHONSAFEPATH=1 "$@" "$py" test_wheel.py tests -q) 2>&1 | tee "$log"
+    local passed
+    passed=$(tail -n 5 "$log" | grep -Eo '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
+    [[ -n $passed && $passed -gt 0 ]] || fail "no test passed ($log)"
+    tests_passed=$((tests_passed + passed))
+    last_passed=$passed
+}
+
+# --------------------------------------------------------------------------
+step "1. tools"
+"$python" -m venv "$work/tools"
+tools="$work/tools/bin"
+"$tools/python" -m pip install -q --disable-pip-version-check -r wheels/ci/requirements.txt
+export PATH="$tools:$PATH"
+
+apt_wanted=()
+# The cross compiler's C library headers are only "recommended": ask for them.
+if ! command -v aarch64-linux-gnu-gcc >/dev/null || [[ ! -e /usr/aarch64-linux-gnu/include/stdio.h ]]; then
+    apt_wanted+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+fi
+llvm_libomp() { compgen -G "/usr/lib/llvm-*/lib/libomp.so" | sort -V | tail -n 1 || true; }
+if ! command -v clang >/dev/null || [[ -z $(llvm_libomp) ]]; then apt_wanted+=(clang libomp-dev); fi
+if [[ ${#apt_wanted[@]} -gt 0 ]]; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "installing from Debian: ${apt_wanted[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${apt_wanted[@]}" >/dev/null
+    else
+        echo "not root or no apt-get: cannot install ${apt_wanted[*]}"
+    fi
+fi
+command -v aarch64-linux-gnu-gcc >/dev/null \
+    || fail "aarch64-linux-gnu-gcc is needed for the FMA check (apt-get install gcc-aarch64-linux-gnu)"
+note "tools: $("$tools/python" -m pip list --format=freeze 2>/dev/null | grep -iE '^(cibuildwheel|auditwheel|build)==' | tr '\n' ' ')$(aarch64-linux-gnu-gcc --version | head -n 1)"
+
+# --------------------------------------------------------------------------
+step "2. validate-pyproject"
+validate-pyproject pyproject.toml "$config"
+printf '[tool.cibuildwheel]\narchs = 5\n' >"$work/broken.toml"
+if validate-pyproject "$work/broken.toml" >/dev/null 2>&1; then
+    fail "validate-pyproject accepted a broken cibuildwheel config: it does not check the schema"
+fi
+check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/wheels.yml
+note "validate-pyproject: pyproject.toml and $config valid (a broken config is rejected); .github/workflows/wheels.yml valid (check-jsonschema)"
+
+# --------------------------------------------------------------------------
+step "3. build identifiers"
+for target in linux:x86_64 linux:aarch64 macos:x86_64 macos:arm64; do
+    platform=${target%%:*}
+    arch=${target##*:}
+    ids=$(CIBW_ARCHS=$arch cibuildwheel --print-build-identifiers --platform "$platform" \
+        --config-file "$config" . | tr '\n' ' ')
+    ids=${ids% }
+    echo "$platform $arch: $ids"
+    for id in $ids; do
+        [[ $id == cp3*-*_"$arch" ]] || fail "unexpected identifier $id for $platform $arch"
+        [[ $id != *musllinux* ]] || fail "musllinux is meant to be skipped: $id"
+        [[ $id != cp3[0-9]-* && $id != cp310-* ]] || fail "Python < 3.11 selected: $id"
+    done
+    for want in cp311- cp312- cp313- cp314- cp314t-; do
+        [[ " $ids " == *" $want"* ]] || fail "$platform $arch: no $want* build"
+    done
+    note "build ids $platform/$arch: $ids"
+done
+# How each build is configured once the overrides are merged.
+python wheels/ci/check_build_options.py "$config"
+note "build options: OpenMP required everywhere, manylinux_2_28 images, macOS targets 10.15 (x86_64) / 11.0 (arm64) with their own libomp prefix"
+
+# --------------------------------------------------------------------------
+step "4. sdist"
+python -m build --sdist --outdir "$work/dist" . >"$work/sdist.log" 2>&1 \
+    || { cat "$work/sdist.log"; fail "sdist build"; }
+sdist=$(ls "$work"/dist/*.tar.gz)
+tar -tzf "$sdist" | sed 's|^[^/]*/||' | grep -v '/$' | sort >"$work/sdist.txt"
+cat "$work/sdist.txt"
+if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+    expected=$(git -C "$repo" ls-files cropgrad tests README.md pyproject.toml setup.py MANIFEST.in)
+else
+    expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
+        -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
+fi
+for f in $expected; do
+    grep -qxF "$f" "$work/sdist.txt" || fail "the sdist lacks $f"
+done
+if grep -E '\.(c|so|pyd|html|o)$' "$work/sdist.txt"; then fail "the sdist holds generated files (above)"; fi
+note "sdist: $(basename "$sdist"), $(stat -c %s "$sdist") bytes, $(wc -l <"$work/sdist.txt") files; all tracked sources and tests in, no generated C"
+
+# --------------------------------------------------------------------------
+step "5. wheel from the sdist (CROPGRAD_OPENMP=required)"
+mkdir -p "$work/src-omp"
+tar -xzf "$sdist" -C "$work/src-omp"
+src_omp=$(echo "$work"/src-omp/*/)
+CROPGRAD_OPENMP=required python -m build --wheel --outdir "$work/dist-omp" "$src_omp" \
+    >"$work/wheel-omp.log" 2>&1 || { tail -n 40 "$work/wheel-omp.log"; fail "wheel build"; }
+grep -E '^cropgrad: building with OpenMP on' "$work/wheel-omp.log" || fail "not built with OpenMP"
+wheel=$(ls "$work"/dist-omp/*.whl)
+python wheels/ci/check_freethreading.py "$src_omp/cropgrad/_core.c"
+# Control: a module generated without the directive must fail that check.
+printf 'def f(x):\n    return x + 1\n' >"$work/control.pyx"
+cython -3 "$work/control.pyx" -o "$work/control.c" >/dev/null
+python wheels/ci/check_freethreading.py "$work/control.c" --expect-gil-used
+note "wheel: $(basename "$wheel") built from the sdist with OpenMP; free-threading marker Py_MOD_GIL_NOT_USED (a control without the directive shows Py_MOD_GIL_USED)"
+
+# --------------------------------------------------------------------------
+step "6. auditwheel repair"
+auditwheel repair -w "$work/wheelhouse" "$wheel"
+repaired=$(ls "$work"/wheelhouse/*.whl)
+auditwheel show "$repaired" | tee "$work/auditwheel-show.txt"
+bundled=$(python -c 'import sys, zipfile; print(" ".join(n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("cropgrad.libs/") and not n.endswith("/")))' "$repaired")
+[[ $bundled == *libgomp* ]] || fail "auditwheel did not bundle libgomp"
+tag=$(basename "$repaired" .whl | cut -d- -f3-)
+note "repaired wheel: $(basename "$repaired"), tag $tag, $(stat -c %s "$repaired") bytes"
+note "auditwheel show: $(tr '\n' ' ' <"$work/auditwheel-show.txt" | grep -Eo 'consistent with the following platform tag: "[^"]*"'); bundled: $bundled"
+
+# --------------------------------------------------------------------------
+step "7. wheel and sdist contents"
+check-wheel-contents --ignore W009,W010 "$repaired"
+twine check --strict "$sdist" "$repaired"
+python - "$repaired" "$repo" <<'EOF'
+import glob, os, sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+pkg = [n for n in names if n.startswith("cropgrad/")]
+errors = []
+if not any(n.startswith("cropgrad/_core.") and n.endswith(".so") for n in pkg):
+    errors.append("no compiled cropgrad/_core*.so")
+for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
+    "cropgrad/" + os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "*.pyi"))
+]:
+    if need not in names:
+        errors.append(f"missing {need}")
+errors += [f"source file {n} in the wheel" for n in pkg if n.endswith((".pyx", ".pxd", ".c", ".h"))]
+errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
+print("\n".join(pkg))
+if errors:
+    sys.exit("wheel contents: " + "; ".join(errors))
+EOF
+note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed and stubs, no .pyx/.pxd/.c/.h"
+
+# --------------------------------------------------------------------------
+step "8. the repaired wheel in a fresh venv, tests from a temporary directory"
+"$python" -m venv "$work/venv-omp"
+"$work/venv-omp/bin/python" -m pip install -q --disable-pip-version-check "${repaired}[test]"
+run_tests "$work/venv-omp/bin/python" "$src_omp" "$work/tests-omp.log"
+omp_config=$(cd "$work" && "$work/venv-omp/bin/python" -P -c \
+    'import cropgrad; c = cropgrad.show_config(mode="dicts"); print(c["openmp"], c["default_threads"], c["cflags"], sep="|")')
+note "installed wheel: $last_passed tests passed (openmp|threads|cflags = $omp_config)"
+
+# --------------------------------------------------------------------------
+step "9. FMA check"
+mkdir -p "$work/so"
+(cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/_core.") and n.endswith(".so")]' "$repaired")
+so=$(ls "$work"/so/cropgrad/_core*.so)
+bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/_core.c" "${omp_config##*|}" | tee "$work/fma.txt"
+note "FMA: $(grep -c ' ok$' "$work/fma.txt") checks ok:"
+while read -r line; do note "  ${line#fma-check: }"; done < <(grep -E ' = [0-9]+ ' "$work/fma.txt")
+
+# --------------------------------------------------------------------------
+step "10. serial build (CROPGRAD_OPENMP=0) from the sdist"
+mkdir -p "$work/src-serial"
+tar -xzf "$sdist" -C "$work/src-serial"
+src_serial=$(echo "$work"/src-serial/*/)
+CROPGRAD_OPENMP=0 python -m build --wheel --outdir "$work/dist-serial" "$src_serial" \
+    >"$work/wheel-serial.log" 2>&1 || { tail -n 40 "$work/wheel-serial.log"; fail "serial wheel build"; }
+grep -E '^cropgrad: building with OpenMP off' "$work/wheel-serial.log" || fail "serial build not serial"
+serial_wheel=$(ls "$work"/dist-serial/*.whl)
+"$python" -m venv "$work/venv-serial"
+"$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check "${serial_wheel}[test]"
+serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._core as c; print(c.__file__)')
+if objdump -p "$serial_so" | grep -E 'NEEDED.*(gomp|omp)'; then fail "the serial extension links an OpenMP runtime"; fi
+run_tests "$work/venv-serial/bin/python" "$src_serial" "$work/tests-serial.log" CROPGRAD_EXPECT_SERIAL=1
+serial_openmp=$(cd "$work" && "$work/venv-serial/bin/python" -P -c 'import cropgrad; print(cropgrad.show_config(mode="dicts")["openmp"])')
+[[ $serial_openmp == False ]] || fail "serial build reports openmp $serial_openmp"
+note "serial build: $(basename "$serial_wheel"), no OpenMP runtime linked, show_config openmp $serial_openmp, $last_passed tests passed (CROPGRAD_EXPECT_SERIAL=1)"
+
+# --------------------------------------------------------------------------
+step "11. setup.py's macOS flags with clang and LLVM's libomp"
+libomp=$(llvm_libomp)
+if ! command -v clang >/dev/null || [[ -z $libomp ]]; then
+    note "macOS flags: SKIPPED (no clang or LLVM libomp on this machine)"
+else
+    # Lay the runtime out as macos_libomp.sh does on the runners: a prefix
+    # outside every default search path.
+    prefix="$work/libomp-prefix"
+    mkdir -p "$prefix/include" "$prefix/lib"
+    omp_h=$(find "$(dirname "$(dirname "$libomp")")" -name omp.h | head -n 1)
+    cp "$omp_h" "$prefix/include/"
+    cp "$(readlink -f "$libomp")" "$prefix/lib/"
+    ln -sf "$(basename "$(readlink -f "$libomp")")" "$prefix/lib/libomp.so"
+    mkdir -p "$work/src-apple"
+    tar -xzf "$sdist" -C "$work/src-apple"
+    src_apple=$(echo "$work"/src-apple/*/)
+    (cd "$src_apple" && CC=clang CPPFLAGS="-I$prefix/include" \
+        LDFLAGS="-L$prefix/lib -Wl,-rpath,$prefix/lib" CROPGRAD_OPENMP=required \
+        python "$repo/wheels/ci/build_as_apple.py" bdist_wheel --dist-dir "$work/dist-apple") \
+        >"$work/wheel-apple.log" 2>&1 || { tail -n 40 "$work/wheel-apple.log"; fail "apple-flags build"; }
+    grep -E '^cropgrad: building with OpenMP on' "$work/wheel-apple.log" || fail "apple-flags build without OpenMP"
+    grep -E -- '-Xpreprocessor -fopenmp' "$work/wheel-apple.log" >/dev/null || fail "no -Xpreprocessor -fopenmp"
+    apple_wheel=$(ls "$work"/dist-apple/*.whl)
+    "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$apple_wheel"
+    apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._core as c; print(c.__file__)')
+    objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
+    run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
+    note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"
+fi
