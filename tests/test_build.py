@@ -8,6 +8,7 @@ serial build was asked for: set ``CROPGRAD_EXPECT_SERIAL=1`` to test a
 """
 
 import os
+import subprocess
 import sys
 import sysconfig
 
@@ -19,10 +20,20 @@ CONFIG = cropgrad.show_config(mode="dicts")
 EXPECT_SERIAL = os.environ.get("CROPGRAD_EXPECT_SERIAL", "0").strip() not in ("", "0")
 
 
-def _usable_cpus():
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+def _default_threads_in_child(omp_num_threads):
+    """``default_threads`` of this same cropgrad in a fresh process."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(omp_num_threads))
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_parent, env.get("PYTHONPATH")) if p
+    )
+    code = "import cropgrad; print(cropgrad.show_config(mode='dicts')['default_threads'])"
+    # -P: the working directory may hold the cropgrad source folder.
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    return int(result.stdout.strip())
 
 
 @pytest.mark.skipif(EXPECT_SERIAL, reason="CROPGRAD_EXPECT_SERIAL=1: a serial build")
@@ -36,21 +47,17 @@ def test_built_with_openmp():
 
 
 @pytest.mark.skipif(EXPECT_SERIAL, reason="CROPGRAD_EXPECT_SERIAL=1: a serial build")
-@pytest.mark.skipif(
-    _usable_cpus() < 2 or "OMP_NUM_THREADS" in os.environ,
-    reason="one CPU, or OMP_NUM_THREADS sets the default thread count",
-)
-def test_default_thread_count_uses_the_cpus():
-    # Compiled with OpenMP but defaulting to one thread would be a runtime
-    # that does not work (or a stray OMP_NUM_THREADS, excluded above).
-    assert CONFIG["default_threads"] > 1
+def test_openmp_runtime_sizes_the_default_team():
+    # Compiled with OpenMP is not enough: the runtime must load and follow
+    # OMP_NUM_THREADS (a fresh process, so no thread limit of this one applies).
+    assert _default_threads_in_child(3) == 3
 
 
 @pytest.mark.skipif(not EXPECT_SERIAL, reason="only for CROPGRAD_EXPECT_SERIAL=1")
 def test_serial_build_is_serial():
     assert CONFIG["openmp"] is False
-    assert CONFIG["default_threads"] == 1
     assert "openmp" not in CONFIG["cflags"]
+    assert _default_threads_in_child(3) == 1
 
 
 def test_no_contraction_and_no_fast_math():
