@@ -71,14 +71,14 @@ trap finish EXIT
 
 # run_tests VENV_PYTHON SOURCE_TREE LOG [ENV=VALUE...]: the test suite of
 # SOURCE_TREE against the package installed in VENV_PYTHON's environment,
-# from a temporary directory holding only tests/, pyproject.toml and the
-# runner, with PYTHONSAFEPATH=1.  Adds the passed count to tests_passed.
+# from a temporary directory holding only tests/, pyproject.toml, README.md
+# and the runner (what cibuildwheel's test-sources copy), with PYTHONSAFEPATH=1.  Adds the passed count to tests_passed.
 run_tests() {
     local py=$1 tree=$2 log=$3
     shift 3
     local dir
     dir=$(mktemp -d "$work/run.XXXXXX")
-    cp -r "$tree/tests" "$tree/pyproject.toml" "$dir/"
+    cp -r "$tree/tests" "$tree/pyproject.toml" "$tree/README.md" "$dir/"
     cp "$repo/wheels/ci/test_wheel.py" "$dir/"
     (cd "$dir" && env PYTHONSAFEPATH=1 "$@" "$py" test_wheel.py tests -q) 2>&1 | tee "$log"
     local passed
@@ -157,7 +157,7 @@ sdist=$(ls "$work"/dist/*.tar.gz)
 tar -tzf "$sdist" | sed 's|^[^/]*/||' | grep -v '/$' | sort >"$work/sdist.txt"
 cat "$work/sdist.txt"
 if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
-    expected=$(git -C "$repo" ls-files cropgrad tests README.md pyproject.toml setup.py MANIFEST.in)
+    expected=$(git -C "$repo" ls-files cropgrad tests README.md LICENSE pyproject.toml setup.py MANIFEST.in)
 else
     expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
         -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
