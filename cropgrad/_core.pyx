@@ -29,6 +29,7 @@ cimport cython
 from cropgrad._openmp cimport (
     CROPGRAD_HAVE_OPENMP,
     omp_get_max_threads,
+    omp_get_num_procs,
 )
 from cropgrad._sampling cimport (
     crop_ratio,
@@ -104,6 +105,28 @@ cdef enum:
 # threads never write the same 64-byte cache line within a pixel.
 cdef enum:
     CHANNEL_ALIGN = 16
+
+
+# A team never has more threads than this many per available processor:
+# more only share the same cores, and a team the system cannot start ends
+# the process inside the OpenMP runtime (no exception is possible there).
+cdef enum:
+    THREADS_PER_PROC = 4
+
+
+cdef inline int _team_size(int requested, Py_ssize_t work_units) noexcept nogil:
+    """Threads to start for `work_units` independent tasks.
+
+    At most `requested`, the number of tasks and ``THREADS_PER_PROC`` times
+    the processors OpenMP may use.  Only called when ``requested > 1``, so a
+    forked child running on one thread makes no OpenMP call.
+    """
+    cdef Py_ssize_t n = requested
+    if n > work_units:
+        n = work_units
+    if n > <Py_ssize_t>THREADS_PER_PROC * omp_get_num_procs():
+        n = <Py_ssize_t>THREADS_PER_PROC * omp_get_num_procs()
+    return <int>max(n, 1)
 
 
 # --------------------------------------------------------------------------
@@ -680,8 +703,7 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
                                      splits[t % num_splits + 1])
                 cropgrad_fpenv_leave(flush)
             else:
-                if nthreads > num_tasks:
-                    nthreads = <int>num_tasks
+                nthreads = _team_size(nthreads, num_tasks)
                 with parallel(num_threads=nthreads):
                     cropgrad_fpenv_enter(flush)
                     for t in prange(num_tasks, schedule="dynamic"):
@@ -819,8 +841,8 @@ def crop_and_resize(const image_t[:, :, :, ::1] image,  # IN (batch, height, wid
     cdef float* dst = &crops[0, 0, 0, 0]
     cdef const int64_t* ind = &box_ind[0]
     cdef const float* bx = &boxes[0, 0]
-    if nthreads > num_tasks:
-        nthreads = <int>num_tasks
+    if nthreads > 1:
+        nthreads = _team_size(nthreads, num_tasks)
     with nogil:
         if nthreads <= 1 or num_tasks * cw * D * 4 < SERIAL_WORK:
             cropgrad_fpenv_enter(flush)
@@ -1062,10 +1084,10 @@ def grad_boxes(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
         num_tasks = N
     else:
         num_tasks = (N + 1) // 2
-    if nthreads > num_tasks:
-        nthreads = <int>num_tasks
     if nthreads <= 1 or N * ch * cw * D * 8 < SERIAL_WORK:
         nthreads = 1
+    else:
+        nthreads = _team_size(nthreads, num_tasks)
     terms = <float*>malloc(<size_t>nthreads * 8 * cw * D * sizeof(float))
     if terms == NULL:
         raise MemoryError(

@@ -11,9 +11,11 @@ cdef extern from *:
     static int omp_get_max_threads(void) { return 1; }
     static int omp_get_thread_num(void) { return 0; }
     static int omp_get_num_threads(void) { return 1; }
+    static int omp_get_num_procs(void) { return 1; }
     #endif
     """
     const bint CROPGRAD_HAVE_OPENMP
     int omp_get_max_threads() noexcept nogil
     int omp_get_thread_num() noexcept nogil
     int omp_get_num_threads() noexcept nogil
+    int omp_get_num_procs() noexcept nogil
