@@ -123,12 +123,14 @@ def _output_dtype(dtype, name):
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         dtype = _DTYPE_NAMES[dtype]
     try:
-        resolved = np.dtype(dtype)
-    except TypeError:
+        # np.dtype(None) is float64, which is not what None means here.
+        resolved = None if dtype is None else np.dtype(dtype)
+    except (TypeError, ValueError):
         resolved = None
     if resolved is not None and resolved.kind == "f":
         resolved = resolved.newbyteorder("=")
-    if resolved not in _OUTPUT_DTYPES:
+    # `is None` first: NumPy's ``np.dtype("float64") == None`` is True.
+    if resolved is None or resolved not in _OUTPUT_DTYPES:
         raise TypeError(
             f"{name} must be float16, float32 or float64, got {original!r}"
         )
