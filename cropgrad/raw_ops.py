@@ -17,14 +17,17 @@ Examples
 """
 
 import cropgrad
+from cropgrad import _validation as _v
 
 __all__ = ["CropAndResize", "CropAndResizeGradBoxes", "CropAndResizeGradImage"]
 
 
 def CropAndResizeGradImage(*, grads, boxes, box_ind, image_size, T, method="bilinear", name=None):  # noqa: N802
     """``tf.raw_ops.CropAndResizeGradImage``: see `cropgrad.crop_and_resize_grad_image`."""
+    # Resolved here so that a bad T is reported as T, not as dtype.
+    dtype = _v.output_dtype(T, "T")
     return cropgrad.crop_and_resize_grad_image(
-        grads, boxes, box_ind, image_size, dtype=T, method=method, flush_denormals=True
+        grads, boxes, box_ind, image_size, dtype=dtype, method=method, flush_denormals=True
     )
 
 
