@@ -234,14 +234,28 @@ def int_vector(value, length, name, what):
         raise ValueError(
             f"{name} must have {length} elements {what}, got shape {arr.shape}"
         )
+    if arr.dtype.kind == "f" and not isinstance(value, np.ndarray):
+        # NumPy makes float64 of a list holding an int in [2**63, 2**64):
+        # look at the items themselves.
+        arr = np.asarray(value, dtype=object)
+    values = None
     if arr.dtype.kind in "iu":
-        return [int(v) for v in arr]
-    if arr.dtype.kind == "O":
+        values = [int(v) for v in arr]
+    elif arr.dtype.kind == "O":
         try:
-            return [operator.index(v) for v in arr]
+            values = [operator.index(v) for v in arr]
         except TypeError:
             pass
-    raise TypeError(f"{name} must hold integers {what}, got {value!r}")
+    if values is None:
+        raise TypeError(f"{name} must hold integers {what}, got {value!r}")
+    for v in values:
+        # Checked here, before any C code sees the value as a Py_ssize_t.
+        if not -sys.maxsize <= v <= sys.maxsize:
+            raise ValueError(
+                f"{name} {values} has a value beyond the largest array "
+                f"dimension ({sys.maxsize})"
+            )
+    return values
 
 
 def image_size(value):
