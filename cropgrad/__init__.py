@@ -136,6 +136,7 @@ def crop_and_resize_grad_image(
     nearest = _v.method(method)
     out_dtype = _v.output_dtype(dtype, "dtype")
     nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
     grads = _v.float32_array(grads, "grads")
     if grads.ndim != 4:
         raise ValueError(
@@ -173,7 +174,7 @@ def crop_and_resize_grad_image(
     starts = np.zeros(shape[0] + 1, dtype=np.int64)
     _GROUP_BOXES[index.dtype](index, shape[0], order, starts)
     _GRAD_IMAGE[acc.dtype](
-        grads, boxes, order, starts, acc, nearest, nthreads, bool(flush_denormals),
+        grads, boxes, order, starts, acc, nearest, nthreads, flush,
         result.view(np.uint16) if acc is not result else None,
     )
     return result
@@ -270,27 +271,19 @@ def crop_and_resize(
     """
     nearest = _v.method(method)
     nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
     image, half = _image_array(image)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
     if crop_h <= 0 or crop_w <= 0:
         raise ValueError(f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}")
-    try:
-        extrapolation = np.float32(extrapolation_value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"extrapolation_value must be a real number, got {extrapolation_value!r}"
-        ) from exc
-    if isinstance(extrapolation_value, (complex, np.complexfloating, bool, np.bool_)):
-        raise TypeError(
-            f"extrapolation_value must be a real number, got {extrapolation_value!r}"
-        )
+    extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
     index = _index_for(box_ind, boxes, image.shape[0])
     shape = (boxes.shape[0], crop_h, crop_w, image.shape[3])
     result = _v.output(out, shape, np.dtype(np.float32), (image, boxes, box_ind))
     _core.crop_and_resize(
         image, boxes, index, result, nearest, float(extrapolation), half, nthreads,
-        bool(flush_denormals),
+        flush,
     )
     return result
 
@@ -344,6 +337,7 @@ def crop_and_resize_grad_boxes(
     """
     _v.method(method, allowed=("bilinear",))
     nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
     grads = _v.float32_array(grads, "grads")
     if grads.ndim != 4:
         raise ValueError(
@@ -370,7 +364,7 @@ def crop_and_resize_grad_boxes(
     index = _index_for(box_ind, boxes, image.shape[0])
     result = np.zeros((boxes.shape[0], 4), dtype=np.float32)
     _core.grad_boxes(
-        grads, image, boxes, index, result, half, nthreads, bool(flush_denormals)
+        grads, image, boxes, index, result, half, nthreads, flush
     )
     return result
 

@@ -86,6 +86,33 @@ def threads(num_threads):
     return n
 
 
+def flag(value, name):
+    """A yes/no argument: a Python or NumPy bool, or the ints 0 and 1."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(
+        f"{name} must be True or False, got {type(value).__name__} {value!r}"
+    )
+
+
+def real_scalar(value, name):
+    """A real number (int or float, a 0-d array of one) as float32."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    try:
+        return np.float32(value)
+    except OverflowError:
+        raise ValueError(f"{name} = {value!r} is too large for float32") from None
+
+
 def method(value, allowed=METHODS):
     """Return True for nearest-neighbour sampling, False for bilinear."""
     if isinstance(value, bytes):
