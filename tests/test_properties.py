@@ -1,0 +1,396 @@
+"""Property-based tests: random problems against the independent reference.
+
+For random shapes (1-pixel images, crops of 1, depth 0, no boxes), boxes from
+several distributions (inside, partly outside, flipped, degenerate, huge but
+finite), both methods, every output dtype and 1 to 4 threads:
+
+- the image gradient equals the reference's serial float32/float64 sum bit
+  for bit, and the float64 reference within a float32 rounding bound derived
+  below;
+- the forward op equals the float64 reference within its rounding bound
+  (exactly for nearest sampling and outside samples);
+- every operation gives the same bits for every thread count.
+
+The number of examples is fixed per profile so CI time is bounded:
+``CROPGRAD_HYPOTHESIS_PROFILE=ci`` (the default: derandomized, so every run
+tries the same examples), ``random`` (new examples each run; a failure
+prints the ``@reproduce_failure`` blob and the seed) or ``thorough``
+(20 times the examples, random).
+"""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import cropgrad
+import reference
+
+_COMMON = dict(
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.large_base_example],
+)
+settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
+settings.register_profile("random", database=None, **_COMMON)
+settings.register_profile("thorough", database=None, **_COMMON)
+PROFILE = os.environ.get("CROPGRAD_HYPOTHESIS_PROFILE", "ci")
+SCALE = 20 if PROFILE == "thorough" else 1
+
+
+def examples(n):
+    """Settings of the active profile with `n` examples (times its scale)."""
+    return settings(settings.get_profile(PROFILE), max_examples=n * SCALE)
+
+
+U32 = 2.0**-24          # unit roundoff of float32
+U64 = 2.0**-53
+TINY32 = 2.0**-149      # float32 subnormal spacing: absolute error of an underflow
+OUT_DTYPES = (np.float16, np.float32, np.float64)
+METHODS = ("bilinear", "nearest")
+
+# --------------------------------------------------------------------------
+# Strategies
+
+
+def _f32(lo, hi):
+    """Finite float32 values in about [lo, hi] (the bounds rounded to float32)."""
+    return st.floats(float(np.float32(lo)), float(np.float32(hi)), width=32,
+                     allow_nan=False, allow_infinity=False)
+
+
+HUGE = [1e30, -1e30, 3e38, -3e38, 3.4028235e38, -3.4028235e38, 1e20, -1e20, 6e37]
+SPECIAL = [0.0, -0.0, 1.0, 0.5, 1e-40, -1e-40, 1e-45, 2.0**-24, 1.0 - 2.0**-24, 1.0 + 2.0**-23]
+
+
+@st.composite
+def box(draw, height, width):
+    """One [y1, x1, y2, x2] box from one of several distributions."""
+    kind = draw(st.sampled_from(
+        ["inside", "around", "flipped", "degenerate", "huge", "special", "grid"]))
+    if kind == "inside":
+        coords = [draw(_f32(0, 1)) for _ in range(4)]
+    elif kind == "around":       # partly (or wholly) outside the image
+        coords = [draw(_f32(-1.5, 2.5)) for _ in range(4)]
+    elif kind == "flipped":      # upside down and/or mirrored
+        y = sorted([draw(_f32(-0.5, 1.5)), draw(_f32(-0.5, 1.5))], reverse=True)
+        x = sorted([draw(_f32(-0.5, 1.5)), draw(_f32(-0.5, 1.5))],
+                   reverse=draw(st.booleans()))
+        coords = [y[0], x[0], y[1], x[1]]
+    elif kind == "degenerate":   # a line or a point
+        y1, x1 = draw(_f32(-0.2, 1.2)), draw(_f32(-0.2, 1.2))
+        y2 = y1 if draw(st.booleans()) else draw(_f32(-0.2, 1.2))
+        x2 = x1 if y2 != y1 or draw(st.booleans()) else draw(_f32(-0.2, 1.2))
+        coords = [y1, x1, y2, x2]
+    elif kind == "huge":         # finite, but the arithmetic overflows
+        coords = [draw(st.sampled_from(HUGE) | _f32(-2, 2)) for _ in range(4)]
+    elif kind == "special":
+        coords = [draw(st.sampled_from(SPECIAL)) for _ in range(4)]
+    else:                        # on (or next to) pixel centres: integer coordinates
+        def on_grid(size):
+            k = draw(st.integers(-2, 2 * max(size - 1, 1) + 2))
+            return k / (2 * max(size - 1, 1))
+        coords = [on_grid(height), on_grid(width), on_grid(height), on_grid(width)]
+    return coords
+
+
+@st.composite
+def grad_image_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3,
+                        grads_elements=None):
+    # Empty problems (no batch, no depth, no boxes) about one time in six.
+    batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
+    height = draw(st.integers(1, max_size))
+    width = draw(st.integers(1, max_size))
+    depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
+    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
+    crop_h = draw(st.integers(1, max_crop))
+    crop_w = draw(st.integers(1, max_crop))
+    boxes = np.array([draw(box(height, width)) for _ in range(num_boxes)],
+                     dtype=np.float32).reshape(num_boxes, 4)
+    box_ind = np.array(draw(st.lists(st.integers(0, max(batch - 1, 0)),
+                                     min_size=num_boxes, max_size=num_boxes)),
+                       dtype=draw(st.sampled_from([np.int32, np.int64])))
+    elements = _f32(-100, 100) if grads_elements is None else grads_elements
+    grads = draw(hnp.arrays(np.float32, (num_boxes, crop_h, crop_w, depth),
+                            elements=elements))
+    return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+# --------------------------------------------------------------------------
+# The rounding bound of the image gradient
+#
+# Bilinear: each term is fl(fl(1 - x_lerp) * fl(fl(1 - y_lerp) * g)) (or with
+# the lerps themselves, which are exact): at most 4 roundings, relative error
+# <= (1 + u)**4 - 1 < 4.01 u, plus an absolute 2**-149 per rounding that
+# underflows.  Nearest: the term is g itself.  A float32 sum of n terms adds at
+# most (n - 1) u * sum(|term|) (the classic gamma_{n-1} bound); a float64 sum
+# at most (n - 1) * 2**-53 * sum(|term|).  sum(|term|) per element is the
+# reference applied to |grads|, since every weight is >= 0.  float16 output:
+# the float32 result is rounded once more, 2**-11 relative or 2**-25 absolute.
+
+
+def rounding_bound(out_dtype, method, grads, boxes, box_ind, size):
+    n = max(4 * grads.shape[0] * grads.shape[1] * grads.shape[2], 1)
+    product = 4.01 * U32 if method == "bilinear" else 0.0
+    sum_u = U64 if out_dtype == np.float64 else U32
+    abs_terms = reference.grad_image(np.abs(grads), boxes, box_ind, size, method)
+    bound = (product + n * sum_u) * abs_terms + 4 * n * TINY32
+    return bound
+
+
+def assert_within_rounding(out, grads, boxes, box_ind, size, method):
+    exact = reference.grad_image(grads, boxes, box_ind, size, method)
+    bound = rounding_bound(out.dtype, method, grads, boxes, box_ind, size)
+    if out.dtype == np.float16:
+        bound = bound + 2.0**-11 * (np.abs(exact) + bound) + 2.0**-25
+    err = np.abs(out.astype(np.float64) - exact)
+    bad = ~(err <= bound)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{int(bad.sum())} elements beyond the rounding bound; first at {i}: "
+            f"got {out[i]!r}, float64 reference {exact[i]!r}, bound {bound[i]!r}")
+
+
+def assert_same_bits(actual, expected, what=""):
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, what
+    if actual.tobytes() != expected.tobytes():
+        bits = f"u{actual.itemsize}"
+        diff = np.argwhere(actual.view(bits) != expected.view(bits))
+        raise AssertionError(
+            f"{what}: {len(diff)} elements differ, first at {tuple(diff[0])}: "
+            f"{actual[tuple(diff[0])]!r} != {expected[tuple(diff[0])]!r}")
+
+
+# --------------------------------------------------------------------------
+# Image gradient
+
+
+@examples(1500)
+@given(problem=grad_image_problems(), method=st.sampled_from(METHODS),
+       num_threads=st.integers(1, 4), use_out=st.booleans())
+def test_grad_image_matches_reference(problem, method, num_threads, use_out):
+    grads, boxes, box_ind, size = problem
+    note(f"boxes={boxes.tolist()} box_ind={box_ind.tolist()} size={size}")
+    with np.errstate(all="ignore"):
+        exact32 = reference.grad_image(grads, boxes, box_ind, size, method,
+                                       dtype=np.float32, exact=True).astype(np.float32)
+        exact64 = reference.grad_image(grads, boxes, box_ind, size, method,
+                                       dtype=np.float64, exact=True)
+    for dtype in OUT_DTYPES:
+        kwargs = dict(num_threads=num_threads)
+        if use_out:
+            kwargs["out"] = np.full(size, np.nan, dtype)
+        out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
+                                                  method, **kwargs)
+        assert out.shape == tuple(size) and out.dtype == dtype
+        if use_out:
+            assert out is kwargs["out"]
+        # Bit for bit: the serial sum in float32 or float64; float16 is the
+        # float32 sum rounded once.
+        expected = {np.float16: exact32.astype(np.float16), np.float32: exact32,
+                    np.float64: exact64}[dtype]
+        assert_same_bits(out, expected, f"{np.dtype(dtype).name}, {num_threads} threads")
+        assert_within_rounding(out, grads, boxes, box_ind, size, method)
+
+
+@examples(300)
+@given(problem=grad_image_problems(
+           max_boxes=3, max_crop=3, max_size=4, max_depth=2,
+           grads_elements=st.floats(width=32) | st.sampled_from(
+               [np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-45])),
+       method=st.sampled_from(METHODS), num_threads=st.integers(1, 4))
+def test_grad_image_nonfinite_gradients_follow_ieee(problem, method, num_threads):
+    # NaN, inf and overflowing gradients are not errors: IEEE arithmetic in
+    # the serial order, as TensorFlow.
+    grads, boxes, box_ind, size = problem
+    with np.errstate(all="ignore"):
+        expected = reference.grad_image(grads, boxes, box_ind, size, method,
+                                        dtype=np.float32, exact=True).astype(np.float32)
+    out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, np.float32,
+                                              method, num_threads=num_threads)
+    np.testing.assert_array_equal(out, expected)
+
+
+@st.composite
+def big_problems(draw):
+    """Problems big enough that the kernel starts its thread team.
+
+    Sizes and arrays come from a NumPy generator seeded by Hypothesis:
+    drawing 10**5 elements one by one would be slow, and Hypothesis's
+    preference for small values would keep most problems below the size at
+    which threads start.
+    """
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    batch = int(rng.integers(1, 4))
+    height = int(rng.choice([1, 2, 3, 17, 40, 64]))
+    width = int(rng.choice([1, 2, 5, 31, 64]))
+    depth = int(rng.choice([1, 3, 16, 17, 64, 100]))
+    num_boxes = int(rng.integers(1, 201))
+    crop_h = int(rng.integers(1, 13))
+    crop_w = int(rng.integers(1, 13))
+    spread = draw(st.sampled_from([0.0, 0.3, 2.0]))
+    lo, hi = -spread, 1 + spread
+    boxes = rng.uniform(lo, hi, (num_boxes, 4)).astype(np.float32)
+    if draw(st.booleans()):   # many boxes on the same pixels: the race TF has
+        boxes[: num_boxes // 2] = rng.uniform(0.4, 0.6, 4).astype(np.float32)
+    grads = rng.standard_normal((num_boxes, crop_h, crop_w, depth)).astype(np.float32)
+    box_ind = rng.integers(0, batch, num_boxes)
+    note(f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
+         f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread}")
+    return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+@examples(150)
+@given(problem=big_problems(), method=st.sampled_from(METHODS),
+       dtype=st.sampled_from(OUT_DTYPES), threads=st.lists(st.integers(2, 4), min_size=1,
+                                                           max_size=3, unique=True))
+def test_grad_image_same_bits_for_every_thread_count(problem, method, dtype, threads):
+    grads, boxes, box_ind, size = problem
+    one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype, method,
+                                              num_threads=1)
+    for n in threads:
+        many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
+                                                   method, num_threads=n)
+        assert_same_bits(many, one, f"{n} threads")
+    if dtype == np.float32 and grads.shape[0] * grads.shape[1] * grads.shape[2] <= 1500:
+        expected = reference.grad_image(grads, boxes, box_ind, size, method,
+                                        dtype=np.float32, exact=True).astype(np.float32)
+        assert_same_bits(one, expected, "reference")
+
+
+# --------------------------------------------------------------------------
+# Forward op
+
+IMAGE_DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64,
+                np.float16, np.float32, np.float64]
+
+
+def _image_elements(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return st.integers(int(info.min), int(info.max))
+    if dtype == np.float16:
+        return st.floats(-1000, 1000, width=16)
+    return st.floats(-1e6, 1e6, width=32)
+
+
+@st.composite
+def forward_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3):
+    dtype = draw(st.sampled_from(IMAGE_DTYPES))
+    batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
+    height = draw(st.integers(1, max_size))
+    width = draw(st.integers(1, max_size))
+    depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
+    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
+    crop = [draw(st.integers(1, max_crop)), draw(st.integers(1, max_crop))]
+    image = draw(hnp.arrays(dtype, (batch, height, width, depth),
+                            elements=_image_elements(dtype)))
+    boxes = np.array([draw(box(height, width)) for _ in range(num_boxes)],
+                     dtype=np.float32).reshape(num_boxes, 4)
+    box_ind = np.array(draw(st.lists(st.integers(0, max(batch - 1, 0)),
+                                     min_size=num_boxes, max_size=num_boxes)), np.int64)
+    extrapolation = draw(_f32(-1e6, 1e6) | st.sampled_from([0.0, -1.0, np.nan]))
+    return image, boxes, box_ind, crop, extrapolation
+
+
+@examples(1500)
+@given(problem=forward_problems(), method=st.sampled_from(METHODS),
+       num_threads=st.integers(1, 4), use_out=st.booleans())
+def test_forward_matches_reference(problem, method, num_threads, use_out):
+    image, boxes, box_ind, crop, extrapolation = problem
+    note(f"boxes={boxes.tolist()} crop={crop} extrapolation={extrapolation}")
+    kwargs = dict(num_threads=num_threads)
+    if use_out:
+        kwargs["out"] = np.full((boxes.shape[0], *crop, image.shape[3]), 123.0, np.float32)
+    out = cropgrad.crop_and_resize(image, boxes, box_ind, crop, method, extrapolation,
+                                   **kwargs)
+    assert out.dtype == np.float32
+    assert out.shape == (boxes.shape[0], *crop, image.shape[3])
+    expected = reference.crop_and_resize(image, boxes, box_ind, crop, method, extrapolation)
+    pixels = image.astype(np.float32).astype(np.float64)
+    if method == "nearest":
+        # A copy of a pixel (or the extrapolation value): exact.
+        np.testing.assert_array_equal(out, expected.astype(np.float32))
+        return
+    # Bilinear in float32: tr - tl, * x_lerp, tl + ..., the same for the
+    # bottom row, then bottom - top, * y_lerp, top + ...: every intermediate
+    # is at most 3 max|pixel| in magnitude, 8 roundings of at most u times
+    # that, plus the final rounding of a result at most max|pixel|.
+    scale = np.abs(pixels).max(initial=0.0)
+    bound = 32 * U32 * scale
+    err = np.abs(out.astype(np.float64) - expected)
+    same = (out.astype(np.float64) == expected) | (np.isnan(out) & np.isnan(expected))
+    assert np.all(same | (err <= bound)), (
+        f"max error {np.nanmax(err)} beyond {bound}")
+
+
+@st.composite
+def big_forward_problems(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    dtype = draw(st.sampled_from(IMAGE_DTYPES))
+    batch = int(rng.integers(1, 4))
+    height, width = (int(v) for v in rng.integers(1, 51, 2))
+    depth = int(rng.choice([1, 3, 16, 64]))
+    num_boxes = int(rng.integers(1, 101))
+    crop = [int(v) for v in rng.integers(1, 17, 2)]
+    image = (rng.standard_normal((batch, height, width, depth)) * 50).astype(dtype)
+    boxes = rng.uniform(-0.3, 1.3, (num_boxes, 4)).astype(np.float32)
+    box_ind = rng.integers(0, batch, num_boxes)
+    grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
+    note(f"seed={seed} dtype={np.dtype(dtype).name} image={image.shape} "
+         f"boxes={num_boxes} crop={crop}")
+    return image, boxes, box_ind, crop, grads
+
+
+@examples(100)
+@given(problem=big_forward_problems(), method=st.sampled_from(METHODS),
+       threads=st.lists(st.integers(2, 4), min_size=1, max_size=3, unique=True))
+def test_forward_and_boxes_gradient_same_bits_for_every_thread_count(
+        problem, method, threads):
+    image, boxes, box_ind, crop, grads = problem
+    one = cropgrad.crop_and_resize(image, boxes, box_ind, crop, method, num_threads=1)
+    gb_one = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
+                                                 num_threads=1)
+    for n in threads:
+        assert_same_bits(cropgrad.crop_and_resize(image, boxes, box_ind, crop, method,
+                                                  num_threads=n), one, f"forward, {n}")
+        assert_same_bits(cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
+                                                             num_threads=n),
+                         gb_one, f"boxes gradient, {n}")
+
+
+# --------------------------------------------------------------------------
+# Boxes gradient on the small problems: shape, thread count, no crash
+
+
+@examples(400)
+@given(problem=forward_problems(), num_threads=st.integers(1, 4), data=st.data())
+def test_boxes_gradient_small_problems(problem, num_threads, data):
+    image, boxes, box_ind, crop, _ = problem
+    grads = data.draw(hnp.arrays(np.float32, (boxes.shape[0], *crop, image.shape[3]),
+                                 elements=_f32(-100, 100)))
+    out = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
+                                              num_threads=num_threads)
+    assert out.shape == (boxes.shape[0], 4) and out.dtype == np.float32
+    assert_same_bits(out, cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
+                                                              num_threads=1))
+    # A zero gradient flowing in gives a zero boxes gradient (no stray
+    # reads of uninitialised memory).
+    zero = cropgrad.crop_and_resize_grad_boxes(np.zeros_like(grads), image, boxes, box_ind,
+                                               num_threads=num_threads)
+    assert not np.any(zero), zero
+
+
+def test_profile_is_bounded():
+    # CI must not silently run an unbounded number of examples.
+    assert settings.get_profile(PROFILE).deadline is None
+    if PROFILE == "ci":
+        assert settings.get_profile("ci").derandomize
