@@ -304,14 +304,20 @@ def image_size(value):
 
 def allocate(shape, dtype, name):
     """``numpy.empty(shape, dtype)``, refusing sizes that cannot be indexed."""
+    itemsize = np.dtype(dtype).itemsize
     count = 1
+    # NumPy refuses a shape whose non-zero dimensions multiply (times the
+    # item size) beyond the index range even when another dimension is 0.
+    span = itemsize
     for n in shape:
         count *= n
-    nbytes = count * np.dtype(dtype).itemsize
-    if max(shape, default=0) > sys.maxsize or nbytes > sys.maxsize:
+        if n:
+            span *= n
+    nbytes = count * itemsize
+    if max(shape, default=0) > sys.maxsize or span > sys.maxsize:
         raise ValueError(
-            f"{name} of shape {tuple(shape)} and dtype {np.dtype(dtype)} needs "
-            f"{nbytes} bytes: more than this platform can index"
+            f"{name} of shape {tuple(shape)} and dtype {np.dtype(dtype)} spans "
+            f"{span} bytes: more than this platform can index"
         )
     try:
         return np.empty(shape, dtype=dtype)

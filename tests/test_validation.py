@@ -252,6 +252,18 @@ case(SIZE_OPS, {"image_size": [2**40, 2**20, 1, DEPTH]}, (MemoryError, ValueErro
 case(SIZE_OPS, {"image_size": [BATCH, 2**40, 2**18, DEPTH]}, (MemoryError, ValueError),
      "output", "image_size", id="image_size-unallocatable-tall")
 
+# Empty outputs whose other dimensions multiply beyond the index range:
+# NumPy refuses to make them even though they hold no element.
+_NO_BOXES = {"grads": np.zeros((0, CROP_H, CROP_W, DEPTH), np.float32),
+             "boxes": np.zeros((0, 4), np.float32), "box_ind": np.zeros(0, np.int32)}
+for value, label in [([0, 2**62, WIDTH, DEPTH], "batch-0-height-2**62"),
+                     ([0, 2**40, 2**40, DEPTH], "batch-0-height-width-2**40")]:
+    case(SIZE_OPS, dict(_NO_BOXES, image_size=value), ValueError, "output", "image_size",
+         id=f"image_size-empty-{label}")
+case(FORWARD_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH, 0), np.float32),
+                   "boxes": np.zeros((0, 4)), "box_ind": [], "crop_size": [2**62, 2**40]},
+     ValueError, "output", "crop_size", id="crop_size-empty-output-2**102")
+
 # crop_size (forward)
 for value, exc, label in [
     ([CROP_H], ValueError, "1-value"),
