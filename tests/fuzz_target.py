@@ -1,0 +1,754 @@
+"""Fuzz target: random bytes -> a call of one of cropgrad's operations.
+
+The bytes are decoded into an operation (the three public functions and the
+three ``raw_ops``) and every one of its arguments, each either valid or
+broken in one of many ways: wrong types, dtypes, ranks and shapes, memory
+layouts, NaN/inf and huge-but-finite boxes, negative and enormous sizes,
+bad ``out=`` arrays, unknown keywords.  The generator knows which arguments
+it broke, which gives an oracle:
+
+- all arguments valid: the call must succeed (a ``MemoryError`` is only
+  allowed for a big output), return the right shape and dtype (and `out`
+  itself when given), and the same bits with one thread;
+- some argument broken: the call must raise ``ValueError``, ``TypeError``,
+  ``IndexError`` or ``MemoryError`` with a non-empty message naming one of
+  the broken arguments;
+- some argument of unknown validity: any of the above.
+
+Anything else (another exception, a wrong message, a crash) is a failure.
+
+Usage (from the repository root; ``-P`` keeps the source tree off the path)::
+
+    python -P tests/fuzz_target.py --seconds 60 [--seed N] [--corpus DIR]
+        [--crash-file PATH] [--save-failures DIR]
+    python -P tests/fuzz_target.py --run FILE...      # replay inputs
+    python -P tests/fuzz_target.py --describe FILE    # show the decoded call
+    python -P tests/fuzz_target.py --atheris [libFuzzer options]
+
+Before each execution the input is written to ``--crash-file``, so a
+process that dies (a segfault) leaves the input that killed it there.
+Sizes are drawn so that valid outputs stay small and invalid ones are far
+beyond any machine's memory: a fuzz run never allocates gigabytes.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import random
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import cropgrad
+from cropgrad import raw_ops
+
+ALLOWED = (ValueError, TypeError, IndexError, MemoryError)
+MAXSIZE = sys.maxsize
+
+# --------------------------------------------------------------------------
+# Reading the bytes
+
+
+class Source:
+    """Draws choices from a byte string; zeros once it is exhausted."""
+
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def byte(self):
+        if self.pos < len(self.data):
+            b = self.data[self.pos]
+            self.pos += 1
+            return b
+        return 0
+
+    def below(self, n):
+        """An int in [0, n)."""
+        if n <= 1:
+            return 0
+        if n <= 256:
+            return self.byte() % n
+        return (self.byte() << 8 | self.byte()) % n
+
+    def pick(self, seq):
+        return seq[self.below(len(seq))]
+
+    def chance(self, k):
+        """True about once in `k` draws."""
+        return self.below(k) == 0
+
+    def u32(self):
+        return self.byte() | self.byte() << 8 | self.byte() << 16 | self.byte() << 24
+
+    # In strict mode (half the inputs) every argument is drawn valid, so that
+    # the kernels run often; otherwise any argument may be broken.
+    strict = False
+
+    def choose(self, choices, n_valid):
+        """One of `choices`, whose first `n_valid` are valid values."""
+        return self.pick(choices[:n_valid] if self.strict else choices)
+
+
+# A value whose validity is known: True, False or None (unknown).
+class Arg:
+    __slots__ = ("value", "valid", "info")
+
+    def __init__(self, value, valid, **info):
+        self.value = value
+        self.valid = valid
+        self.info = info
+
+
+SMALL_DIMS = [1, 2, 3, 1, 2, 5, 8, 17]
+# Far beyond any memory when multiplied by anything but 0, or invalid.
+HUGE = [2**40, 2**47, 2**62, 2**63 - 1, 2**63, 2**64, 2**70, -1, -2, -2**31,
+        -2**63, -2**70]
+FLOATS = [0.0, -0.0, 1.0, 0.5, -0.5, 0.25, 1.5, -1.0, 2.0, 0.999, 1e-40, -1e-45,
+          1e30, -1e30, 3e38, -3e38, 3.4028235e38, 7.0, 0.1,
+          1e300, -1e300, float("nan"), float("inf"), float("-inf")]
+FINITE_FLOATS = 19   # the first 19 are finite in float32
+REAL_DTYPES = [np.float32, np.float32, np.float64, np.float16, np.int32, np.int64,
+               np.uint8, np.int8, np.int16, np.uint16, np.uint32, np.uint64,
+               np.dtype(">f4"), np.dtype(">f8"), np.dtype(">i8"), np.longdouble]
+INT_DTYPES = [np.int32, np.int64, np.int64, np.uint8, np.int8, np.uint16, np.uint32,
+              np.uint64, np.dtype(">i4"), np.dtype(">i8")]
+BAD_DTYPES = [np.complex64, np.complex128, bool, object, "U3", "S3", "datetime64[s]",
+              "timedelta64[ms]", [("a", "f4")]]
+
+
+def _fill_values(src, size, dtype, menu):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        raw = [src.pick([0, 1, 2, 3, -1, int(info.max), int(info.min), 7, 2**40])
+               for _ in range(min(size, 64))]
+        vals = [min(max(v, int(info.min)), int(info.max)) for v in raw]
+    else:
+        vals = [src.pick(menu) for _ in range(min(size, 64))]
+    vals = (vals or [0]) * (size // max(len(vals), 1) + 1)
+    with np.errstate(all="ignore"):
+        return np.array(vals[:size], dtype=dtype if dtype.kind != "f" else np.float64
+                        ).astype(dtype)
+
+
+def _layout(src, arr):
+    """The same values in another memory layout or container."""
+    mode = src.below(10)
+    if mode == 1 and arr.ndim >= 2:
+        return np.asfortranarray(arr)
+    if mode == 2 and arr.ndim >= 1:          # every other element of a wider array
+        wide = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1],), arr.dtype)
+        wide[..., ::2] = arr
+        return wide[..., ::2]
+    if mode == 3 and arr.ndim >= 1:          # negative strides
+        return arr[::-1].copy()[::-1]
+    if mode == 4:
+        arr = arr.copy()
+        arr.flags.writeable = False
+        return arr
+    if mode == 5 and arr.size:            # (an empty list would lose the shape)
+        return arr.tolist()
+    return arr
+
+
+def real_array(src, shape, menu, ints=False, finite=False):
+    """An array argument: valid, or broken in dtype, shape or type.
+
+    With `finite`, values that are not finite in float32 make it invalid.
+    """
+    mode = src.below(10 if src.strict else 16)
+    if mode <= 9:
+        dtype = src.pick(INT_DTYPES if ints else REAL_DTYPES)
+        size = int(np.prod(shape))
+        arr = _fill_values(src, size, dtype, menu).reshape(shape)
+        valid = True
+        if finite:
+            with np.errstate(all="ignore"):
+                valid = bool(np.isfinite(arr.astype(np.float32)).all())
+        return Arg(_layout(src, arr), valid, shape=tuple(shape), values=arr)
+    if mode == 10:   # wrong dtype
+        dtype = src.pick(BAD_DTYPES)
+        return Arg(np.zeros(shape, dtype), False)
+    if mode == 11:   # wrong shape (rank or one dimension)
+        shape = list(shape)
+        how = src.below(4)
+        if how == 0 and shape:
+            shape.pop(src.below(len(shape)))
+        elif how == 1:
+            shape.insert(src.below(len(shape) + 1), src.pick([1, 2, 0]))
+        elif shape:
+            i = src.below(len(shape))
+            shape[i] = src.pick([0, 1, 2, 3, 4, 5, 9])
+        dtype = src.pick(INT_DTYPES if ints else REAL_DTYPES[:4])
+        arr = _fill_values(src, int(np.prod(shape)), dtype, menu).reshape(shape)
+        return Arg(arr, None, shape=tuple(shape), values=arr)
+    if mode == 12:   # ragged nested lists
+        return Arg([[[[1.0]]], [[[1.0, 2.0]]], 3], False)
+    if mode == 13:   # 0-d
+        return Arg(np.array(1, np.int32 if ints else np.float32), False)
+    junk = [None, "abc", b"xyz", {}, set(), object(), 1j, [None], [["a"]],
+            np.array([1, "x"], object)]
+    return Arg(src.pick(junk), False)
+
+
+def _dims_valid(values, positive, nonneg):
+    """True, False, or None for values NumPy may or may not take (bools)."""
+    for v in values:
+        if isinstance(v, (bool, np.bool_)):
+            return None          # [1, 3, True, 1] becomes an int array
+        if not isinstance(v, (int, np.integer)):
+            return False
+    for i, v in enumerate(values):
+        if abs(int(v)) > MAXSIZE:
+            return False
+        if i in positive and v <= 0 or i in nonneg and v < 0:
+            return False
+    return True
+
+
+def size_arg(src, values, positive, nonneg):
+    """image_size or crop_size: valid ints, or broken entries, length, type."""
+    values = list(values)
+    mode = src.below(6 if src.strict else 12)
+    if mode <= 5:
+        container = src.below(5)
+        if container == 1:
+            return Arg(tuple(values), True, ints=values)
+        if container == 2:
+            dtype = src.pick([np.int32, np.int64, np.uint64, ">i8"])
+            return Arg(np.array(values, dtype), True, ints=values)
+        if container == 3:
+            return Arg([np.int64(v) for v in values], True, ints=values)
+        return Arg(values, True, ints=values)
+    if mode <= 8:    # one entry changed
+        values[src.below(len(values))] = src.pick(HUGE + [0, -1, 2.0, 2.5, None, "3", True])
+        valid = _dims_valid(values, positive, nonneg)
+        return Arg(values, valid, ints=values if valid else None)
+    if mode == 9:    # wrong length
+        return Arg(values[:-1] if src.chance(2) else values + [1], False)
+    if mode == 10:   # wrong kind of array
+        return Arg(src.pick([np.array(values, np.float64), np.array(values, complex),
+                             np.array([values]), np.array(values, bool)]), False)
+    return Arg(src.pick([None, 4, "1234", b"12", np.int64(3), [[1, 2], 3, 4, 5]]), False)
+
+
+def box_values(src, n):
+    rows = []
+    for _ in range(n):
+        rows.append([src.choose(FLOATS, FINITE_FLOATS) if src.chance(3)
+                     else (src.u32() % 2001 - 500) / 1000 for _ in range(4)])
+    return np.array(rows, np.float64).reshape(n, 4)
+
+
+# --------------------------------------------------------------------------
+# One call
+
+
+VALID_DTYPES = {
+    "float16": np.float16, "half": np.float16, "float32": np.float32, "float": np.float32,
+    "float64": np.float64, "double": np.float64, "f4": np.float32, "f8": np.float64,
+    "f2": np.float16, ">f4": np.float32,
+}
+DTYPE_CHOICES = (list(VALID_DTYPES) + [np.float32, np.float64, np.float16] * 3
+                 + ["foo", None, np.int32, "int64", complex, bool, object, 3,
+                    "datetime64[s]", "bfloat16", np.longdouble])
+N_VALID_DTYPES = len(VALID_DTYPES) + 9
+METHOD_CHOICES = ["bilinear", "nearest", "bilinear", "nearest", np.str_("nearest"),
+                  "Bilinear", "", None, 0, ["bilinear"], b"\xff", "area", "bicubic",
+                  b"bilinear"]
+THREAD_CHOICES = [None, 1, 2, 3, 4, None, 2, np.int64(2), 0, -1, 1025, 10**6, 2**70,
+                  True, 1.5, "2", [2]]
+FLUSH_CHOICES = [False, True, False, 0, 1, np.bool_(True), "yes", None, 2, 0.5,
+                 np.ones(2, bool)]
+EXTRAP_CHOICES = [0.0, 1.5, -3, np.float32(2), np.array(4.0), float("nan"), float("inf"),
+                  1e300, 2**1000, None, "0", b"0", 1j, True, [0.0], np.zeros(2),
+                  np.datetime64(1, "s"), 2**2000]
+
+
+def _dtype_valid(value):
+    if isinstance(value, str):
+        return value in VALID_DTYPES
+    if value is None or value is np.longdouble and np.dtype(np.longdouble).itemsize > 8:
+        return False
+    try:
+        return np.dtype(value) in (np.float16, np.float32, np.float64)
+    except TypeError:
+        return False
+
+
+def _flag_valid(value):
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    return isinstance(value, int) and value in (0, 1)
+
+
+def _real_scalar_valid(value):
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            return False
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, int) and abs(value) > 2**1023:
+        return False
+    return isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _threads_valid(value):
+    if value is None:
+        return True
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        return False
+    return bool(1 <= value <= 1024)
+
+
+def _method_valid(value, allowed):
+    if isinstance(value, bytes):
+        return None if value in (b"bilinear", b"nearest") else False
+    return isinstance(value, str) and value in allowed
+
+
+class Call:
+    """A decoded call: the function, its keyword arguments and the oracle's facts."""
+
+    def __init__(self, op, func, kwargs, checks, expect_shape, expect_dtype, out):
+        self.op = op
+        self.func = func
+        self.kwargs = kwargs
+        self.checks = checks            # argument name -> True/False/None
+        self.expect_shape = expect_shape
+        self.expect_dtype = expect_dtype
+        self.out = out
+
+    @property
+    def valid(self):
+        values = list(self.checks.values())
+        if any(v is False for v in values):
+            return False
+        if all(v is True for v in values):
+            return True
+        return None
+
+    def describe(self):
+        def short(v):
+            if isinstance(v, np.ndarray):
+                return f"ndarray(shape={v.shape}, dtype={v.dtype}, " \
+                       f"c={v.flags.c_contiguous}, writeable={v.flags.writeable})"
+            text = repr(v)
+            return text if len(text) < 120 else text[:117] + "..."
+        args = ", ".join(f"{k}={short(v)}" for k, v in self.kwargs.items())
+        return f"{self.op}({args})  checks={self.checks}"
+
+
+SHAPED = ["grads", "image", "boxes", "box_ind", "image_size", "crop_size", "out"]
+OPS = ["grad_image", "forward", "grad_boxes", "raw_grad_image", "raw_forward",
+       "raw_grad_boxes"]
+
+
+def _output_refused(shape, itemsize):
+    """Whether an output of `shape` must be refused (ValueError or MemoryError).
+
+    NumPy cannot make it when its non-zero dimensions multiply beyond the
+    index range; no machine has the memory for more than 2**40 bytes (and
+    this generator never asks for outputs between 1 MiB and that).
+    """
+    span = itemsize
+    count = itemsize
+    for n in shape:
+        span *= n if n else 1
+        count *= n
+    return span > MAXSIZE or count > 2**40
+
+
+def decode(data):
+    """The call that `data` stands for (deterministic)."""
+    src = Source(data)
+    src.strict = src.chance(2)
+    op = src.pick(OPS)
+    raw = op.startswith("raw_")
+    batch = src.pick([1, 2, 3, 0, 1, 2])
+    height, width = src.pick(SMALL_DIMS), src.pick(SMALL_DIMS)
+    depth = src.pick([1, 2, 3, 0, 4, 16])
+    num_boxes = src.pick([1, 2, 3, 0, 5, 8])
+    crop_h, crop_w = src.pick([1, 2, 3, 4, 7]), src.pick([1, 2, 3, 4, 7])
+    kwargs, checks, args = {}, {}, {}
+
+    def add(name, arg):
+        kwargs[name] = arg.value
+        checks[name] = arg.valid
+        args[name] = arg
+        return arg
+
+    if op.endswith("grad_image") or op.endswith("grad_boxes"):
+        add("grads", real_array(src, (num_boxes, crop_h, crop_w, depth), FLOATS))
+    if op.endswith("forward") or op.endswith("grad_boxes"):
+        image = add("image", real_array(src, (batch, height, width, depth), FLOATS))
+        if image.valid:
+            dtype = np.asarray(image.value).dtype    # a list gets NumPy's choice
+            if dtype.kind == "u" and dtype.itemsize > 2 or dtype.itemsize > 8:
+                checks["image"] = False  # uint32/uint64/longdouble: not TensorFlow's
+
+    # boxes: mostly well-formed, with coordinates from a menu that holds NaN,
+    # infinities and values that overflow float32.
+    if src.chance(4):
+        add("boxes", real_array(src, (num_boxes, 4), FLOATS, finite=True))
+    else:
+        values = box_values(src, num_boxes)
+        with np.errstate(all="ignore"):
+            finite = bool(np.isfinite(values.astype(np.float32)).all())
+        dtype = src.pick([np.float32, np.float64, np.float32])
+        add("boxes", Arg(_layout(src, values.astype(dtype)), finite,
+                         shape=(num_boxes, 4)))
+
+    # box_ind: its range is judged below, once the batch is known.
+    if src.chance(5):
+        add("box_ind", real_array(src, (num_boxes,), FLOATS, ints=True))
+    else:
+        top = batch if not src.chance(6) else batch + src.pick([1, 2**40])
+        vals = [src.below(max(top, 1)) if not src.chance(10) else -1
+                for _ in range(num_boxes)]
+        value = np.array(vals, src.pick([np.int32, np.int64])) if src.chance(2) else vals
+        add("box_ind", Arg(value, True, shape=(num_boxes,),
+                           values=np.array(vals, np.int64)))
+
+    expect_shape = None
+    effective_batch = None
+    if op.endswith("grad_image"):
+        size = add("image_size", size_arg(src, (batch, height, width, depth),
+                                          positive=(1, 2), nonneg=(0, 3)))
+        if size.valid:
+            ints = [int(v) for v in size.info["ints"]]
+            expect_shape = tuple(ints)
+            effective_batch = ints[0]
+            if ints[3] != depth:
+                checks["image_size"] = False
+    else:
+        image = args["image"]
+        if image.valid and image.info.get("shape"):
+            effective_batch = image.info["shape"][0]
+    if op.endswith("forward"):
+        crop = add("crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=()))
+        if crop.valid:
+            expect_shape = (num_boxes, *[int(v) for v in crop.info["ints"]], depth)
+    if op.endswith("grad_boxes"):
+        expect_shape = (num_boxes, 4)
+
+    box_ind = args["box_ind"]
+    if box_ind.valid and "values" in box_ind.info:
+        vals = box_ind.info["values"].astype(np.int64)
+        if vals.size and effective_batch is None:
+            checks["box_ind"] = None
+        elif vals.size:
+            checks["box_ind"] = bool((vals >= 0).all() and (vals < effective_batch).all())
+
+    expect_dtype = np.dtype(np.float32)
+    dtype_name = {"grad_image": "dtype", "raw_grad_image": "T"}.get(op)
+    if dtype_name and (dtype_name == "dtype" or src.strict or not src.chance(20)):
+        dtype = src.choose(DTYPE_CHOICES, N_VALID_DTYPES)
+        add(dtype_name, Arg(dtype, _dtype_valid(dtype)))
+        if checks[dtype_name]:
+            resolved = VALID_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+            expect_dtype = np.dtype(resolved).newbyteorder("=")
+    elif dtype_name and not src.strict:
+        checks["T"] = False              # left out: a TypeError naming T
+    elif dtype_name:
+        kwargs["T"], checks["T"] = np.float32, True
+    if expect_shape is not None and (checks.get("image_size") or checks.get("crop_size")):
+        # Valid dimensions, but an output no machine can hold: the op must
+        # refuse it (ValueError or MemoryError), never try.
+        itemsize = 4 if expect_dtype == np.float16 else expect_dtype.itemsize
+        if _output_refused(expect_shape, itemsize):
+            checks["image_size" if "image_size" in checks else "crop_size"] = False
+
+    if not src.chance(3):
+        method = src.choose(METHOD_CHOICES, 1 if op.endswith("grad_boxes") else 5)
+        allowed = ("bilinear",) if op.endswith("grad_boxes") else ("bilinear", "nearest")
+        add("method", Arg(method, _method_valid(method, allowed)))
+    if op.endswith("forward") and src.chance(2):
+        value = src.choose(EXTRAP_CHOICES, 9)
+        add("extrapolation_value", Arg(value, _real_scalar_valid(value)))
+    if raw:
+        if src.chance(4):
+            kwargs["name"] = src.pick([None, "op", 3])   # accepted and ignored
+    else:
+        if src.chance(2):
+            value = src.choose(THREAD_CHOICES, 8)
+            add("num_threads", Arg(value, _threads_valid(value)))
+        if src.chance(3):
+            value = src.choose(FLUSH_CHOICES, 6)
+            add("flush_denormals", Arg(value, _flag_valid(value)))
+    if not src.strict and src.chance(25):   # a keyword the op does not have
+        unknown = ["bogus"]
+        unknown += ["out", "num_threads", "dtype"] if raw else ["T"]
+        if op == "grad_boxes":
+            unknown += ["out", "extrapolation_value"]
+        add(src.pick(unknown), Arg(1, False))
+
+    out = None
+    if op in ("grad_image", "forward") and src.chance(4):
+        shape = expect_shape
+        known = shape is not None and all(0 <= v <= 64 for v in shape)
+        if not known:
+            shape = (1, 1, 1, 1)
+        how = src.below(8)
+        if how <= 3:
+            out, valid = np.full(shape, 7, expect_dtype), True
+        elif how == 4:
+            wrong = np.float64 if expect_dtype != np.float64 else np.float32
+            out, valid = np.zeros(shape, wrong), False
+        elif how == 5:
+            out, valid = np.zeros(tuple(shape[:-1]) + (shape[-1] + 1,), expect_dtype), False
+        elif how == 6:
+            out, valid = np.zeros(shape, expect_dtype), False
+            out.flags.writeable = False
+        else:
+            out = np.zeros(tuple(shape[:-1]) + (2 * shape[-1],), expect_dtype)[..., ::2]
+            valid = None if shape[-1] <= 1 or 0 in shape else False
+        if not known or expect_dtype is None:
+            valid = None if valid else False
+        add("out", Arg(out, valid))
+    return Call(op, _FUNCS[op], kwargs, checks, expect_shape, expect_dtype, out)
+
+
+_FUNCS = {
+    "grad_image": cropgrad.crop_and_resize_grad_image,
+    "forward": cropgrad.crop_and_resize,
+    "grad_boxes": cropgrad.crop_and_resize_grad_boxes,
+    "raw_grad_image": raw_ops.CropAndResizeGradImage,
+    "raw_forward": raw_ops.CropAndResize,
+    "raw_grad_boxes": raw_ops.CropAndResizeGradBoxes,
+}
+
+
+# --------------------------------------------------------------------------
+# The oracle
+
+
+class Finding(Exception):
+    """The library did something the oracle does not allow."""
+
+
+def _bits(arr):
+    return np.ascontiguousarray(arr).tobytes()
+
+
+def execute(data):
+    """Run the call `data` decodes to; return an outcome label or raise Finding."""
+    call = decode(data)
+    valid = call.valid
+    try:
+        result = call.func(**call.kwargs)
+    except ALLOWED as exc:
+        message = str(exc)
+        if not message.strip():
+            raise Finding(f"{type(exc).__name__} with an empty message: {call.describe()}")
+        if valid is True and not isinstance(exc, MemoryError):
+            raise Finding(f"valid call rejected: {type(exc).__name__}: {message}\n"
+                          f"  {call.describe()}")
+        if valid is False:
+            # The message names an argument that is broken (or may be: the
+            # check that fires first may be one of unknown outcome), or the
+            # output a size argument describes.
+            suspects = [k for k, v in call.checks.items() if v is not True]
+            if isinstance(exc, MemoryError) or {"image_size", "crop_size"} & set(suspects):
+                suspects.append("output")
+            if set(suspects) & set(SHAPED):
+                # A shape that may not match: the mismatch may be reported on
+                # the argument it is compared with.
+                suspects += SHAPED
+            if not any(name in message for name in suspects):
+                raise Finding(f"{type(exc).__name__} message names none of {suspects}: "
+                              f"{message!r}\n  {call.describe()}")
+        return f"rejected:{type(exc).__name__}"
+    except Exception as exc:  # noqa: BLE001 - every other type is a finding
+        raise Finding(f"{type(exc).__name__} is not a documented exception: {exc}\n"
+                      f"  {call.describe()}") from exc
+    if valid is False:
+        raise Finding(f"invalid call accepted: {call.describe()}")
+    if not isinstance(result, np.ndarray):
+        raise Finding(f"result is a {type(result).__name__}: {call.describe()}")
+    if call.expect_shape is not None and valid and result.shape != call.expect_shape:
+        raise Finding(f"shape {result.shape}, expected {call.expect_shape}: "
+                      f"{call.describe()}")
+    if valid and result.dtype != call.expect_dtype:
+        raise Finding(f"dtype {result.dtype}, expected {call.expect_dtype}: "
+                      f"{call.describe()}")
+    if call.out is not None and "out" in call.kwargs and result is not call.out:
+        raise Finding(f"out= given but another array returned: {call.describe()}")
+    # The same bits on one thread (public ops only: raw ops have no num_threads).
+    if not call.op.startswith("raw_") and result.size <= 1 << 16:
+        kwargs = dict(call.kwargs, num_threads=1)
+        if "out" in kwargs:
+            kwargs["out"] = None
+        again = call.func(**kwargs)
+        if _bits(again) != _bits(result):
+            raise Finding(f"different bits on one thread: {call.describe()}")
+    return "ok"
+
+
+# --------------------------------------------------------------------------
+# Driving it
+
+
+def _mutate(rng, data):
+    data = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        what = rng.randrange(4)
+        if what == 0 and data:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        elif what == 1:
+            data.insert(rng.randrange(len(data) + 1), rng.randrange(256))
+        elif what == 2 and data:
+            del data[rng.randrange(len(data))]
+        elif data:
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+    return bytes(data)
+
+
+class CrashFile:
+    """Holds the input being executed, so a crash leaves it behind."""
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if path else None
+        self.path = path
+
+    def write(self, data):
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data, 0)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            os.unlink(self.path)
+
+
+def _load_corpus(path):
+    if not path or not os.path.isdir(path):
+        return []
+    corpus = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if os.path.isfile(full) and not name.startswith(".") and not name.endswith(".md"):
+            with open(full, "rb") as f:
+                corpus.append(f.read())
+    return corpus
+
+
+def fuzz(seconds, seed, corpus, crash, save_dir, max_failures=20):
+    rng = random.Random(seed)
+    stats = {"seed": seed, "executions": 0, "ok": 0, "failures": 0, "outcomes": {},
+             "ops": {}}
+    failures = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if corpus and rng.random() < 0.3:
+            data = _mutate(rng, rng.choice(corpus))
+        else:
+            data = bytes(rng.randrange(256) for _ in range(rng.randint(8, 400)))
+        crash.write(data)
+        stats["executions"] += 1
+        try:
+            outcome = execute(data)
+        except Finding as exc:
+            stats["failures"] += 1
+            failures.append((data, str(exc)))
+            if save_dir:
+                os.makedirs(save_dir, exist_ok=True)
+                with open(os.path.join(save_dir, f"failure-{len(failures)}.bin"), "wb") as f:
+                    f.write(data)
+            if len(failures) >= max_failures:
+                break
+            continue
+        stats["outcomes"][outcome] = stats["outcomes"].get(outcome, 0) + 1
+        op = decode(data).op
+        stats["ops"][op] = stats["ops"].get(op, 0) + 1
+        if outcome == "ok":
+            stats["ok"] += 1
+    return stats, failures
+
+
+def _atheris(argv):
+    import atheris  # optional: coverage-guided fuzzing of the Python layer
+
+    def one(data):
+        try:
+            execute(bytes(data))
+        except Finding as exc:
+            raise AssertionError(str(exc)) from None
+
+    atheris.instrument_all()
+    atheris.Setup([sys.argv[0], *argv], one)
+    atheris.Fuzz()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--corpus", help="directory of inputs to start from")
+    parser.add_argument("--crash-file", help="where the running input is kept")
+    parser.add_argument("--save-failures", help="directory for inputs that fail")
+    parser.add_argument("--stats", help="write the run's figures here as JSON")
+    parser.add_argument("--run", nargs="+", metavar="FILE", help="replay these inputs")
+    parser.add_argument("--describe", nargs="+", metavar="FILE",
+                        help="print the calls these inputs decode to")
+    parser.add_argument("--atheris", action="store_true",
+                        help="fuzz with atheris (remaining arguments go to libFuzzer)")
+    parser.add_argument("--self-test-crash", action="store_true",
+                        help="crash on purpose (tests that a crash is reported)")
+    args, rest = parser.parse_known_args(argv)
+    if args.self_test_crash:
+        crash = CrashFile(args.crash_file)
+        crash.write(b"self-test crash input")
+        import ctypes
+        ctypes.string_at(0)      # reads address 0: SIGSEGV
+    warnings.simplefilter("ignore")   # overflowing casts warn; not what is tested
+    if args.atheris:
+        _atheris(rest)
+        return 0
+    if args.describe:
+        for path in args.describe:
+            with open(path, "rb") as f:
+                print(f"{path}: {decode(f.read()).describe()}")
+        return 0
+    crash = CrashFile(args.crash_file)
+    if args.run:
+        bad = 0
+        for path in args.run:
+            with open(path, "rb") as f:
+                data = f.read()
+            crash.write(data)
+            try:
+                print(f"{os.path.basename(path)}: {execute(data)}")
+            except Finding as exc:
+                bad += 1
+                print(f"{os.path.basename(path)}: FAILED {exc}")
+        crash.close()
+        return 1 if bad else 0
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"fuzzing for {args.seconds:g} s with --seed {seed}", flush=True)
+    corpus = _load_corpus(args.corpus)
+    for data in corpus:                 # the regression inputs first
+        crash.write(data)
+        execute(data)
+    stats, failures = fuzz(args.seconds, seed, corpus, crash, args.save_failures)
+    crash.close()
+    stats["corpus"] = len(corpus)
+    stats["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    if args.stats:
+        with open(args.stats, "w") as f:
+            json.dump(stats, f, indent=1)
+    print(json.dumps(stats))
+    for data, message in failures:
+        print(f"FAILURE input={data.hex()}\n  {message}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Fuzzing in a subprocess, so that a crash is a test failure, not the end.
+
+`fuzz_target.py` decodes random bytes into calls of every operation with
+valid and broken arguments of every kind and checks each outcome (see its
+docstring).  Here it runs in a child process for a bounded time
+(``CROPGRAD_FUZZ_SECONDS``, default 45; ``CROPGRAD_FUZZ_SEED`` to repeat a
+run), after replaying the corpus of inputs that once broke something.  If
+the child dies, the input it was running is read back from its crash file
+and shown with the signal and the child's stderr (faulthandler's traceback).
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join(HERE, "fuzz_target.py")
+CORPUS = os.path.join(HERE, "fuzz_corpus")
+SECONDS = float(os.environ.get("CROPGRAD_FUZZ_SECONDS", "45"))
+
+
+def _corpus_files():
+    return sorted(os.path.join(CORPUS, f) for f in os.listdir(CORPUS) if f.endswith(".bin"))
+
+
+def _run(args, tmp_path, timeout):
+    crash_file = tmp_path / "crash.bin"
+    proc = subprocess.run(
+        [sys.executable, "-P", "-X", "faulthandler", TARGET, "--crash-file", str(crash_file),
+         *args],
+        capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return proc, crash_file
+
+
+def _explain(proc, crash_file):
+    lines = [f"fuzz target exited with {proc.returncode}"]
+    if proc.returncode < 0:
+        lines[0] += f" ({signal.Signals(-proc.returncode).name}: the process crashed)"
+    if crash_file.exists():
+        data = crash_file.read_bytes()
+        lines.append(f"input it was running ({len(data)} bytes): {data.hex()}")
+        lines.append("save it to tests/fuzz_corpus/ and describe it with "
+                     "`python -P tests/fuzz_target.py --describe FILE`")
+    lines.append("stdout (tail):\n" + proc.stdout[-6000:])
+    lines.append("stderr (tail):\n" + proc.stderr[-6000:])
+    return "\n".join(lines)
+
+
+def test_corpus_replays_cleanly(tmp_path):
+    files = _corpus_files()
+    assert len(files) >= 10
+    proc, crash_file = _run(["--run", *files], tmp_path, timeout=120)
+    assert proc.returncode == 0, _explain(proc, crash_file)
+    assert len(proc.stdout.splitlines()) == len(files)
+
+
+@pytest.mark.slow
+def test_fuzz_for_a_bounded_time(tmp_path):
+    seed = int(os.environ.get("CROPGRAD_FUZZ_SEED", random.SystemRandom().randrange(2**32)))
+    stats_file = tmp_path / "stats.json"
+    proc, crash_file = _run(
+        ["--seconds", str(SECONDS), "--seed", str(seed), "--corpus", CORPUS,
+         "--stats", str(stats_file), "--save-failures", str(tmp_path / "failures")],
+        tmp_path, timeout=SECONDS + 180)
+    assert proc.returncode == 0, f"--seed {seed}\n" + _explain(proc, crash_file)
+    stats = json.loads(stats_file.read_text())
+    print(f"fuzz --seed {seed}: {stats['executions']} executions, {stats['ok']} "
+          f"successful calls, outcomes {stats['outcomes']}")
+    # Not a trivial run: many calls, and both successes and every kind of rejection.
+    assert stats["executions"] >= 1000 * min(SECONDS, 10)
+    assert stats["ok"] >= stats["executions"] // 20
+    for kind in ("TypeError", "ValueError", "IndexError"):
+        assert stats["outcomes"].get(f"rejected:{kind}", 0) > 0, kind
+    assert set(stats["ops"]) == {"grad_image", "forward", "grad_boxes", "raw_grad_image",
+                                 "raw_forward", "raw_grad_boxes"}
+
+
+def test_a_crash_is_reported_with_its_input(tmp_path):
+    # The harness itself: a child that dies mid-input must be reported as a
+    # crash with that input, not pass silently.
+    proc, crash_file = _run(["--self-test-crash"], tmp_path, timeout=60)
+    assert proc.returncode < 0
+    report = _explain(proc, crash_file)
+    assert "crashed" in report and "input it was running" in report
+    assert crash_file.read_bytes() == b"self-test crash input"
