@@ -1,0 +1,175 @@
+"""Ctrl-C during a long call: KeyboardInterrupt, promptly or at the end.
+
+A child process starts a call of about half a second with a prefilled ``out=``
+and sends itself SIGINT a third of the way in.  Acceptable outcomes:
+
+- the call raises KeyboardInterrupt (promptly, or when its work is done):
+  it reported no success, so ``out`` may hold anything;
+- the call returns and KeyboardInterrupt is raised right after: ``out``
+  must then hold the complete, correct result.
+
+Never: the interrupt lost, raised long after the work ended, or a call
+that returns with ``out`` half written.  Afterwards the library (and the
+floating-point mode: the interrupted call flushes denormals) must be as
+before.  A child with Python's default SIGINT handling must die of it
+within the length of the call.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+CHILD = textwrap.dedent(r"""
+    import json, os, signal, sys, threading, time
+    import numpy as np
+    import cropgrad
+
+    op, dtype, threads = sys.argv[1], np.dtype(sys.argv[2]), int(sys.argv[3])
+    rng = np.random.default_rng(0)
+
+    def make(n):
+        # Compute-bound work on little memory: depth-1 crops of 64 x 64 from
+        # a small image.  The image gradient's gradients are zeros (shared
+        # zero pages) except for the first boxes.
+        boxes = rng.uniform(0, 1, (n, 4)).astype(np.float32)
+        box_ind = rng.integers(0, 2, n)
+        if op == "grad_image":
+            grads = np.zeros((n, 64, 64, 1), np.float32)
+            grads[:50] = rng.standard_normal((min(n, 50), 64, 64, 1))
+            shape = (2, 32, 32, 1)
+            call = lambda out: cropgrad.crop_and_resize_grad_image(
+                grads, boxes, box_ind, list(shape), dtype, out=out, num_threads=threads,
+                flush_denormals=True)
+        else:
+            image = rng.standard_normal((2, 32, 32, 1)).astype(np.float32)
+            shape = (n, 64, 64, 1)
+            call = lambda out: cropgrad.crop_and_resize(
+                image, boxes, box_ind, [64, 64], out=out, num_threads=threads,
+                flush_denormals=True)
+        return call, shape
+
+    # A call of about half a second, measured warm; forward outputs are
+    # capped at 640 MiB.
+    n = 256
+    while True:
+        call, shape = make(n)
+        expected = call(None)
+        start = time.perf_counter()
+        call(None)
+        full = time.perf_counter() - start
+        if full > 0.4 or n >= 40000:
+            break
+        n = min(int(n * min(0.5 / max(full, 1e-3), 8)) + 1, 40000)
+
+    out = np.full(shape, 12345, dtype)
+    when = {}
+
+    def interrupt():
+        time.sleep(full / 3)
+        when["signal"] = time.perf_counter()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt)
+    returned = False
+    start = time.perf_counter()
+    timer.start()
+    try:
+        result = call(out)
+        returned = True
+        for _ in range(100000):   # the pending interrupt fires here at the latest
+            pass
+        outcome = "not raised"
+    except KeyboardInterrupt:
+        when["raised"] = time.perf_counter()
+        outcome = "raised after return" if returned else "raised in call"
+    timer.join()
+    if np.array_equal(out, expected, equal_nan=True):
+        state = "complete"
+    elif (out == 12345).all():
+        state = "untouched"
+    else:
+        state = "partial"
+
+    # Still works, and the thread's floating-point mode was restored.
+    again = call(None)
+    tiny = np.array([1e-39], np.float32)
+    report = {
+        "outcome": outcome, "out": state, "full": full,
+        "signal_after": when["signal"] - start,
+        "raised_after": when.get("raised", float("nan")) - start,
+        "works_after": bool(np.array_equal(again, expected, equal_nan=True)),
+        "subnormals_after": bool((tiny * np.float32(1))[0] != 0),
+    }
+    print(json.dumps(report))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op, dtype", [("grad_image", "float32"), ("grad_image", "float16"),
+                                       ("forward", "float32")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_interrupt_during_a_long_call(op, dtype, threads, tmp_path):
+    proc = subprocess.run([sys.executable, "-P", "-c", CHILD, op, dtype, str(threads)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(report)
+    assert report["outcome"] != "not raised", "the interrupt was lost"
+    if report["outcome"] == "raised after return":
+        assert report["out"] == "complete", "a call returned with out= not fully written"
+    # Raised promptly or when the work ended, not after more work.
+    assert report["raised_after"] >= report["signal_after"]
+    assert report["raised_after"] <= 1.5 * report["full"] + 0.5, report
+    assert report["works_after"]
+    assert report["subnormals_after"], "flush-to-zero left on after the interrupted call"
+
+
+DEFAULT_HANDLER = textwrap.dedent(r"""
+    import sys, time
+    import numpy as np
+    import cropgrad
+
+    rng = np.random.default_rng(0)
+    grads = rng.standard_normal((3000, 14, 14, 64)).astype(np.float32)
+    boxes = rng.uniform(0, 1, (3000, 4)).astype(np.float32)
+    box_ind = np.zeros(3000, np.int64)
+    start = time.perf_counter()
+    cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 64, 64, 64],
+                                        num_threads=int(sys.argv[1]))
+    print(f"one call: {time.perf_counter() - start:.3f}", flush=True)
+    while True:
+        cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 64, 64, 64],
+                                            num_threads=int(sys.argv[1]))
+""")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_default_sigint_ends_the_process(threads, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-P", "-c", DEFAULT_HANDLER, str(threads)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("one call:"), line + proc.stderr.read()
+        call = float(line.split(":")[1])
+        time.sleep(min(call / 2, 0.5))
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30 + 3 * call)
+        took = time.perf_counter() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read()
+    assert proc.returncode in (-signal.SIGINT, 1, 130), (proc.returncode, stderr[-2000:])
+    assert "KeyboardInterrupt" in stderr or proc.returncode == -signal.SIGINT
+    assert took <= 2 * call + 2, f"the process took {took:.2f} s to stop"
+    assert "Segmentation" not in stderr and "Fatal Python error" not in stderr
+    assert os.name == "posix"
