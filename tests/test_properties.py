@@ -14,8 +14,9 @@ finite), both methods, every output dtype and 1 to 4 threads:
 The number of examples is fixed per profile so CI time is bounded:
 ``CROPGRAD_HYPOTHESIS_PROFILE=ci`` (the default: derandomized, so every run
 tries the same examples), ``random`` (new examples each run; a failure
-prints the ``@reproduce_failure`` blob and the seed) or ``thorough``
-(20 times the examples, random).
+prints the ``@reproduce_failure`` blob and the seed), ``thorough`` (20
+times the examples, random) or ``quick`` (a twentieth, for runs under
+valgrind).
 """
 
 import os
@@ -38,13 +39,14 @@ _COMMON = dict(
 settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
 settings.register_profile("random", database=None, **_COMMON)
 settings.register_profile("thorough", database=None, **_COMMON)
+settings.register_profile("quick", derandomize=True, database=None, **_COMMON)
 PROFILE = os.environ.get("CROPGRAD_HYPOTHESIS_PROFILE", "ci")
-SCALE = 20 if PROFILE == "thorough" else 1
+SCALE = {"thorough": 20, "quick": 0.05}.get(PROFILE, 1)
 
 
 def examples(n):
     """Settings of the active profile with `n` examples (times its scale)."""
-    return settings(settings.get_profile(PROFILE), max_examples=n * SCALE)
+    return settings(settings.get_profile(PROFILE), max_examples=max(int(n * SCALE), 5))
 
 
 U32 = 2.0**-24          # unit roundoff of float32
