@@ -252,7 +252,21 @@ def int_vector(value, length, name, what):
         and len(value) == length
         and all(type(v) is int for v in value)
     ):
-        return list(value)  # the common case, without a round trip through NumPy
+        values = list(value)  # the common case, without a round trip through NumPy
+    else:
+        values = _int_values(value, length, name, what)
+    for v in values:
+        # Checked here, before any C code sees the value as a Py_ssize_t.
+        if not -sys.maxsize <= v <= sys.maxsize:
+            raise ValueError(
+                f"{name} {values} has a value beyond the largest array "
+                f"dimension ({sys.maxsize})"
+            )
+    return values
+
+
+def _int_values(value, length, name, what):
+    """`int_vector` for anything but a list or tuple of Python ints."""
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:
@@ -265,24 +279,14 @@ def int_vector(value, length, name, what):
         # NumPy makes float64 of a list holding an int in [2**63, 2**64):
         # look at the items themselves.
         arr = np.asarray(value, dtype=object)
-    values = None
     if arr.dtype.kind in "iu":
-        values = [int(v) for v in arr]
-    elif arr.dtype.kind == "O":
+        return [int(v) for v in arr]
+    if arr.dtype.kind == "O":
         try:
-            values = [operator.index(v) for v in arr]
+            return [operator.index(v) for v in arr]
         except TypeError:
             pass
-    if values is None:
-        raise TypeError(f"{name} must hold integers {what}, got {value!r}")
-    for v in values:
-        # Checked here, before any C code sees the value as a Py_ssize_t.
-        if not -sys.maxsize <= v <= sys.maxsize:
-            raise ValueError(
-                f"{name} {values} has a value beyond the largest array "
-                f"dimension ({sys.maxsize})"
-            )
-    return values
+    raise TypeError(f"{name} must hold integers {what}, got {value!r}")
 
 
 def image_size(value):
