@@ -165,7 +165,7 @@ def crop_and_resize_grad_image(
 
     if out_dtype == np.float16:
         result = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
-        acc = _v.allocate(shape, np.float32, "the float32 accumulator")
+        acc = _v.allocate(shape, np.float32, "the float32 accumulator of the float16 output")
     else:
         result = acc = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
     if acc.size == 0:

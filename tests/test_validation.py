@@ -264,6 +264,12 @@ case(FORWARD_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH, 0), np.float32),
                    "boxes": np.zeros((0, 4)), "box_ind": [], "crop_size": [2**62, 2**40]},
      ValueError, "output", "crop_size", id="crop_size-empty-output-2**102")
 
+# A float16 output that NumPy can make, whose float32 accumulator it cannot.
+for op, dtype_arg in (("grad_image", "dtype"), ("raw_grad_image", "T")):
+    case((op,), dict(_NO_BOXES, grads=np.zeros((0, CROP_H, CROP_W, 1), np.float32),
+                     image_size=[0, 2**61 + 1, 1, 1], **{dtype_arg: np.float16}),
+         ValueError, "output", "image_size", id="image_size-float16-accumulator-beyond-index")
+
 # crop_size (forward)
 for value, exc, label in [
     ([CROP_H], ValueError, "1-value"),
