@@ -251,6 +251,8 @@ except Exception as exc:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses RLIMIT_AS")
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer's shadow memory needs more address space")
 def test_threads_that_cannot_be_created_do_not_end_the_process(tmp_path):
     # GNU OpenMP ends the process (exit 1, "libgomp: Thread creation failed")
     # when it cannot start the team it is asked for, so num_threads=1024 must
