@@ -1,0 +1,80 @@
+"""python -m cropgrad: the self-check and a quick benchmark run, in a child process."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cropgrad(*args, timeout=60):
+    # -P: the installed package, not the source folder.
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "cropgrad", *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def test_check_passes():
+    result = run_cropgrad("check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("PASS")
+    assert not any(line.rstrip().split("  (")[0].endswith("FAIL") for line in lines)
+    assert any("same bits on 1, 2, 3 and 4 threads" in line for line in lines)
+
+
+def test_quick_bench_writes_json(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_cropgrad("bench", "--quick", "--workloads", "tiny", "--no-tensorflow",
+                          "--json", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # A table on stdout, progress on stderr.
+    assert "tiny" in result.stdout and "roofline" in result.stdout
+    assert "n/a (disabled with --no-tensorflow)" in result.stdout
+    assert "[1/1] tiny" in result.stderr
+
+    report = json.loads(path.read_text())
+    for key in ("machine", "versions", "show_config", "tensorflow", "settings",
+                "workloads", "targets", "total_seconds"):
+        assert key in report, key
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["versions"]["cropgrad"] == report["show_config"]["version"]
+    assert report["versions"]["numpy"]
+    assert report["versions"]["tensorflow"] is None
+    assert report["tensorflow"]["available"] is False
+
+    (tiny,) = report["workloads"]
+    assert tiny["name"] == "tiny"
+    assert tiny["image_size"] == [1, 16, 16, 8]
+    assert tiny["rounds"] >= 3
+    times = tiny["median_s"]
+    for column in ("cropgrad_1thread", "cropgrad_default",
+                   "cropgrad_default_new_output", "roofline", "roofline_1thread"):
+        assert 0 < times[column] < 0.1, column
+        assert len(tiny["samples_s"][column]) == tiny["rounds"]
+    assert times["tf_default"] is None and times["tf_deterministic"] is None
+    ratios = tiny["ratios"]
+    assert ratios["cropgrad_default_over_roofline"] > 0
+    assert ratios["scaling_1thread_over_default"] > 0
+    assert ratios["tf_default_over_cropgrad_default"] is None
+    assert ratios["tf_deterministic_over_cropgrad_1thread"] is None
+
+
+def test_repeats_and_bad_workload(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_cropgrad("bench", "--repeats", "2", "--workloads", "tiny",
+                          "--no-tensorflow", "--quick", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["workloads"][0]["rounds"] == 2
+
+    result = run_cropgrad("bench", "--workloads", "tiny,nonsense")
+    assert result.returncode == 2
+    assert "nonsense" in result.stderr and "detector" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["bench", "--help"], ["check", "--help"]])
+def test_help(args):
+    result = run_cropgrad(*args)
+    assert result.returncode == 0
+    assert "usage: python -m cropgrad" in result.stdout
