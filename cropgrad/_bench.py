@@ -508,6 +508,16 @@ def _tensorflow_call(tf, workload, problem):
         box_ind=tensors["box_ind"], method="bilinear")
 
 
+def _determinism_enabled():
+    """Whether TensorFlow's op determinism is on (None if it cannot say)."""
+    try:  # not in the public API of every version
+        from tensorflow.python.framework import config
+
+        return bool(config.is_op_determinism_enabled())
+    except (ImportError, AttributeError):
+        return None
+
+
 def worker_main(mode):
     """Body of a TensorFlow worker process (see `TensorFlowWorker`)."""
     # Keep the protocol's stdout to ourselves: anything a library prints
@@ -543,8 +553,7 @@ def worker_main(mode):
             continue
         try:
             if cmd == "hello":
-                reply(tensorflow=tf.__version__,
-                      deterministic=bool(tf.config.experimental.is_op_determinism_enabled()),
+                reply(tensorflow=tf.__version__, deterministic=_determinism_enabled(),
                       intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
                       inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
             elif cmd == "load":
@@ -735,7 +744,9 @@ def run(names, settings, tensorflow=True, progress=None):
             for column, mode in TF_MODES.items():
                 workers[column] = TensorFlowWorker(mode)
             for column, worker in workers.items():
-                tf_info["workers"][TF_MODES[column]] = worker.start()
+                info = worker.start()
+                info.pop("ok", None)
+                tf_info["workers"][TF_MODES[column]] = info
             tf_info.update(available=True, reason="",
                            version=next(iter(tf_info["workers"].values()))["tensorflow"])
         except WorkerError as exc:
@@ -934,6 +945,9 @@ def plot(report, path):
         ax.bar(xs, heights, width, label=label, color=colour, edgecolor="black",
                linewidth=0.4)
     ax.set_yscale("log")
+    tallest = max((r["median_s"][c] or 0) for r in results for c, _ in PLOT_COLUMNS)
+    if tallest > 0:  # room above the bars for the legend
+        ax.set_ylim(top=tallest * 1e3 * 40)
     ax.set_xticks(range(len(results)))
     ax.set_xticklabels([r["name"] for r in results], rotation=20, ha="right")
     ax.set_ylabel("median time per call (ms, log scale)")
@@ -942,7 +956,7 @@ def plot(report, path):
                  + (f", TensorFlow {report['versions']['tensorflow']}"
                     if report["versions"]["tensorflow"] else ""))
     ax.grid(axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper center", ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
