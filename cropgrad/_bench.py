@@ -433,8 +433,10 @@ class TensorFlowWorker:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.close()
-                raise WorkerError(self._failure(f"no answer within {self.timeout:.0f} s"))
+                message = self._failure(f"no answer within {self.timeout:.0f} s")
+                self.proc.kill()
+                self.proc.wait()
+                raise WorkerError(message)
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -479,6 +481,8 @@ class TensorFlowWorker:
         return self.request({"cmd": "time", "warm": warm})["seconds"]
 
     def close(self):
+        if self.log.closed:
+            return
         if self.proc.poll() is None:
             try:
                 self._send({"cmd": "quit"})
