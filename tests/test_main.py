@@ -50,7 +50,8 @@ def test_quick_bench_writes_json(tmp_path):
     assert tiny["rounds"] >= 3
     times = tiny["median_s"]
     for column in ("cropgrad_1thread", "cropgrad_default",
-                   "cropgrad_default_new_output", "roofline", "roofline_1thread"):
+                   "cropgrad_default_new_output", "roofline", "roofline_default_threads",
+                   "roofline_1thread"):
         assert 0 < times[column] < 0.1, column
         assert len(tiny["samples_s"][column]) == tiny["rounds"]
     assert times["tf_default"] is None and times["tf_deterministic"] is None
