@@ -173,11 +173,14 @@ class Settings:
         # Workloads measured again when other processes disturbed them
         # (in the whole run; the least disturbed attempt is kept).
         self.noisy_retries = 0 if quick else 3
+        # ... once the machine has been quiet for half a second, waiting at
+        # most this long for that.
+        self.quiet_wait = 5.0
 
     def as_dict(self):
         return {k: getattr(self, k) for k in (
             "quick", "repeats", "budget", "min_rounds", "max_rounds", "block",
-            "settle", "warm_limit", "noisy_retries")}
+            "settle", "warm_limit", "noisy_retries", "quiet_wait")}
 
 
 # --------------------------------------------------------------------------
@@ -652,6 +655,18 @@ class CpuMeter:
                 "steal": round((end[2] - self.start[2]) / wall, 3)}
 
 
+def _wait_until_quiet(limit):
+    """Wait up to `limit` seconds for half a second in which others stay idle."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        meter = CpuMeter()
+        time.sleep(0.5)
+        other = meter.stop()["other_cpus"]
+        if other is None or other <= NOISY / 2:
+            return True
+    return False
+
+
 def _median(values):
     values = [v for v in values if v is not None]
     return float(np.median(values)) if values else None
@@ -810,6 +825,9 @@ def run(names, settings, tensorflow=True, progress=None):
                 progress(f"    done in {result['seconds']:.1f} s{busy}"
                          + (" (noisy)" if noisy else ""))
                 if not noisy or retries <= 0:
+                    break
+                if not _wait_until_quiet(settings.quiet_wait):
+                    progress("    the machine stays busy: keeping this measurement")
                     break
                 retries -= 1
                 progress("    measuring it again")
