@@ -172,10 +172,10 @@ class Settings:
         self.warm_limit = 0.05
         # Workloads measured again when other processes disturbed them
         # (in the whole run; the least disturbed attempt is kept).
-        self.noisy_retries = 0 if quick else 3
+        self.noisy_retries = 0 if quick else 2
         # ... once the machine has been quiet for half a second, waiting at
         # most this long for that.
-        self.quiet_wait = 5.0
+        self.quiet_wait = 2.0
 
     def as_dict(self):
         return {k: getattr(self, k) for k in (
