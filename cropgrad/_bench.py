@@ -24,9 +24,10 @@ Each workload is timed in several columns, all in the same run:
     once before timing; TensorFlow allocates its output on every call.
 
 Noise: the columns are measured in rounds.  A round times each column once
-(a block of calls), in an order that rotates from round to round, after a
-short pause that lets the previous column's idle threads stop spinning and
-one untimed call.  A column's time is the median over rounds; a ratio is the
+(a block of calls), in an order that rotates from round to round, after
+about 10 ms of untimed calls of the same column (while the previous
+column's idle OpenMP threads stop spinning; a pause instead would let the
+CPUs idle, and they run slowly for a few ms after waking).  A column's time is the median over rounds; a ratio is the
 median of the per-round ratios, i.e. of measurements taken side by side.
 Calls faster than the block time are repeated within a block and the
 per-call time is reported.
@@ -166,8 +167,10 @@ class Settings:
         self.max_rounds = 10 if quick else 60
         # A block of calls lasts at least this long (short calls repeat).
         self.block = 0.5e-3 if quick else 2e-3
-        # Pause before each block: idle OpenMP threads spin for a few ms.
-        self.settle = 2e-3 if quick else 10e-3
+        # Untimed calls before each block, for about this long: the previous
+        # column's idle OpenMP threads spin for a few ms, and a CPU that was
+        # idle runs slowly for a few ms after waking (so no pauses either).
+        self.warm_time = 2e-3 if quick else 10e-3
         # Calls slower than this get no untimed call before their block.
         self.warm_limit = 0.05
         # Workloads measured again when other processes disturbed them
@@ -180,7 +183,7 @@ class Settings:
     def as_dict(self):
         return {k: getattr(self, k) for k in (
             "quick", "repeats", "budget", "min_rounds", "max_rounds", "block",
-            "settle", "warm_limit", "noisy_retries", "quiet_wait")}
+            "warm_time", "warm_limit", "noisy_retries", "quiet_wait")}
 
 
 # --------------------------------------------------------------------------
@@ -227,15 +230,13 @@ def output_shape(workload):
 # Timing
 
 
-def time_block(fn, inner, warm, settle):
+def time_block(fn, inner, warm=0):
     """Seconds per call of `inner` back-to-back calls of `fn`.
 
-    Pauses `settle` seconds first and makes one untimed call if `warm`; the
-    garbage collector is off while timing.
+    `warm` untimed calls come first; the garbage collector is off while
+    timing.
     """
-    if settle:
-        time.sleep(settle)
-    if warm:
+    for _ in range(warm):
         fn()
     enabled = gc.isenabled()
     gc.disable()
@@ -258,11 +259,11 @@ def calibrate(fn, block):
     """
     fn()
     fn()
-    estimate = min(time_block(fn, 1, False, 0) for _ in range(2))
+    estimate = min(time_block(fn, 1) for _ in range(2))
     if estimate >= block:
         return 1, estimate
     inner = min(100_000, math.ceil(block / max(estimate, 1e-8)))
-    estimate = time_block(fn, inner, False, 0)
+    estimate = time_block(fn, inner)
     inner = min(100_000, max(1, math.ceil(block / max(estimate, 1e-8))))
     return inner, estimate
 
@@ -285,20 +286,21 @@ class Column:
             self.inner, self.estimate = calibrate(self.fn, settings.block)
 
     def warm(self, settings):
-        return self.estimate < settings.warm_limit
+        """Untimed calls before a block."""
+        if self.estimate >= settings.warm_limit:
+            return 0
+        return min(100_000, max(1, math.ceil(settings.warm_time / max(self.estimate, 1e-8))))
 
     def cost(self, settings):
         """Estimated seconds of one block of this column."""
-        calls = self.inner + (1 if self.warm(settings) else 0)
-        return settings.settle + calls * self.estimate
+        return (self.inner + self.warm(settings)) * self.estimate
 
     def measure(self, settings):
         warm = self.warm(settings)
         if self.worker is not None:
-            time.sleep(settings.settle)
             value = self.worker.time(warm)
         else:
-            value = time_block(self.fn, self.inner, warm, settings.settle)
+            value = time_block(self.fn, self.inner, warm)
         self.samples.append(value)
 
 
@@ -582,7 +584,7 @@ def worker_main(mode):
                 inner, estimate = calibrate(fn, request["block"])
                 reply(inner=inner, estimate=estimate)
             elif cmd == "time":
-                reply(seconds=time_block(fn, inner, request["warm"], 0))
+                reply(seconds=time_block(fn, inner, int(request["warm"])))
             else:
                 fail(f"unknown command {cmd!r}")
         except Exception as exc:
@@ -793,7 +795,7 @@ def run(names, settings, tensorflow=True, progress=None):
             tf_info.update(available=False, reason=str(exc).splitlines()[0])
     results = []
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    if load_start is not None and load_start > 0.5:
+    if load_start is not None and load_start > 1.0:
         progress(f"note: load average {load_start:.2f} before starting; other work "
                  "on this machine makes the figures noisy")
     pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
