@@ -137,17 +137,7 @@ def crop_and_resize_grad_image(
     out_dtype = _v.output_dtype(dtype, "dtype")
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.float32_array(grads, "grads")
-    if grads.ndim != 4:
-        raise ValueError(
-            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
-            f"got shape {grads.shape}"
-        )
-    if grads.shape[1] == 0 or grads.shape[2] == 0:
-        raise ValueError(
-            "grads dimensions must be positive: crop_height and crop_width "
-            f"are {grads.shape[1]} and {grads.shape[2]}"
-        )
+    grads = _v.grads_array(grads)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(
@@ -338,17 +328,7 @@ def crop_and_resize_grad_boxes(
     _v.method(method, allowed=("bilinear",))
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.float32_array(grads, "grads")
-    if grads.ndim != 4:
-        raise ValueError(
-            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
-            f"got shape {grads.shape}"
-        )
-    if grads.shape[1] == 0 or grads.shape[2] == 0:
-        raise ValueError(
-            "grads dimensions must be positive: crop_height and crop_width "
-            f"are {grads.shape[1]} and {grads.shape[2]}"
-        )
+    grads = _v.grads_array(grads)
     image, half = _image_array(image)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:

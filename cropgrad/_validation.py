@@ -190,6 +190,22 @@ def float32_array(value, name):
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
+def grads_array(grads):
+    """Check ``grads`` (4-D, positive crop size) as a C-contiguous float32 array."""
+    grads = float32_array(grads, "grads")
+    if grads.ndim != 4:
+        raise ValueError(
+            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
+            f"got shape {grads.shape}"
+        )
+    if grads.shape[1] == 0 or grads.shape[2] == 0:
+        raise ValueError(
+            "grads dimensions must be positive: crop_height and crop_width "
+            f"are {grads.shape[1]} and {grads.shape[2]}"
+        )
+    return grads
+
+
 def boxes_and_index(boxes, box_ind):
     """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
     boxes = float32_array(boxes, "boxes")
