@@ -170,36 +170,6 @@ def crop_and_resize_grad_image(
     return result
 
 
-def _image_array(image):
-    """Check the image of the forward op and the boxes gradient.
-
-    Returns the C-contiguous array to pass to a kernel (float16 as its uint16
-    bits) and whether it is float16.
-    """
-    image = _v.real_array(image, "image")
-    if image.ndim != 4:
-        raise ValueError(
-            "image must be 4-D [batch, image_height, image_width, depth], got "
-            f"shape {image.shape}"
-        )
-    if image.shape[1] == 0 or image.shape[2] == 0:
-        raise ValueError(
-            f"image dimensions must be positive, got shape {image.shape}"
-        )
-    if image.dtype.kind == "u" and image.dtype.itemsize > 2:
-        raise TypeError(
-            "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
-        )
-    if image.dtype.kind == "f" and image.dtype.itemsize not in (2, 4, 8):
-        raise TypeError(f"image dtype {image.dtype} is not supported")
-    native = image.dtype.newbyteorder("=")
-    image = np.ascontiguousarray(image, dtype=native)
-    if native == np.float16:
-        return image.view(np.uint16), True
-    return image, False
-
-
 def _index_for(box_ind, boxes, batch):
     index = _v.native_index(box_ind)
     _v.check_boxes(boxes, box_ind, index, batch)
@@ -262,7 +232,7 @@ def crop_and_resize(
     nearest = _v.method(method)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    image, half = _image_array(image)
+    image, half = _v.image_array(image)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
     if crop_h <= 0 or crop_w <= 0:
@@ -329,7 +299,7 @@ def crop_and_resize_grad_boxes(
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
     grads = _v.grads_array(grads)
-    image, half = _image_array(image)
+    image, half = _v.image_array(image)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(

@@ -206,6 +206,36 @@ def grads_array(grads):
     return grads
 
 
+def image_array(image):
+    """Check the image of the forward op and the boxes gradient.
+
+    Returns the C-contiguous array to pass to a kernel (float16 as its uint16
+    bits) and whether it is float16.
+    """
+    image = real_array(image, "image")
+    if image.ndim != 4:
+        raise ValueError(
+            "image must be 4-D [batch, image_height, image_width, depth], got "
+            f"shape {image.shape}"
+        )
+    if image.shape[1] == 0 or image.shape[2] == 0:
+        raise ValueError(
+            f"image dimensions must be positive, got shape {image.shape}"
+        )
+    if image.dtype.kind == "u" and image.dtype.itemsize > 2:
+        raise TypeError(
+            "image must be uint8, uint16, int8, int16, int32, int64, float16, "
+            f"float32 or float64, got {image.dtype}"
+        )
+    if image.dtype.kind == "f" and image.dtype.itemsize not in (2, 4, 8):
+        raise TypeError(f"image dtype {image.dtype} is not supported")
+    native = image.dtype.newbyteorder("=")
+    image = np.ascontiguousarray(image, dtype=native)
+    if native == np.float16:
+        return image.view(np.uint16), True
+    return image, False
+
+
 def boxes_and_index(boxes, box_ind):
     """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
     boxes = float32_array(boxes, "boxes")
