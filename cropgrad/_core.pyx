@@ -47,6 +47,20 @@ cdef extern from "_fpenv.h" nogil:
     void cropgrad_fpenv_enter(int flush)
     void cropgrad_fpenv_leave(int flush)
 
+cdef extern from "_shallow.h" nogil:
+    void cg_shallow_rows_f(float* top, Py_ssize_t top_step, float* bottom,
+                           Py_ssize_t bottom_step, const float* g,
+                           const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                           const float* w_left, const float* w_right,
+                           Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                           float w_bottom, int same, Py_ssize_t n)
+    void cg_shallow_rows_d(double* top, Py_ssize_t top_step, double* bottom,
+                           Py_ssize_t bottom_step, const float* g,
+                           const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                           const float* w_left, const float* w_right,
+                           Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                           float w_bottom, int same, Py_ssize_t n)
+
 cdef extern from "_half.h" nogil:
     float cropgrad_half_to_float(uint16_t h)
     uint16_t cropgrad_float_to_half(float f)
@@ -446,35 +460,51 @@ cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
         bottom_right[d] += <acc_t>(w_right * v)
 
 
-cdef inline void _scatter_shallow(acc_t* top_left, acc_t* top_right,
-                                  acc_t* bottom_left, acc_t* bottom_right,
-                                  const float* g, float w_top, float w_bottom,
-                                  float w_left, float w_right, Py_ssize_t n,
-                                  bint do_top, bint do_bottom) noexcept nogil:
-    """One bilinear sample with 1 to 4 channels.
-
-    With so few channels the set-up of a vector loop (checking that the
-    four pixels do not overlap) costs more than the work: each call below
-    gets a constant channel count, which the compiler unrolls into straight
-    scalar code.
-    """
-    if do_top and do_bottom:
-        if n == 1:
-            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
-                          w_top, w_bottom, w_left, w_right, 1)
-        elif n == 2:
-            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
-                          w_top, w_bottom, w_left, w_right, 2)
-        elif n == 3:
-            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
-                          w_top, w_bottom, w_left, w_right, 3)
-        else:
-            _scatter_quad(top_left, top_right, bottom_left, bottom_right, g,
-                          w_top, w_bottom, w_left, w_right, 4)
-    elif do_top:
-        _scatter_pair(top_left, top_right, g, w_top, w_left, w_right, n)
+cdef inline void _shallow_rows(acc_t* top, Py_ssize_t top_step,
+                               acc_t* bottom, Py_ssize_t bottom_step,
+                               const float* g,
+                               const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                               const float* w_left, const float* w_right,
+                               Py_ssize_t crop_w, Py_ssize_t width,
+                               float w_top, float w_bottom, bint same,
+                               Py_ssize_t n) noexcept nogil:
+    """One crop row of bilinear samples with `n` (1 to 4) channels (see _shallow.h)."""
+    if acc_t is float:
+        cg_shallow_rows_f(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
     else:
-        _scatter_pair(bottom_left, bottom_right, g, w_bottom, w_left, w_right, n)
+        cg_shallow_rows_d(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
+
+
+cdef void _shallow_rows_n(acc_t* top, Py_ssize_t top_step,
+                          acc_t* bottom, Py_ssize_t bottom_step,
+                          const float* g,
+                          const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                          const float* w_left, const float* w_right,
+                          Py_ssize_t crop_w, Py_ssize_t width,
+                          float w_top, float w_bottom, bint same,
+                          Py_ssize_t n) noexcept nogil:
+    """`_shallow_rows` with the channel count `n` made a constant.
+
+    Called from one place only, and for every crop row whichever of its
+    rows the task owns: each element is then updated by the same machine
+    code for any banding, so even the bits of NaN results (which depend on
+    the operand order the compiler picks for an addition) do not depend on
+    the number of threads.
+    """
+    if n == 1:
+        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 1)
+    elif n == 2:
+        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 2)
+    elif n == 3:
+        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 3)
+    else:
+        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 4)
 
 
 cdef inline void _scatter_one(acc_t* dst, const float* g,
@@ -511,10 +541,16 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
     cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom, col, right
-    cdef bint do_top, do_bottom
+    cdef acc_t spare[4]   # the row a shallow task does not own (see _shallow_rows)
+    cdef bint do_top, do_bottom, own_bottom
+    # Bilinear samples of 1 to 4 channels go a whole crop row at a time.
+    # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
+    # shallow task always has every channel: n == D.)
+    cdef bint shallow = not p.nearest and n == D and D <= 4
     cdef acc_t* top_row
     cdef acc_t* bottom_row
     cdef const float* g
+    memset(spare, 0, sizeof(spare))
     for bi in range(g0 // H, (g1 - 1) // H + 1):
         r0 = max(g0 - bi * H, 0)
         r1 = min(g1 - bi * H, H)
@@ -544,6 +580,18 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                 top_row = out + ((bi * H + top) * W) * D + c0
                 bottom_row = out + ((bi * H + bottom) * W) * D + c0
                 g = p.grads + ((b * ch + y) * cw) * D + c0
+                if shallow:
+                    # A row not owned, or the bottom row when it is the top
+                    # row, is the scratch pixel.
+                    own_bottom = do_bottom and bottom != top
+                    _shallow_rows_n(top_row if do_top else spare, D if do_top else 0,
+                                    bottom_row if own_bottom else spare,
+                                    D if own_bottom else 0, g,
+                                    p.col_lo + b * cw, p.col_hi + b * cw,
+                                    p.col_w_lo + b * cw, p.col_w_hi + b * cw,
+                                    cw, W, p.row_w_lo[k], p.row_w_hi[k],
+                                    top == bottom, D)
+                    continue
                 for x in range(cw):
                     col = p.col_lo[b * cw + x]
                     if col < 0:
@@ -552,15 +600,6 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                         _scatter_one(top_row + col * D, g + x * D, n)
                         continue
                     right = p.col_hi[b * cw + x]
-                    if n <= 4:
-                        _scatter_shallow(top_row + col * D, top_row + right * D,
-                                         bottom_row + col * D,
-                                         bottom_row + right * D, g + x * D,
-                                         p.row_w_lo[k], p.row_w_hi[k],
-                                         p.col_w_lo[b * cw + x],
-                                         p.col_w_hi[b * cw + x], n,
-                                         do_top, do_bottom)
-                        continue
                     # Corner order: top-left, top-right, then bottom-left,
                     # bottom-right (per element, even when pixels coincide).
                     if do_top and do_bottom:

@@ -145,6 +145,66 @@ def test_same_bits_for_any_thread_count(shape, method, out_dtype):
         assert_same_bits(results[0], exact.astype(np.float32))
 
 
+def _enlarging_problem(rng, depth, batch=3, height=23, width=19, num_boxes=12):
+    """Crops much larger than their boxes: many samples per pixel.
+
+    Half the boxes are flipped, some reach past the image edges, and some
+    edges sit exactly on pixels (integer sampling coordinates, where the
+    two taps of an axis coincide).
+    """
+    crop = (31, 29)
+    grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
+    y1 = rng.uniform(-0.2, 0.9, num_boxes)
+    x1 = rng.uniform(-0.2, 0.9, num_boxes)
+    y2 = y1 + rng.uniform(0.05, 0.4, num_boxes)
+    x2 = x1 + rng.uniform(0.05, 0.4, num_boxes)
+    boxes = np.stack([y1, x1, y2, x2], axis=1).astype(np.float32)
+    boxes[::2] = boxes[::2][:, [2, 3, 0, 1]]
+    boxes[1::4] = [0, 0, 1, 1]
+    boxes[3::4, 1::2] = [0.5, 1.0]
+    box_ind = rng.integers(0, batch, num_boxes).astype(np.int32)
+    return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
+def test_enlarging_crops_of_shallow_images(depth, out_dtype):
+    # Pixels of 1 to 4 channels are summed a crop row at a time with the
+    # current pixels held in registers: same bits as the serial reference
+    # and for any partition of the rows among threads.
+    rng = np.random.default_rng(depth)
+    grads, boxes, box_ind, size = _enlarging_problem(rng, depth)
+    results = [
+        cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype,
+                                            num_threads=n)
+        for n in (1, 2, 3, 5)
+    ]
+    for other in results[1:]:
+        assert_same_bits(other, results[0])
+    acc = np.float64 if out_dtype == np.float64 else np.float32
+    exact = reference.grad_image(grads, boxes, box_ind, size, dtype=acc, exact=True)
+    assert_same_bits(results[0], exact.astype(out_dtype))
+
+
+@pytest.mark.parametrize("depth", [1, 3, 4, 8])
+def test_non_finite_gradients_same_bits_for_any_thread_count(depth):
+    # inf - inf makes a NaN whose sign and payload depend on the operands'
+    # order in each addition: the bits must still not depend on the threads.
+    rng = np.random.default_rng(11)
+    grads, boxes, box_ind, size = _enlarging_problem(rng, depth)
+    pick = rng.random(grads.shape)
+    grads[pick < 0.05] = np.inf
+    grads[pick > 0.95] = -np.inf
+    grads[(pick > 0.5) & (pick < 0.52)] = np.nan
+    for dtype in ("float32", "float64", "float16"):
+        one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
+                                                  num_threads=1)
+        assert np.isnan(one).any()
+        for n in (2, 3, 4):
+            many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size,
+                                                       dtype, num_threads=n)
+            assert many.tobytes() == one.tobytes(), (dtype, n)
+
+
 def test_large_overlapping_boxes_same_bits_across_threads():
     # The race TensorFlow's default kernel has: many boxes on the same pixels.
     rng = np.random.default_rng(3)
