@@ -67,6 +67,18 @@ cdef extern from "_half.h" nogil:
 
 cdef extern from *:
     """
+    /* A hint to bring a cache line in (read, keep in all levels); a no-op
+       where the compiler has no such builtin.  Never faults. */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define cropgrad_prefetch(p) __builtin_prefetch((p), 0, 3)
+    #else
+    #define cropgrad_prefetch(p) ((void)(p))
+    #endif
+    """
+    void cropgrad_prefetch(const void* p) nogil
+
+cdef extern from *:
+    """
     #ifndef CROPGRAD_COMPILER
     #define CROPGRAD_COMPILER "unknown"
     #endif
@@ -112,6 +124,12 @@ cdef enum:
 # Target size of an output band: the rows a task accumulates into should
 # stay in the core's cache while it walks the boxes.
 cdef Py_ssize_t BAND_BYTES = 1 << 20
+# How far ahead of the sample being scattered the image gradient asks for
+# grads, in bytes.  grads is read once, in order, yet without the hint the
+# scatter keeps waiting for it (detector workload: 1.3x faster on one
+# thread with it; a hint for the output pixels made it slower).
+cdef Py_ssize_t PREFETCH_BYTES = 2048
+
 # Cost histogram resolution: at most this many buckets of output rows.
 cdef enum:
     MAX_BUCKETS = 1 << 16
@@ -145,6 +163,12 @@ cdef inline int _team_size(int requested, Py_ssize_t work_units) noexcept nogil:
 
 # --------------------------------------------------------------------------
 # Build facts
+
+def _set_prefetch_bytes(Py_ssize_t n):
+    """Change the prefetch distance (for tuning experiments only)."""
+    global PREFETCH_BYTES
+    PREFETCH_BYTES = n
+
 
 def _set_band_bytes(Py_ssize_t n):
     """Change the band size target (for tuning experiments only)."""
@@ -295,6 +319,7 @@ cdef struct GradImagePlan:
     uint16_t* half_out
     # Inputs
     float* grads
+    Py_ssize_t grads_size   # elements of grads
     int64_t* order      # box numbers grouped by image, serial order within
     int64_t* starts     # boxes of image i: order[starts[i]:starts[i + 1]]
     # Per box and crop row: pixel rows and weights (row < 0: outside)
@@ -507,6 +532,17 @@ cdef void _shallow_rows_n(acc_t* top, Py_ssize_t top_step,
                       w_left, w_right, crop_w, width, w_top, w_bottom, same, 4)
 
 
+cdef inline void _prefetch_grads(GradImagePlan* p, Py_ssize_t start,
+                                 Py_ssize_t n) noexcept nogil:
+    """Hint that ``grads[start:start + n]`` (flat, clipped) is needed soon."""
+    cdef Py_ssize_t i = 0
+    if start + n > p.grads_size:
+        n = p.grads_size - start
+    while i < n:
+        cropgrad_prefetch(p.grads + start + i)
+        i += 16    # floats per 64-byte cache line
+
+
 cdef inline void _scatter_one(acc_t* dst, const float* g,
                               Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t d
@@ -547,6 +583,11 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
     # shallow task always has every channel: n == D.)
     cdef bint shallow = not p.nearest and n == D and D <= 4
+    # Deep pixels: the same channels of the sample about PREFETCH_BYTES
+    # ahead, at least the next one.  0 turns prefetching off (to measure it).
+    cdef Py_ssize_t ahead = 0
+    if PREFETCH_BYTES > 0:
+        ahead = max(PREFETCH_BYTES // (D * <Py_ssize_t>sizeof(float)), 1) * D
     cdef acc_t* top_row
     cdef acc_t* bottom_row
     cdef const float* g
@@ -600,6 +641,8 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                         _scatter_one(top_row + col * D, g + x * D, n)
                         continue
                     right = p.col_hi[b * cw + x]
+                    if ahead > 0:
+                        _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
                     # Corner order: top-left, top-right, then bottom-left,
                     # bottom-right (per element, even when pixels coincide).
                     if do_top and do_bottom:
@@ -671,6 +714,7 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
     p.nearest = nearest
     p.half_out = &half_out[0, 0, 0, 0] if half_out is not None else NULL
     p.grads = <float*>&grads[0, 0, 0, 0] if N > 0 else NULL
+    p.grads_size = N * grads.shape[1] * grads.shape[2] * grads.shape[3]
     p.order = <int64_t*>&order[0] if N > 0 else NULL
     p.starts = <int64_t*>&starts[0]
     out_ptr = &out[0, 0, 0, 0]
