@@ -125,9 +125,10 @@ cdef enum:
 # stay in the core's cache while it walks the boxes.
 cdef Py_ssize_t BAND_BYTES = 1 << 20
 # How far ahead of the sample being scattered the image gradient asks for
-# grads, in bytes.  grads is read once, in order, yet without the hint the
-# scatter keeps waiting for it (detector workload: 1.3x faster on one
-# thread with it; a hint for the output pixels made it slower).
+# grads, in bytes (deep pixels only).  grads is read once, in order, yet
+# without the hint the scatter of deep pixels keeps waiting for it
+# (detector workload: 1.4x faster with it; a hint for the output pixels
+# made it slower).
 cdef Py_ssize_t PREFETCH_BYTES = 2048
 
 # Cost histogram resolution: at most this many buckets of output rows.
@@ -550,6 +551,46 @@ cdef inline void _scatter_one(acc_t* dst, const float* g,
         dst[d] += <acc_t>g[d]
 
 
+cdef inline void _scatter_row(GradImagePlan* p, acc_t* top_row,
+                              acc_t* bottom_row, const float* g,
+                              Py_ssize_t b, Py_ssize_t k, Py_ssize_t n,
+                              bint do_top, bint do_bottom,
+                              Py_ssize_t ahead) noexcept nogil:
+    """Crop row ``k`` of box `b`, sample by sample, into the owned rows.
+
+    Called with ``ahead`` either 0 or a distance that depends only on the
+    depth, each from its own call site: the copy without prefetching has no
+    trace of it, and which copy updates an element does not depend on the
+    banding.
+    """
+    cdef Py_ssize_t x, col, right, cw = p.crop_w, D = p.depth
+    for x in range(cw):
+        col = p.col_lo[b * cw + x]
+        if col < 0:
+            continue
+        if p.nearest:
+            _scatter_one(top_row + col * D, g + x * D, n)
+            continue
+        right = p.col_hi[b * cw + x]
+        if ahead > 0:
+            _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
+        # Corner order: top-left, top-right, then bottom-left,
+        # bottom-right (per element, even when pixels coincide).
+        if do_top and do_bottom:
+            _scatter_quad(top_row + col * D, top_row + right * D,
+                          bottom_row + col * D, bottom_row + right * D,
+                          g + x * D, p.row_w_lo[k], p.row_w_hi[k],
+                          p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n)
+        elif do_top:
+            _scatter_pair(top_row + col * D, top_row + right * D, g + x * D,
+                          p.row_w_lo[k], p.col_w_lo[b * cw + x],
+                          p.col_w_hi[b * cw + x], n)
+        else:
+            _scatter_pair(bottom_row + col * D, bottom_row + right * D,
+                          g + x * D, p.row_w_hi[k], p.col_w_lo[b * cw + x],
+                          p.col_w_hi[b * cw + x], n)
+
+
 cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
                            Py_ssize_t g0, Py_ssize_t g1,
                            Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
@@ -576,17 +617,19 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     """The body of `_grad_image_task`: zero, then scatter into the band."""
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
-    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom, col, right
+    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom
     cdef acc_t spare[4]   # the row a shallow task does not own (see _shallow_rows)
     cdef bint do_top, do_bottom, own_bottom
     # Bilinear samples of 1 to 4 channels go a whole crop row at a time.
     # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
     # shallow task always has every channel: n == D.)
     cdef bint shallow = not p.nearest and n == D and D <= 4
-    # Deep pixels: the same channels of the sample about PREFETCH_BYTES
-    # ahead, at least the next one.  0 turns prefetching off (to measure it).
+    # Deep pixels (at least 128 channels): prefetch the task's channels of
+    # the sample about PREFETCH_BYTES ahead, at least the next one.  With
+    # fewer channels the hint only costs time (measured at 32 and 64).
+    # PREFETCH_BYTES = 0 turns it off (to measure it).
     cdef Py_ssize_t ahead = 0
-    if PREFETCH_BYTES > 0:
+    if PREFETCH_BYTES > 0 and D >= 128:
         ahead = max(PREFETCH_BYTES // (D * <Py_ssize_t>sizeof(float)), 1) * D
     cdef acc_t* top_row
     cdef acc_t* bottom_row
@@ -633,36 +676,12 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                                     cw, W, p.row_w_lo[k], p.row_w_hi[k],
                                     top == bottom, D)
                     continue
-                for x in range(cw):
-                    col = p.col_lo[b * cw + x]
-                    if col < 0:
-                        continue
-                    if p.nearest:
-                        _scatter_one(top_row + col * D, g + x * D, n)
-                        continue
-                    right = p.col_hi[b * cw + x]
-                    if ahead > 0:
-                        _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
-                    # Corner order: top-left, top-right, then bottom-left,
-                    # bottom-right (per element, even when pixels coincide).
-                    if do_top and do_bottom:
-                        _scatter_quad(top_row + col * D, top_row + right * D,
-                                      bottom_row + col * D,
-                                      bottom_row + right * D, g + x * D,
-                                      p.row_w_lo[k], p.row_w_hi[k],
-                                      p.col_w_lo[b * cw + x],
-                                      p.col_w_hi[b * cw + x], n)
-                    elif do_top:
-                        _scatter_pair(top_row + col * D, top_row + right * D,
-                                      g + x * D, p.row_w_lo[k],
-                                      p.col_w_lo[b * cw + x],
-                                      p.col_w_hi[b * cw + x], n)
-                    else:
-                        _scatter_pair(bottom_row + col * D,
-                                      bottom_row + right * D,
-                                      g + x * D, p.row_w_hi[k],
-                                      p.col_w_lo[b * cw + x],
-                                      p.col_w_hi[b * cw + x], n)
+                if ahead > 0:
+                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
+                                 do_top, do_bottom, ahead)
+                else:
+                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
+                                 do_top, do_bottom, 0)
 
 
 def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w, depth)

@@ -185,12 +185,13 @@ def test_enlarging_crops_of_shallow_images(depth, out_dtype):
     assert_same_bits(results[0], exact.astype(out_dtype))
 
 
-@pytest.mark.parametrize("depth", [1, 3, 4, 8])
-def test_non_finite_gradients_same_bits_for_any_thread_count(depth):
+@pytest.mark.parametrize("depth, height", [(1, 23), (3, 23), (4, 23), (8, 23), (160, 2)])
+def test_non_finite_gradients_same_bits_for_any_thread_count(depth, height):
     # inf - inf makes a NaN whose sign and payload depend on the operands'
-    # order in each addition: the bits must still not depend on the threads.
+    # order in each addition: the bits must still not depend on the threads,
+    # whether the rows are split into bands or (few deep rows) channel ranges.
     rng = np.random.default_rng(11)
-    grads, boxes, box_ind, size = _enlarging_problem(rng, depth)
+    grads, boxes, box_ind, size = _enlarging_problem(rng, depth, height=height)
     pick = rng.random(grads.shape)
     grads[pick < 0.05] = np.inf
     grads[pick > 0.95] = -np.inf
