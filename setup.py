@@ -173,7 +173,8 @@ extensions = [
         "cropgrad._core",
         ["cropgrad/_core.pyx"],
         depends=["cropgrad/_sampling.pxd", "cropgrad/_openmp.pxd", "cropgrad/_fpenv.h",
-                 "cropgrad/_half.h", "cropgrad/_shallow.h", "cropgrad/_shallow_rows.h"],
+                 "cropgrad/_half.h", "cropgrad/_scatter.h", "cropgrad/_shallow.h",
+                 "cropgrad/_shallow_rows.h"],
         include_dirs=["cropgrad"],
     )
 ]

@@ -61,6 +61,16 @@ cdef extern from "_shallow.h" nogil:
                            Py_ssize_t crop_w, Py_ssize_t width, float w_top,
                            float w_bottom, int same, Py_ssize_t n)
 
+cdef extern from "_scatter.h" nogil:
+    void cg_quad_distinct_f(float* top_left, float* top_right,
+                            float* bottom_left, float* bottom_right,
+                            const float* g, float w_top, float w_bottom,
+                            float w_left, float w_right, Py_ssize_t n)
+    void cg_quad_distinct_d(double* top_left, double* top_right,
+                            double* bottom_left, double* bottom_right,
+                            const float* g, float w_top, float w_bottom,
+                            float w_left, float w_right, Py_ssize_t n)
+
 cdef extern from "_half.h" nogil:
     float cropgrad_half_to_float(uint16_t h)
     uint16_t cropgrad_float_to_half(float f)
@@ -333,6 +343,11 @@ cdef struct GradImagePlan:
     Py_ssize_t* col_hi
     float* col_w_lo
     float* col_w_hi
+    # Per thread (omp thread number), ``spare_each`` bytes of scratch: two
+    # pixels where a deep sample sends the updates of a row that is not in
+    # the task's band (see _scatter_row); NULL with a single band.
+    char* spare
+    size_t spare_each
     # Per box: the range of pixel rows it touches and its valid columns
     Py_ssize_t* box_row_min
     Py_ssize_t* box_row_max
@@ -448,21 +463,19 @@ cdef Py_ssize_t _plan_bands(GradImagePlan* p, Py_ssize_t* bounds,
     return total
 
 
-cdef inline void _scatter_pair(acc_t* left, acc_t* right, const float* g,
-                               float w_row, float w_left, float w_right,
-                               Py_ssize_t n) noexcept nogil:
-    """Add ``w_left * (w_row * g)`` to `left` and ``w_right * (w_row * g)`` to `right`.
-
-    Every product is a float32 product, widened to the accumulator only when
-    it is added.  `left` and `right` may be the same pixel (an integer
-    column coordinate): each element then gets its two updates in order.
-    """
-    cdef Py_ssize_t d
-    cdef float v
-    for d in range(n):
-        v = w_row * g[d]
-        left[d] += <acc_t>(w_left * v)
-        right[d] += <acc_t>(w_right * v)
+cdef inline void _scatter_quad_distinct(acc_t* top_left, acc_t* top_right,
+                                        acc_t* bottom_left, acc_t* bottom_right,
+                                        const float* g, float w_top,
+                                        float w_bottom, float w_left,
+                                        float w_right,
+                                        Py_ssize_t n) noexcept nogil:
+    """`_scatter_quad` for four distinct pixels (see _scatter.h)."""
+    if acc_t is float:
+        cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right, g,
+                           w_top, w_bottom, w_left, w_right, n)
+    else:
+        cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right, g,
+                           w_top, w_bottom, w_left, w_right, n)
 
 
 cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
@@ -554,16 +567,21 @@ cdef inline void _scatter_one(acc_t* dst, const float* g,
 cdef inline void _scatter_row(GradImagePlan* p, acc_t* top_row,
                               acc_t* bottom_row, const float* g,
                               Py_ssize_t b, Py_ssize_t k, Py_ssize_t n,
-                              bint do_top, bint do_bottom,
+                              bint do_top, bint do_bottom, acc_t* spare,
                               Py_ssize_t ahead) noexcept nogil:
     """Crop row ``k`` of box `b`, sample by sample, into the owned rows.
 
     Called with ``ahead`` either 0 or a distance that depends only on the
     depth, each from its own call site: the copy without prefetching has no
     trace of it, and which copy updates an element does not depend on the
-    banding.
+    banding.  `spare` holds two pixels (``2 * depth`` elements) for a row
+    outside the band (NULL when every row is owned).
     """
     cdef Py_ssize_t x, col, right, cw = p.crop_w, D = p.depth
+    cdef acc_t* tl
+    cdef acc_t* tr
+    cdef acc_t* bl
+    cdef acc_t* br
     for x in range(cw):
         col = p.col_lo[b * cw + x]
         if col < 0:
@@ -574,36 +592,40 @@ cdef inline void _scatter_row(GradImagePlan* p, acc_t* top_row,
         right = p.col_hi[b * cw + x]
         if ahead > 0:
             _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
-        # Corner order: top-left, top-right, then bottom-left,
-        # bottom-right (per element, even when pixels coincide).
-        if do_top and do_bottom:
-            _scatter_quad(top_row + col * D, top_row + right * D,
-                          bottom_row + col * D, bottom_row + right * D,
-                          g + x * D, p.row_w_lo[k], p.row_w_hi[k],
-                          p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n)
-        elif do_top:
-            _scatter_pair(top_row + col * D, top_row + right * D, g + x * D,
-                          p.row_w_lo[k], p.col_w_lo[b * cw + x],
-                          p.col_w_hi[b * cw + x], n)
+        # A row outside the band goes to the scratch pixels: every sample
+        # is then applied by the same code, owned rows or not.
+        tl = top_row + col * D if do_top else spare
+        tr = top_row + right * D if do_top else spare + D
+        bl = bottom_row + col * D if do_bottom else spare
+        br = bottom_row + right * D if do_bottom else spare + D
+        if col != right and top_row != bottom_row:
+            _scatter_quad_distinct(tl, tr, bl, br, g + x * D, p.row_w_lo[k],
+                                   p.row_w_hi[k], p.col_w_lo[b * cw + x],
+                                   p.col_w_hi[b * cw + x], n)
         else:
-            _scatter_pair(bottom_row + col * D, bottom_row + right * D,
-                          g + x * D, p.row_w_hi[k], p.col_w_lo[b * cw + x],
+            # Corner order per element: top-left, top-right, bottom-left,
+            # bottom-right, also when pixels coincide.
+            _scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k],
+                          p.row_w_hi[k], p.col_w_lo[b * cw + x],
                           p.col_w_hi[b * cw + x], n)
 
 
 cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
                            Py_ssize_t g0, Py_ssize_t g1,
-                           Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+                           Py_ssize_t c0, Py_ssize_t c1,
+                           int thread) noexcept nogil:
     """Zero and accumulate global output rows ``[g0, g1)``, channels ``[c0, c1)``.
 
     Walks boxes, crop rows, crop columns and corners in the serial order and
     applies only the updates that land in the band; for a float16 output,
-    then rounds the finished band into ``p.half_out``.
+    then rounds the finished band into ``p.half_out``.  `thread` is the
+    OpenMP thread number (0 on the calling thread): it picks the scratch.
     """
     cdef Py_ssize_t W = p.width, D = p.depth, n = c1 - c0, pixel, d
     if g0 >= g1 or n <= 0:
         return
-    _accumulate_band(p, out, g0, g1, c0, c1)
+    _accumulate_band(p, out, g0, g1, c0, c1,
+                     <acc_t*>(p.spare + thread * p.spare_each) if p.spare != NULL else NULL)
     if p.half_out == NULL:
         return
     for pixel in range(g0 * W, g1 * W):
@@ -613,7 +635,8 @@ cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
 
 cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                                   Py_ssize_t g0, Py_ssize_t g1,
-                                  Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+                                  Py_ssize_t c0, Py_ssize_t c1,
+                                  acc_t* deep_spare) noexcept nogil:
     """The body of `_grad_image_task`: zero, then scatter into the band."""
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
@@ -635,6 +658,8 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     cdef acc_t* bottom_row
     cdef const float* g
     memset(spare, 0, sizeof(spare))
+    if deep_spare != NULL:
+        memset(deep_spare, 0, 2 * D * sizeof(acc_t))
     for bi in range(g0 // H, (g1 - 1) // H + 1):
         r0 = max(g0 - bi * H, 0)
         r1 = min(g1 - bi * H, H)
@@ -678,10 +703,10 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                     continue
                 if ahead > 0:
                     _scatter_row(p, top_row, bottom_row, g, b, k, n,
-                                 do_top, do_bottom, ahead)
+                                 do_top, do_bottom, deep_spare, ahead)
                 else:
                     _scatter_row(p, top_row, bottom_row, g, b, k, n,
-                                 do_top, do_bottom, 0)
+                                 do_top, do_bottom, deep_spare, 0)
 
 
 def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w, depth)
@@ -744,9 +769,21 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
     if nthreads > 1 and num_bands < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
         num_bands = <Py_ssize_t>nthreads * TASKS_PER_THREAD
     num_bands = max(1, min(num_bands, rows))
+    # With several bands, each thread of the team gets two pixels of scratch
+    # for deep samples (bilinear, more than 4 channels) whose crop row has a
+    # row outside the task's band.  Where those would outweigh the output
+    # (a few huge pixels), one band instead: channel ranges still split it.
+    cdef Py_ssize_t team = 1 if nthreads <= 1 else _team_size(nthreads, rows * p.depth)
+    cdef size_t spare_each = 0
+    if num_bands > 1 and not nearest and p.depth > 4:
+        # Whole cache lines per thread: no false sharing.
+        spare_each = (2 * p.depth * sizeof(acc_t) + 63) // 64 * 64
+        if spare_each * team > <size_t>(rows * p.width * p.depth) * sizeof(acc_t):
+            num_bands = 1
+            spare_each = 0
     # One allocation for every table: 4 row entries per (box, crop row),
-    # 4 per (box, crop column), 3 per box, the band and split bounds and the
-    # cost histogram.
+    # 4 per (box, crop column), 3 per box, the band and split bounds, the
+    # cost histogram and the scratch pixels (64-byte aligned).
     cdef size_t n_rows = <size_t>(N * p.crop_h), n_cols = <size_t>(N * p.crop_w)
     cdef size_t nbytes = (
         n_rows * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
@@ -754,6 +791,7 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
         + <size_t>N * 3 * sizeof(Py_ssize_t)
         + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
         + MAX_BUCKETS * sizeof(int64_t)
+        + spare_each * team + 64
     )
     tables = malloc(nbytes)
     if tables == NULL:
@@ -776,6 +814,11 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
             p.row_w_hi = p.row_w_lo + n_rows
             p.col_w_lo = p.row_w_hi + n_rows
             p.col_w_hi = p.col_w_lo + n_cols
+            p.spare_each = spare_each
+            p.spare = NULL
+            if spare_each > 0:
+                p.spare = <char*>(p.col_w_hi + n_cols)
+                p.spare = p.spare + (64 - <size_t>p.spare % 64) % 64
 
             cropgrad_fpenv_enter(flush)
             _plan_taps(&p, boxes)
@@ -802,7 +845,7 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
                                      bounds[t // num_splits],
                                      bounds[t // num_splits + 1],
                                      splits[t % num_splits],
-                                     splits[t % num_splits + 1])
+                                     splits[t % num_splits + 1], 0)
                 cropgrad_fpenv_leave(flush)
             else:
                 nthreads = _team_size(nthreads, num_tasks)
@@ -813,7 +856,8 @@ def grad_image(const float[:, :, :, ::1] grads,  # IN (num_boxes, crop_h, crop_w
                                          bounds[t // num_splits],
                                          bounds[t // num_splits + 1],
                                          splits[t % num_splits],
-                                         splits[t % num_splits + 1])
+                                         splits[t % num_splits + 1],
+                                         threadid())
                     cropgrad_fpenv_leave(flush)
     finally:
         free(tables)
