@@ -43,17 +43,19 @@ static inline uint16_t cropgrad_float_to_half(float value) {
     memcpy(&bits, &value, sizeof bits);
     sign = (bits >> 16) & 0x8000u;
     magnitude = bits & 0x7fffffffu;
+    /* The common case first, in one unsigned comparison: a normal half
+     * (magnitudes from 2**-14 up to, not including, 65520). */
+    if (magnitude - 0x38800000u < 0x477ff000u - 0x38800000u) {
+        magnitude -= 0x38000000u;           /* rebias, then round */
+        magnitude += 0xfffu + ((magnitude >> 13) & 1u);
+        return (uint16_t)(sign | (magnitude >> 13));
+    }
     if (magnitude >= 0x7f800000u) {         /* inf, or NaN made quiet */
         return (uint16_t)(sign | 0x7c00u
                           | (magnitude > 0x7f800000u ? 0x200u | ((magnitude >> 13) & 0x3ffu) : 0u));
     }
     if (magnitude >= 0x477ff000u) {         /* 65520 and up round to inf */
         return (uint16_t)(sign | 0x7c00u);
-    }
-    if (magnitude >= 0x38800000u) {         /* a normal half: rebias, round */
-        magnitude -= 0x38000000u;
-        magnitude += 0xfffu + ((magnitude >> 13) & 1u);
-        return (uint16_t)(sign | (magnitude >> 13));
     }
     if (magnitude < 0x33000000u) {          /* below 2**-25: zero */
         return (uint16_t)sign;
