@@ -499,32 +499,15 @@ cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
         bottom_right[d] += <acc_t>(w_right * v)
 
 
-cdef inline void _shallow_rows(acc_t* top, Py_ssize_t top_step,
-                               acc_t* bottom, Py_ssize_t bottom_step,
-                               const float* g,
-                               const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
-                               const float* w_left, const float* w_right,
-                               Py_ssize_t crop_w, Py_ssize_t width,
-                               float w_top, float w_bottom, bint same,
-                               Py_ssize_t n) noexcept nogil:
-    """One crop row of bilinear samples with `n` (1 to 4) channels (see _shallow.h)."""
-    if acc_t is float:
-        cg_shallow_rows_f(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
-    else:
-        cg_shallow_rows_d(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
-
-
-cdef void _shallow_rows_n(acc_t* top, Py_ssize_t top_step,
-                          acc_t* bottom, Py_ssize_t bottom_step,
-                          const float* g,
-                          const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
-                          const float* w_left, const float* w_right,
-                          Py_ssize_t crop_w, Py_ssize_t width,
-                          float w_top, float w_bottom, bint same,
-                          Py_ssize_t n) noexcept nogil:
-    """`_shallow_rows` with the channel count `n` made a constant.
+cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
+                        acc_t* bottom, Py_ssize_t bottom_step,
+                        const float* g,
+                        const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                        const float* w_left, const float* w_right,
+                        Py_ssize_t crop_w, Py_ssize_t width,
+                        float w_top, float w_bottom, bint same,
+                        Py_ssize_t n) noexcept nogil:
+    """One crop row of bilinear samples with `n` (1 to 4) channels (see _shallow.h).
 
     Called from one place only, and for every crop row whichever of its
     rows the task owns: each element is then updated by the same machine
@@ -532,18 +515,12 @@ cdef void _shallow_rows_n(acc_t* top, Py_ssize_t top_step,
     the operand order the compiler picks for an addition) do not depend on
     the number of threads.
     """
-    if n == 1:
-        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 1)
-    elif n == 2:
-        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 2)
-    elif n == 3:
-        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 3)
+    if acc_t is float:
+        cg_shallow_rows_f(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
     else:
-        _shallow_rows(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
-                      w_left, w_right, crop_w, width, w_top, w_bottom, same, 4)
+        cg_shallow_rows_d(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
 
 
 cdef inline void _prefetch_grads(GradImagePlan* p, Py_ssize_t start,
@@ -641,7 +618,7 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
     cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom
-    cdef acc_t spare[4]   # the row a shallow task does not own (see _shallow_rows)
+    cdef acc_t spare[4]   # the row a shallow task does not own (see _shallow.h)
     cdef bint do_top, do_bottom, own_bottom
     # Bilinear samples of 1 to 4 channels go a whole crop row at a time.
     # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
@@ -693,7 +670,7 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                     # A row not owned, or the bottom row when it is the top
                     # row, is the scratch pixel.
                     own_bottom = do_bottom and bottom != top
-                    _shallow_rows_n(top_row if do_top else spare, D if do_top else 0,
+                    _shallow_rows(top_row if do_top else spare, D if do_top else 0,
                                     bottom_row if own_bottom else spare,
                                     D if own_bottom else 0, g,
                                     p.col_lo + b * cw, p.col_hi + b * cw,

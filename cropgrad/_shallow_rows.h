@@ -15,8 +15,7 @@
  *   same              top and bottom are the same row (an integer row
  *                     coordinate): every update goes to top, in the order
  *                     top-left, top-right, bottom-left, bottom-right
- *   n                 channels, 1 to 4; pass a constant so that the loads
- *                     and stores unroll
+ *   n                 channels, 1 to 4
  */
 
 static inline CG_VEC CG_NAME(_load)(const CG_ACC* p, ptrdiff_t n) {
@@ -31,13 +30,29 @@ static inline void CG_NAME(_store)(CG_ACC* p, CG_VEC v, ptrdiff_t n) {
     for (d = 0; d < n; d++) p[d] = CG_LANE(v, d);
 }
 
-static inline void CG_NAME()(CG_ACC* top, ptrdiff_t top_step,
-                             CG_ACC* bottom, ptrdiff_t bottom_step,
-                             const float* g, const ptrdiff_t* col_lo,
-                             const ptrdiff_t* col_hi, const float* w_left,
-                             const float* w_right, ptrdiff_t crop_w,
-                             ptrdiff_t width, float w_top, float w_bottom,
-                             int same, ptrdiff_t n) {
+/* Write back the cached columns c and c + 1 (if it exists) of both rows. */
+static inline void CG_NAME(_flush)(CG_ACC* top, ptrdiff_t top_step,
+                                   CG_ACC* bottom, ptrdiff_t bottom_step,
+                                   ptrdiff_t c, ptrdiff_t width, CG_VEC t0,
+                                   CG_VEC t1, CG_VEC b0, CG_VEC b1,
+                                   ptrdiff_t n) {
+    CG_NAME(_store)(top + c * top_step, t0, n);
+    CG_NAME(_store)(bottom + c * bottom_step, b0, n);
+    if (c + 1 < width) {
+        CG_NAME(_store)(top + (c + 1) * top_step, t1, n);
+        CG_NAME(_store)(bottom + (c + 1) * bottom_step, b1, n);
+    }
+}
+
+/* The walk, inlined below with a constant n so that the loads and stores
+ * of n lanes unroll. */
+static inline void CG_NAME(_walk)(CG_ACC* top, ptrdiff_t top_step,
+                                  CG_ACC* bottom, ptrdiff_t bottom_step,
+                                  const float* g, const ptrdiff_t* col_lo,
+                                  const ptrdiff_t* col_hi, const float* w_left,
+                                  const float* w_right, ptrdiff_t crop_w,
+                                  ptrdiff_t width, float w_top, float w_bottom,
+                                  int same, ptrdiff_t n) {
     CG_VEC t0 = CG_SPLAT(0), t1 = CG_SPLAT(0), b0 = CG_SPLAT(0), b1 = CG_SPLAT(0);
     cg_f4 wt = cg_f4_splat(w_top), wb = cg_f4_splat(w_bottom);
     /* Cached: columns c and c + 1 (if it exists); c = -2: nothing. */
@@ -56,12 +71,8 @@ static inline void CG_NAME()(CG_ACC* top, ptrdiff_t top_step,
             } else {
                 /* Write back before reading: the columns may overlap. */
                 if (c >= 0) {
-                    CG_NAME(_store)(top + c * top_step, t0, n);
-                    CG_NAME(_store)(bottom + c * bottom_step, b0, n);
-                    if (c + 1 < width) {
-                        CG_NAME(_store)(top + (c + 1) * top_step, t1, n);
-                        CG_NAME(_store)(bottom + (c + 1) * bottom_step, b1, n);
-                    }
+                    CG_NAME(_flush)(top, top_step, bottom, bottom_step, c,
+                                    width, t0, t1, b0, b1, n);
                 }
                 t0 = CG_NAME(_load)(top + left * top_step, n);
                 b0 = CG_NAME(_load)(bottom + left * bottom_step, n);
@@ -98,12 +109,35 @@ static inline void CG_NAME()(CG_ACC* top, ptrdiff_t top_step,
         }
     }
     if (c >= 0) {
-        CG_NAME(_store)(top + c * top_step, t0, n);
-        CG_NAME(_store)(bottom + c * bottom_step, b0, n);
-        if (c + 1 < width) {
-            CG_NAME(_store)(top + (c + 1) * top_step, t1, n);
-            CG_NAME(_store)(bottom + (c + 1) * bottom_step, b1, n);
-        }
+        CG_NAME(_flush)(top, top_step, bottom, bottom_step, c, width, t0, t1,
+                        b0, b1, n);
+    }
+}
+
+/* The entry point: the walk with its channel count made a constant. */
+static void CG_NAME()(CG_ACC* top, ptrdiff_t top_step, CG_ACC* bottom,
+                      ptrdiff_t bottom_step, const float* g,
+                      const ptrdiff_t* col_lo, const ptrdiff_t* col_hi,
+                      const float* w_left, const float* w_right,
+                      ptrdiff_t crop_w, ptrdiff_t width, float w_top,
+                      float w_bottom, int same, ptrdiff_t n) {
+    switch (n) {
+    case 1:
+        CG_NAME(_walk)(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                       w_left, w_right, crop_w, width, w_top, w_bottom, same, 1);
+        break;
+    case 2:
+        CG_NAME(_walk)(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                       w_left, w_right, crop_w, width, w_top, w_bottom, same, 2);
+        break;
+    case 3:
+        CG_NAME(_walk)(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                       w_left, w_right, crop_w, width, w_top, w_bottom, same, 3);
+        break;
+    default:
+        CG_NAME(_walk)(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                       w_left, w_right, crop_w, width, w_top, w_bottom, same, 4);
+        break;
     }
 }
 
