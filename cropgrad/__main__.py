@@ -93,6 +93,19 @@ def ref_grad_image(grads, boxes, box_ind, image_size, method):
     return out, mag
 
 
+def _corners(img, ys, xs):
+    """The four neighbours of every sample and the weights between them.
+
+    Returns (top_left, top_right, bottom_left, bottom_right, y_lerp, x_lerp),
+    each indexed [crop row, crop column, channel] (the weights broadcast).
+    """
+    top, bottom, ly = _taps(ys)
+    left, right, lx = _taps(xs)
+    return (img[top[:, None], left[None, :]], img[top[:, None], right[None, :]],
+            img[bottom[:, None], left[None, :]], img[bottom[:, None], right[None, :]],
+            ly[:, None, None], lx[None, :, None])
+
+
 def ref_crop_and_resize(image, boxes, box_ind, crop_size, method, extrapolation):
     """The forward op in float64 (pixels read as float32, as the op reads them)."""
     image = np.asarray(image).astype(f32).astype(np.float64)
@@ -107,13 +120,7 @@ def ref_crop_and_resize(image, boxes, box_ind, crop_size, method, extrapolation)
         if method == "nearest":
             out[b][np.ix_(rows, cols)] = img[_nearest(ys)[:, None], _nearest(xs)[None, :]]
             continue
-        top, bottom, ly = _taps(ys)
-        left, right, lx = _taps(xs)
-        ly, lx = ly[:, None, None], lx[None, :, None]
-        tl = img[top[:, None], left[None, :]]
-        tr = img[top[:, None], right[None, :]]
-        bl = img[bottom[:, None], left[None, :]]
-        br = img[bottom[:, None], right[None, :]]
+        tl, tr, bl, br, ly, lx = _corners(img, ys, xs)
         upper = tl + (tr - tl) * lx
         lower = bl + (br - bl) * lx
         out[b][np.ix_(rows, cols)] = upper + (lower - upper) * ly
@@ -154,13 +161,7 @@ def ref_grad_boxes(grads, image, boxes, box_ind):
         if rows.size == 0 or cols.size == 0:
             continue
         img = image[box_ind[b]]
-        top, bottom, ly = _taps(ys)
-        left, right, lx = _taps(xs)
-        ly, lx = ly[:, None, None], lx[None, :, None]
-        tl = img[top[:, None], left[None, :]]
-        tr = img[top[:, None], right[None, :]]
-        bl = img[bottom[:, None], left[None, :]]
-        br = img[bottom[:, None], right[None, :]]
+        tl, tr, bl, br, ly, lx = _corners(img, ys, xs)
         g = grads[b][np.ix_(rows, cols)]
         slope_y = ((1 - lx) * (bl - tl) + lx * (br - tr)) * g
         slope_x = ((1 - ly) * (tr - tl) + ly * (br - bl)) * g
@@ -349,24 +350,21 @@ def _workload_list(text):
     return names
 
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _positive_parser(convert, unparsed, nonpositive):
+    """An argparse type: `convert` the text, then require a value above 0."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {unparsed}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {nonpositive}, got {value}")
+        return value
+    return parse
 
 
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value}")
-    return value
+_positive = _positive_parser(int, "a positive integer", "a positive integer")
+_seconds = _positive_parser(float, "seconds", "a positive number of seconds")
 
 
 def _bench_options(parser, top_level):

@@ -62,6 +62,12 @@ cdef extern from "_shallow.h" nogil:
                            float w_bottom, int same, Py_ssize_t n)
 
 cdef extern from "_scatter.h" nogil:
+    void cg_quad_f(float* top_left, float* top_right, float* bottom_left,
+                   float* bottom_right, const float* g, float w_top,
+                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
+    void cg_quad_d(double* top_left, double* top_right, double* bottom_left,
+                   double* bottom_right, const float* g, float w_top,
+                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
     void cg_quad_distinct_f(float* top_left, float* top_right,
                             float* bottom_left, float* bottom_right,
                             const float* g, float w_top, float w_bottom,
@@ -463,40 +469,30 @@ cdef Py_ssize_t _plan_bands(GradImagePlan* p, Py_ssize_t* bounds,
     return total
 
 
-cdef inline void _scatter_quad_distinct(acc_t* top_left, acc_t* top_right,
-                                        acc_t* bottom_left, acc_t* bottom_right,
-                                        const float* g, float w_top,
-                                        float w_bottom, float w_left,
-                                        float w_right,
-                                        Py_ssize_t n) noexcept nogil:
-    """`_scatter_quad` for four distinct pixels (see _scatter.h)."""
-    if acc_t is float:
-        cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right, g,
-                           w_top, w_bottom, w_left, w_right, n)
-    else:
-        cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right, g,
-                           w_top, w_bottom, w_left, w_right, n)
-
-
 cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
                                acc_t* bottom_left, acc_t* bottom_right,
                                const float* g, float w_top, float w_bottom,
-                               float w_left, float w_right,
-                               Py_ssize_t n) noexcept nogil:
-    """The four corner updates of one bilinear sample, element by element.
+                               float w_left, float w_right, Py_ssize_t n,
+                               bint distinct) noexcept nogil:
+    """The four corner updates of one bilinear sample (see _scatter.h).
 
-    Each element gets top-left, top-right, bottom-left, bottom-right in
-    that order, whichever of the pointers coincide.
+    `distinct`: the four pixels are distinct, so the restrict-qualified loop
+    may be used.
     """
-    cdef Py_ssize_t d
-    cdef float v
-    for d in range(n):
-        v = w_top * g[d]
-        top_left[d] += <acc_t>(w_left * v)
-        top_right[d] += <acc_t>(w_right * v)
-        v = w_bottom * g[d]
-        bottom_left[d] += <acc_t>(w_left * v)
-        bottom_right[d] += <acc_t>(w_right * v)
+    if acc_t is float:
+        if distinct:
+            cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_f(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
+    else:
+        if distinct:
+            cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_d(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
 
 
 cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
@@ -575,16 +571,9 @@ cdef inline void _scatter_row(GradImagePlan* p, acc_t* top_row,
         tr = top_row + right * D if do_top else spare + D
         bl = bottom_row + col * D if do_bottom else spare
         br = bottom_row + right * D if do_bottom else spare + D
-        if col != right and top_row != bottom_row:
-            _scatter_quad_distinct(tl, tr, bl, br, g + x * D, p.row_w_lo[k],
-                                   p.row_w_hi[k], p.col_w_lo[b * cw + x],
-                                   p.col_w_hi[b * cw + x], n)
-        else:
-            # Corner order per element: top-left, top-right, bottom-left,
-            # bottom-right, also when pixels coincide.
-            _scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k],
-                          p.row_w_hi[k], p.col_w_lo[b * cw + x],
-                          p.col_w_hi[b * cw + x], n)
+        _scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k], p.row_w_hi[k],
+                      p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n,
+                      col != right and top_row != bottom_row)
 
 
 cdef void _grad_image_task(GradImagePlan* p, acc_t* out,
@@ -618,7 +607,7 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     cdef Py_ssize_t H = p.height, W = p.width, D = p.depth
     cdef Py_ssize_t ch = p.crop_h, cw = p.crop_w, n = c1 - c0
     cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom
-    cdef acc_t spare[4]   # the row a shallow task does not own (see _shallow.h)
+    cdef acc_t shallow_spare[4]   # a row a shallow task does not own (see _shallow.h)
     cdef bint do_top, do_bottom, own_bottom
     # Bilinear samples of 1 to 4 channels go a whole crop row at a time.
     # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
@@ -634,7 +623,7 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
     cdef acc_t* top_row
     cdef acc_t* bottom_row
     cdef const float* g
-    memset(spare, 0, sizeof(spare))
+    memset(shallow_spare, 0, sizeof(shallow_spare))
     if deep_spare != NULL:
         memset(deep_spare, 0, 2 * D * sizeof(acc_t))
     for bi in range(g0 // H, (g1 - 1) // H + 1):
@@ -670,13 +659,14 @@ cdef inline void _accumulate_band(GradImagePlan* p, acc_t* out,
                     # A row not owned, or the bottom row when it is the top
                     # row, is the scratch pixel.
                     own_bottom = do_bottom and bottom != top
-                    _shallow_rows(top_row if do_top else spare, D if do_top else 0,
-                                    bottom_row if own_bottom else spare,
-                                    D if own_bottom else 0, g,
-                                    p.col_lo + b * cw, p.col_hi + b * cw,
-                                    p.col_w_lo + b * cw, p.col_w_hi + b * cw,
-                                    cw, W, p.row_w_lo[k], p.row_w_hi[k],
-                                    top == bottom, D)
+                    _shallow_rows(top_row if do_top else shallow_spare,
+                                  D if do_top else 0,
+                                  bottom_row if own_bottom else shallow_spare,
+                                  D if own_bottom else 0, g,
+                                  p.col_lo + b * cw, p.col_hi + b * cw,
+                                  p.col_w_lo + b * cw, p.col_w_hi + b * cw,
+                                  cw, W, p.row_w_lo[k], p.row_w_hi[k],
+                                  top == bottom, D)
                     continue
                 if ahead > 0:
                     _scatter_row(p, top_row, bottom_row, g, b, k, n,

@@ -1,13 +1,13 @@
-/* The four corner updates of one bilinear sample into deep pixels, when its
- * four pixels are distinct (the usual case: the sample is on no pixel row
- * or column).
+/* The four corner updates of one bilinear sample into deep pixels.
  *
- * The same loop as _scatter_quad in _core.pyx, but with restrict-qualified
- * pointers: the compiler then vectorises it without first checking at run
- * time whether the five arrays overlap, which costs as much as a good part
- * of the work for 64 channels.  Each element gets top-left, top-right,
- * bottom-left, bottom-right in that order; float32 products, widened to the
- * accumulator only when added.
+ * Each element gets top-left, top-right, bottom-left, bottom-right in that
+ * order, whichever of the pointers coincide; float32 products, widened to
+ * the accumulator only when added.  One loop body, four functions: float
+ * and double accumulators, each with plain pointers (any pixels may
+ * coincide) and with restrict-qualified ones for four distinct pixels (the
+ * usual case: the sample is on no pixel row or column), which the compiler
+ * vectorises without first checking at run time whether the arrays overlap
+ * (that check costs a good part of the work for 64 channels).
  */
 #ifndef CROPGRAD_SCATTER_H
 #define CROPGRAD_SCATTER_H
@@ -22,12 +22,11 @@
 #define CG_RESTRICT
 #endif
 
-#define CG_DEFINE_QUAD_DISTINCT(NAME, ACC)                                    \
-    static inline void NAME(ACC* CG_RESTRICT top_left,                        \
-                            ACC* CG_RESTRICT top_right,                       \
-                            ACC* CG_RESTRICT bottom_left,                     \
-                            ACC* CG_RESTRICT bottom_right,                    \
-                            const float* CG_RESTRICT g, float w_top,          \
+#define CG_DEFINE_QUAD(NAME, ACC, RESTRICT)                                   \
+    static inline void NAME(ACC* RESTRICT top_left, ACC* RESTRICT top_right,  \
+                            ACC* RESTRICT bottom_left,                        \
+                            ACC* RESTRICT bottom_right,                       \
+                            const float* RESTRICT g, float w_top,             \
                             float w_bottom, float w_left, float w_right,      \
                             ptrdiff_t n) {                                    \
         ptrdiff_t d;                                                          \
@@ -42,7 +41,9 @@
         }                                                                     \
     }
 
-CG_DEFINE_QUAD_DISTINCT(cg_quad_distinct_f, float)
-CG_DEFINE_QUAD_DISTINCT(cg_quad_distinct_d, double)
+CG_DEFINE_QUAD(cg_quad_f, float, )
+CG_DEFINE_QUAD(cg_quad_d, double, )
+CG_DEFINE_QUAD(cg_quad_distinct_f, float, CG_RESTRICT)
+CG_DEFINE_QUAD(cg_quad_distinct_d, double, CG_RESTRICT)
 
 #endif
