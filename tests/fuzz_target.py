@@ -210,6 +210,15 @@ def _dims_valid(values, positive, nonneg):
     return True
 
 
+def _depth_mismatch(grads, depth):
+    """False if `grads` is 4-D with another depth; None if that is unknown."""
+    try:
+        shape = np.shape(grads.value)
+    except (ValueError, TypeError):
+        return None
+    return False if len(shape) == 4 and shape[3] != depth else None
+
+
 def size_arg(src, values, positive, nonneg):
     """image_size or crop_size: valid ints, or broken entries, length, type."""
     values = list(values)
@@ -425,7 +434,9 @@ def decode(data):
             expect_shape = tuple(ints)
             effective_batch = ints[0]
             if ints[3] != depth:
-                checks["image_size"] = False
+                # The depth must be grads' depth.  A mangled grads may have
+                # taken another depth too: judge against the grads passed.
+                checks["image_size"] = _depth_mismatch(args["grads"], ints[3])
     else:
         image = args["image"]
         if image.valid and image.info.get("shape"):
