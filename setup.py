@@ -135,15 +135,22 @@ class BuildExt(build_ext):
                     "a serial extension (set CROPGRAD_OPENMP=required to make this "
                     f"an error).\n{failure}"
                 )
-        compiler_name = os.path.basename(str(self.compiler.compiler_so[0])) if hasattr(
-            self.compiler, "compiler_so"
-        ) else self.compiler.compiler_type
+        compiler_name = (
+            os.path.basename(str(self.compiler.compiler_so[0]))
+            if hasattr(self.compiler, "compiler_so")
+            else self.compiler.compiler_type
+        )
         for ext in self.extensions:
             ext.extra_compile_args = list(fp_flags)
             ext.extra_link_args = []
             ext.define_macros = list(ext.define_macros or []) + [
                 ("CROPGRAD_COMPILER", f'"{compiler_name}"'),
-                ("CROPGRAD_CFLAGS", '"' + " ".join(fp_flags + (omp_compile if use_openmp else [])) + '"'),
+                (
+                    "CROPGRAD_CFLAGS",
+                    '"'
+                    + " ".join(fp_flags + (omp_compile if use_openmp else []))
+                    + '"',
+                ),
             ]
             if use_openmp:
                 ext.extra_compile_args += omp_compile
@@ -172,9 +179,15 @@ extensions = [
     Extension(
         "cropgrad._core",
         ["cropgrad/_core.pyx"],
-        depends=["cropgrad/_sampling.pxd", "cropgrad/_openmp.pxd", "cropgrad/_fpenv.h",
-                 "cropgrad/_half.h", "cropgrad/_scatter.h", "cropgrad/_shallow.h",
-                 "cropgrad/_shallow_rows.h"],
+        depends=[
+            "cropgrad/_sampling.pxd",
+            "cropgrad/_openmp.pxd",
+            "cropgrad/_fpenv.h",
+            "cropgrad/_half.h",
+            "cropgrad/_scatter.h",
+            "cropgrad/_shallow.h",
+            "cropgrad/_shallow_rows.h",
+        ],
         include_dirs=["cropgrad"],
     )
 ]

@@ -155,7 +155,9 @@ def crop_and_resize_grad_image(
 
     if out_dtype == np.float16:
         result = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
-        acc = _v.allocate(shape, np.float32, "the float32 accumulator of the float16 output")
+        acc = _v.allocate(
+            shape, np.float32, "the float32 accumulator of the float16 output"
+        )
     else:
         result = acc = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
     if acc.size == 0:
@@ -164,7 +166,14 @@ def crop_and_resize_grad_image(
     starts = np.zeros(shape[0] + 1, dtype=np.int64)
     _GROUP_BOXES[index.dtype](index, shape[0], order, starts)
     _GRAD_IMAGE[acc.dtype](
-        grads, boxes, order, starts, acc, nearest, nthreads, flush,
+        grads,
+        boxes,
+        order,
+        starts,
+        acc,
+        nearest,
+        nthreads,
+        flush,
         result.view(np.uint16) if acc is not result else None,
     )
     return result
@@ -234,15 +243,26 @@ def crop_and_resize(
     flush = _v.flag(flush_denormals, "flush_denormals")
     image, half = _v.image_array(image)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    crop_h, crop_w = _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
+    crop_h, crop_w = _v.int_vector(
+        crop_size, 2, "crop_size", "[crop_height, crop_width]"
+    )
     if crop_h <= 0 or crop_w <= 0:
-        raise ValueError(f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}")
+        raise ValueError(
+            f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}"
+        )
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
     index = _index_for(box_ind, boxes, image.shape[0])
     shape = (boxes.shape[0], crop_h, crop_w, image.shape[3])
     result = _v.output(out, shape, np.dtype(np.float32), (image, boxes, box_ind))
     _core.crop_and_resize(
-        image, boxes, index, result, nearest, float(extrapolation), half, nthreads,
+        image,
+        boxes,
+        index,
+        result,
+        nearest,
+        float(extrapolation),
+        half,
+        nthreads,
         flush,
     )
     return result
@@ -313,9 +333,7 @@ def crop_and_resize_grad_boxes(
         )
     index = _index_for(box_ind, boxes, image.shape[0])
     result = np.zeros((boxes.shape[0], 4), dtype=np.float32)
-    _core.grad_boxes(
-        grads, image, boxes, index, result, half, nthreads, flush
-    )
+    _core.grad_boxes(grads, image, boxes, index, result, half, nthreads, flush)
     return result
 
 

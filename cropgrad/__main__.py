@@ -101,9 +101,14 @@ def _corners(img, ys, xs):
     """
     top, bottom, ly = _taps(ys)
     left, right, lx = _taps(xs)
-    return (img[top[:, None], left[None, :]], img[top[:, None], right[None, :]],
-            img[bottom[:, None], left[None, :]], img[bottom[:, None], right[None, :]],
-            ly[:, None, None], lx[None, :, None])
+    return (
+        img[top[:, None], left[None, :]],
+        img[top[:, None], right[None, :]],
+        img[bottom[:, None], left[None, :]],
+        img[bottom[:, None], right[None, :]],
+        ly[:, None, None],
+        lx[None, :, None],
+    )
 
 
 def ref_crop_and_resize(image, boxes, box_ind, crop_size, method, extrapolation):
@@ -118,7 +123,9 @@ def ref_crop_and_resize(image, boxes, box_ind, crop_size, method, extrapolation)
             continue
         img = image[box_ind[b]]
         if method == "nearest":
-            out[b][np.ix_(rows, cols)] = img[_nearest(ys)[:, None], _nearest(xs)[None, :]]
+            out[b][np.ix_(rows, cols)] = img[
+                _nearest(ys)[:, None], _nearest(xs)[None, :]
+            ]
             continue
         tl, tr, bl, br, ly, lx = _corners(img, ys, xs)
         upper = tl + (tr - tl) * lx
@@ -157,7 +164,9 @@ def ref_grad_boxes(grads, image, boxes, box_ind):
     out = np.zeros((n, 4))
     mag = np.zeros((n, 4))
     for b in range(n):
-        rows, ys, cols, xs = _box_samples(boxes[b], height, width, crop_h, crop_w, ratio=True)
+        rows, ys, cols, xs = _box_samples(
+            boxes[b], height, width, crop_h, crop_w, ratio=True
+        )
         if rows.size == 0 or cols.size == 0:
             continue
         img = image[box_ind[b]]
@@ -169,10 +178,14 @@ def ref_grad_boxes(grads, image, boxes, box_ind):
         size_x = ((1 - ly) * (abs(tr) + abs(tl)) + ly * (abs(br) + abs(bl))) * abs(g)
         dy1, dy2 = _box_derivatives(rows, height, crop_h)
         dx1, dx2 = _box_derivatives(cols, width, crop_w)
-        for k, (s, m, d) in enumerate(((slope_y, size_y, dy1[:, None, None]),
-                                       (slope_x, size_x, dx1[None, :, None]),
-                                       (slope_y, size_y, dy2[:, None, None]),
-                                       (slope_x, size_x, dx2[None, :, None]))):
+        for k, (s, m, d) in enumerate(
+            (
+                (slope_y, size_y, dy1[:, None, None]),
+                (slope_x, size_x, dx1[None, :, None]),
+                (slope_y, size_y, dy2[:, None, None]),
+                (slope_x, size_x, dx2[None, :, None]),
+            )
+        ):
             out[b, k] = np.sum(s * d)
             mag[b, k] = np.sum(m * np.abs(d))
     return out, mag
@@ -237,9 +250,11 @@ class _Comparison:
         if bad.any():
             first = np.flatnonzero(bad)[0]
             self.ok = False
-            self.failure = (f"{name}: {int(bad.sum())} of {error.size} elements off, "
-                            f"e.g. {float(actual.flat[first]):.7g} where "
-                            f"{expected.flat[first]:.7g} was expected")
+            self.failure = (
+                f"{name}: {int(bad.sum())} of {error.size} elements off, "
+                f"e.g. {float(actual.flat[first]):.7g} where "
+                f"{expected.flat[first]:.7g} was expected"
+            )
             return
         self.worst = max(self.worst, float(np.max(error, initial=0.0)))
 
@@ -251,9 +266,12 @@ def check(out=sys.stdout, seed=12345):
     """Run the self-check, printing a line per item; return True when all pass."""
     started = time.perf_counter()
     config = cropgrad.show_config("dicts")
-    print(f"cropgrad {cropgrad.__version__} self-check (NumPy {np.__version__}, "
-          f"OpenMP {'on' if config['openmp'] else 'off'}, "
-          f"{config['default_threads']} default threads)", file=out)
+    print(
+        f"cropgrad {cropgrad.__version__} self-check (NumPy {np.__version__}, "
+        f"OpenMP {'on' if config['openmp'] else 'off'}, "
+        f"{config['default_threads']} default threads)",
+        file=out,
+    )
     report = _Report(out)
     rng = np.random.default_rng(seed)
     problems = [_problem(rng, *shape) for shape in CHECK_SHAPES]
@@ -264,7 +282,8 @@ def check(out=sys.stdout, seed=12345):
             for grads, boxes, box_ind, size, _ in problems:
                 expected, bound = ref_grad_image(grads, boxes, box_ind, size, method)
                 actual = cropgrad.crop_and_resize_grad_image(
-                    grads, boxes, box_ind, size, dtype=dtype, method=method)
+                    grads, boxes, box_ind, size, dtype=dtype, method=method
+                )
                 if actual.dtype != dtype:
                     comparison.ok, comparison.failure = False, f"dtype {actual.dtype}"
                 # float32 products and sums: a few float32 ulps of the sum of
@@ -274,8 +293,11 @@ def check(out=sys.stdout, seed=12345):
                 if dtype == np.float16:
                     allowed = allowed + 2.0**-11 * np.abs(expected) + 2.0**-25
                 comparison.add(actual, expected, allowed, f"shape {size}")
-            report.item(f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}",
-                        comparison.ok, comparison.detail())
+            report.item(
+                f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}",
+                comparison.ok,
+                comparison.detail(),
+            )
 
     for method in ("bilinear", "nearest"):
         comparison = _Comparison()
@@ -283,11 +305,17 @@ def check(out=sys.stdout, seed=12345):
             crop = grads.shape[1:3]
             pixels = (image * 40 + 100).clip(0, 255).astype(np.uint8)
             for img, extrapolation in ((image, 0.0), (pixels, -1.5)):
-                expected = ref_crop_and_resize(img, boxes, box_ind, crop, method,
-                                               extrapolation)
+                expected = ref_crop_and_resize(
+                    img, boxes, box_ind, crop, method, extrapolation
+                )
                 actual = cropgrad.crop_and_resize(
-                    img, boxes, box_ind, crop, method=method,
-                    extrapolation_value=extrapolation)
+                    img,
+                    boxes,
+                    box_ind,
+                    crop,
+                    method=method,
+                    extrapolation_value=extrapolation,
+                )
                 allowed = 1e-5 * float(np.max(np.abs(img.astype(np.float64))))
                 comparison.add(actual, expected, allowed, f"shape {size}, {img.dtype}")
         report.item(f"crop_and_resize {method}", comparison.ok, comparison.detail())
@@ -297,36 +325,50 @@ def check(out=sys.stdout, seed=12345):
         expected, bound = ref_grad_boxes(grads, image, boxes, box_ind)
         actual = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind)
         comparison.add(actual, expected, 1e-4 * bound, f"shape {size}")
-    report.item("crop_and_resize_grad_boxes bilinear", comparison.ok, comparison.detail())
+    report.item(
+        "crop_and_resize_grad_boxes bilinear", comparison.ok, comparison.detail()
+    )
 
     # Threads: a problem of a few million element updates, far above the
     # size under which the kernels stay on one thread.
     crop = (16, 16)
-    grads, boxes, box_ind, size, image = _problem(rng, 3, 64, 56, 32, 96, crop,
-                                                  spread=0.1)
+    grads, boxes, box_ind, size, image = _problem(
+        rng, 3, 64, 56, 32, 96, crop, spread=0.1
+    )
     calls = {}
     for method in ("bilinear", "nearest"):
         for dtype in (np.float32, np.float64, np.float16):
             calls[f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}"] = (
                 lambda n, m=method, t=dtype: cropgrad.crop_and_resize_grad_image(
-                    grads, boxes, box_ind, size, dtype=t, method=m, num_threads=n))
-        calls[f"crop_and_resize {method}"] = (
-            lambda n, m=method: cropgrad.crop_and_resize(
-                image, boxes, box_ind, crop, method=m, num_threads=n))
+                    grads, boxes, box_ind, size, dtype=t, method=m, num_threads=n
+                )
+            )
+        calls[f"crop_and_resize {method}"] = lambda n, m=method: (
+            cropgrad.crop_and_resize(
+                image, boxes, box_ind, crop, method=m, num_threads=n
+            )
+        )
     calls["crop_and_resize_grad_boxes"] = lambda n: cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=n)
+        grads, image, boxes, box_ind, num_threads=n
+    )
     differ = []
     for what, call in calls.items():
         first = call(1)
         if any(call(n).tobytes() != first.tobytes() for n in (2, 3, 4)):
             differ.append(what)
-    report.item("same bits on 1, 2, 3 and 4 threads", not differ,
-                "differ: " + ", ".join(differ) if differ else
-                f"{len(calls)} op/method/dtype combinations")
+    report.item(
+        "same bits on 1, 2, 3 and 4 threads",
+        not differ,
+        "differ: " + ", ".join(differ)
+        if differ
+        else f"{len(calls)} op/method/dtype combinations",
+    )
 
     elapsed = time.perf_counter() - started
     if report.failures:
-        print(f"FAIL: {len(report.failures)} check(s) failed ({elapsed:.1f} s)", file=out)
+        print(
+            f"FAIL: {len(report.failures)} check(s) failed ({elapsed:.1f} s)", file=out
+        )
         return False
     print(f"PASS ({elapsed:.1f} s)", file=out)
     return True
@@ -346,20 +388,25 @@ def _workload_list(text):
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown workload(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(_bench.WORKLOADS)} or all")
+            f"{', '.join(_bench.WORKLOADS)} or all"
+        )
     return names
 
 
 def _positive_parser(convert, unparsed, nonpositive):
     """An argparse type: `convert` the text, then require a value above 0."""
+
     def parse(text):
         try:
             value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {unparsed}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected {unparsed}, got {text!r}"
+            ) from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"expected {nonpositive}, got {value}")
         return value
+
     return parse
 
 
@@ -375,37 +422,61 @@ def _bench_options(parser, top_level):
         return value if top_level else argparse.SUPPRESS
 
     parser.add_argument(
-        "--workloads", type=_workload_list, default=default(list(_bench.WORKLOADS)),
+        "--workloads",
+        type=_workload_list,
+        default=default(list(_bench.WORKLOADS)),
         metavar="A,B,...",
         help="comma-separated workloads to run, or 'all' (default): "
-             + ", ".join(_bench.WORKLOADS))
+        + ", ".join(_bench.WORKLOADS),
+    )
     parser.add_argument(
-        "--repeats", type=_positive, default=default(None), metavar="N",
+        "--repeats",
+        type=_positive,
+        default=default(None),
+        metavar="N",
         help="measure exactly N rounds per workload (default: as many as fit in "
-             "the time budget, 7 to 60)")
+        "the time budget, 7 to 60)",
+    )
     parser.add_argument(
-        "--budget", type=_seconds, default=default(None), metavar="SECONDS",
+        "--budget",
+        type=_seconds,
+        default=default(None),
+        metavar="SECONDS",
         help="seconds of timed rounds per workload when --repeats is not given "
-             "(default 9, or 0.3 with --quick)")
+        "(default 9, or 0.3 with --quick)",
+    )
     parser.add_argument(
-        "--quick", action="store_true", default=default(False),
-        help="a fast, rough run: short blocks and few rounds")
+        "--quick",
+        action="store_true",
+        default=default(False),
+        help="a fast, rough run: short blocks and few rounds",
+    )
     parser.add_argument(
-        "--no-tensorflow", dest="tensorflow", action="store_false",
+        "--no-tensorflow",
+        dest="tensorflow",
+        action="store_false",
         default=default(True),
-        help="leave TensorFlow out even when it is installed")
+        help="leave TensorFlow out even when it is installed",
+    )
     parser.add_argument(
-        "--json", metavar="FILE", default=default(None),
-        help="also write all results (medians, samples, ratios, machine) as JSON")
+        "--json",
+        metavar="FILE",
+        default=default(None),
+        help="also write all results (medians, samples, ratios, machine) as JSON",
+    )
     parser.add_argument(
-        "--plot", metavar="FILE.png", default=default(None),
-        help="also draw the times per workload on a log axis (needs matplotlib)")
+        "--plot",
+        metavar="FILE.png",
+        default=default(None),
+        help="also draw the times per workload on a log axis (needs matplotlib)",
+    )
 
 
 def _parser():
     description = (
         "Self-check and benchmark of cropgrad. Without a command: the "
-        "self-check, then the benchmark (stops if the check fails).")
+        "self-check, then the benchmark (stops if the check fails)."
+    )
     epilog = (
         "benchmark columns: cropgrad on 1 thread and on the default threads "
         "(into a preallocated out=); cropgrad allocating its result; a NumPy "
@@ -414,21 +485,29 @@ def _parser():
         "(each in a worker process; 'n/a' when TensorFlow is not installed). "
         "Ratios: TF default / cropgrad default, TF deterministic / cropgrad 1 "
         "thread, cropgrad default / roofline, 1 thread / default threads. "
-        "Progress goes to stderr, the table to stdout.")
+        "Progress goes to stderr, the table to stdout."
+    )
     parser = argparse.ArgumentParser(
-        prog="python -m cropgrad", description=description, epilog=epilog)
-    parser.add_argument("--version", action="version",
-                        version=f"cropgrad {cropgrad.__version__}")
+        prog="python -m cropgrad", description=description, epilog=epilog
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"cropgrad {cropgrad.__version__}"
+    )
     _bench_options(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", metavar="{check,bench}")
     commands.add_parser(
-        "check", help="self-check against a NumPy reference and across thread counts",
+        "check",
+        help="self-check against a NumPy reference and across thread counts",
         description="Compare the three ops with a float64 NumPy reference on small "
-                    "random problems (both methods, every output dtype) and check "
-                    "that 1 to 4 threads give the same bits. Exit status 1 on failure.")
+        "random problems (both methods, every output dtype) and check "
+        "that 1 to 4 threads give the same bits. Exit status 1 on failure.",
+    )
     bench = commands.add_parser(
-        "bench", help="run the benchmark only", description=description.split(".")[0]
-        + ": the benchmark only.", epilog=epilog)
+        "bench",
+        help="run the benchmark only",
+        description=description.split(".")[0] + ": the benchmark only.",
+        epilog=epilog,
+    )
     _bench_options(bench, top_level=False)
     return parser
 
@@ -440,10 +519,15 @@ def _bench(args):
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("error: --plot needs matplotlib, which is not installed "
-                  "(pip install matplotlib)", file=sys.stderr)
+            print(
+                "error: --plot needs matplotlib, which is not installed "
+                "(pip install matplotlib)",
+                file=sys.stderr,
+            )
             return 2
-    settings = _bench.Settings(quick=args.quick, repeats=args.repeats, budget=args.budget)
+    settings = _bench.Settings(
+        quick=args.quick, repeats=args.repeats, budget=args.budget
+    )
     report = _bench.run(args.workloads, settings, tensorflow=args.tensorflow)
     print(_bench.format_table(report))
     targets = _bench.format_targets(report)

@@ -76,8 +76,19 @@ NOISY = 0.2
 class Workload:
     """One benchmark problem: an op, its shapes and its output dtype."""
 
-    def __init__(self, name, op, batch, height, width, depth, num_boxes, crop,
-                 dtype="float32", about=""):
+    def __init__(
+        self,
+        name,
+        op,
+        batch,
+        height,
+        width,
+        depth,
+        num_boxes,
+        crop,
+        dtype="float32",
+        about="",
+    ):
         self.name = name
         self.op = op
         self.image_size = (batch, height, width, depth)
@@ -88,8 +99,10 @@ class Workload:
 
     def describe(self):
         b, h, w, d = self.image_size
-        return (f"{self.op} image ({b},{h},{w},{d}), {self.num_boxes} boxes "
-                f"{self.crop[0]}x{self.crop[1]}, {self.dtype.name}")
+        return (
+            f"{self.op} image ({b},{h},{w},{d}), {self.num_boxes} boxes "
+            f"{self.crop[0]}x{self.crop[1]}, {self.dtype.name}"
+        )
 
     def as_dict(self):
         return {
@@ -106,52 +119,182 @@ class Workload:
 WORKLOADS = {
     w.name: w
     for w in (
-        Workload("detector", GRAD_IMAGE, 2, 64, 64, 256, 512, (14, 14),
-                 about="RoI gradients of a detector's feature maps"),
-        Workload("augment", GRAD_IMAGE, 16, 224, 224, 3, 16, (224, 224),
-                 about="one large crop per RGB image (depth 3)"),
-        Workload("dense", GRAD_IMAGE, 1, 128, 128, 64, 2000, (7, 7),
-                 about="many small, heavily overlapping boxes"),
-        Workload("tiny", GRAD_IMAGE, 1, 16, 16, 8, 1, (7, 7),
-                 about="one tiny box: the cost of a call"),
-        Workload("detector-float16", GRAD_IMAGE, 2, 64, 64, 256, 512, (14, 14),
-                 dtype="float16", about="detector, float16 output"),
-        Workload("detector-float64", GRAD_IMAGE, 2, 64, 64, 256, 512, (14, 14),
-                 dtype="float64", about="detector, float64 output"),
-        Workload("detector-forward", FORWARD, 2, 64, 64, 256, 512, (14, 14),
-                 about="crop_and_resize on the detector's float32 image"),
-        Workload("detector-grad-boxes", GRAD_BOXES, 2, 64, 64, 256, 512, (14, 14),
-                 about="crop_and_resize_grad_boxes on the detector's problem"),
+        Workload(
+            "detector",
+            GRAD_IMAGE,
+            2,
+            64,
+            64,
+            256,
+            512,
+            (14, 14),
+            about="RoI gradients of a detector's feature maps",
+        ),
+        Workload(
+            "augment",
+            GRAD_IMAGE,
+            16,
+            224,
+            224,
+            3,
+            16,
+            (224, 224),
+            about="one large crop per RGB image (depth 3)",
+        ),
+        Workload(
+            "dense",
+            GRAD_IMAGE,
+            1,
+            128,
+            128,
+            64,
+            2000,
+            (7, 7),
+            about="many small, heavily overlapping boxes",
+        ),
+        Workload(
+            "tiny",
+            GRAD_IMAGE,
+            1,
+            16,
+            16,
+            8,
+            1,
+            (7, 7),
+            about="one tiny box: the cost of a call",
+        ),
+        Workload(
+            "detector-float16",
+            GRAD_IMAGE,
+            2,
+            64,
+            64,
+            256,
+            512,
+            (14, 14),
+            dtype="float16",
+            about="detector, float16 output",
+        ),
+        Workload(
+            "detector-float64",
+            GRAD_IMAGE,
+            2,
+            64,
+            64,
+            256,
+            512,
+            (14, 14),
+            dtype="float64",
+            about="detector, float64 output",
+        ),
+        Workload(
+            "detector-forward",
+            FORWARD,
+            2,
+            64,
+            64,
+            256,
+            512,
+            (14, 14),
+            about="crop_and_resize on the detector's float32 image",
+        ),
+        Workload(
+            "detector-grad-boxes",
+            GRAD_BOXES,
+            2,
+            64,
+            64,
+            256,
+            512,
+            (14, 14),
+            about="crop_and_resize_grad_boxes on the detector's problem",
+        ),
     )
 }
 
 # Performance targets: (workload, what, ratio or column, bound, "<=" or ">=").
 TARGETS = (
-    ("detector", "cropgrad default <= 1.4 x roofline",
-     "cropgrad_default_over_roofline", 1.4, "<="),
-    ("detector", "TF default / cropgrad default >= 2.5",
-     "tf_default_over_cropgrad_default", 2.5, ">="),
-    ("augment", "TF default / cropgrad default >= 4",
-     "tf_default_over_cropgrad_default", 4.0, ">="),
-    ("augment", "scaling 1 thread -> default >= 1.6",
-     "scaling_1thread_over_default", 1.6, ">="),
-    ("dense", "TF default / cropgrad default >= 3",
-     "tf_default_over_cropgrad_default", 3.0, ">="),
-    ("dense", "scaling 1 thread -> default >= 1.6",
-     "scaling_1thread_over_default", 1.6, ">="),
+    (
+        "detector",
+        "cropgrad default <= 1.4 x roofline",
+        "cropgrad_default_over_roofline",
+        1.4,
+        "<=",
+    ),
+    (
+        "detector",
+        "TF default / cropgrad default >= 2.5",
+        "tf_default_over_cropgrad_default",
+        2.5,
+        ">=",
+    ),
+    (
+        "augment",
+        "TF default / cropgrad default >= 4",
+        "tf_default_over_cropgrad_default",
+        4.0,
+        ">=",
+    ),
+    (
+        "augment",
+        "scaling 1 thread -> default >= 1.6",
+        "scaling_1thread_over_default",
+        1.6,
+        ">=",
+    ),
+    (
+        "dense",
+        "TF default / cropgrad default >= 3",
+        "tf_default_over_cropgrad_default",
+        3.0,
+        ">=",
+    ),
+    (
+        "dense",
+        "scaling 1 thread -> default >= 1.6",
+        "scaling_1thread_over_default",
+        1.6,
+        ">=",
+    ),
     *(
-        (name, "TF deterministic / cropgrad 1 thread >= 2",
-         "tf_deterministic_over_cropgrad_1thread", 2.0, ">=")
-        for name in ("detector", "augment", "dense", "tiny",
-                     "detector-float16", "detector-float64")
+        (
+            name,
+            "TF deterministic / cropgrad 1 thread >= 2",
+            "tf_deterministic_over_cropgrad_1thread",
+            2.0,
+            ">=",
+        )
+        for name in (
+            "detector",
+            "augment",
+            "dense",
+            "tiny",
+            "detector-float16",
+            "detector-float64",
+        )
     ),
     ("tiny", "cropgrad default median call <= 10 us", CGD, 10e-6, "<="),
-    ("tiny", "TF default / cropgrad default >= 4",
-     "tf_default_over_cropgrad_default", 4.0, ">="),
-    ("detector-float16", "float16 time <= 1.3 x float32 time",
-     "float16_over_float32", 1.3, "<="),
-    ("detector-float64", "float64 time <= 1.6 x float32 time",
-     "float64_over_float32", 1.6, "<="),
+    (
+        "tiny",
+        "TF default / cropgrad default >= 4",
+        "tf_default_over_cropgrad_default",
+        4.0,
+        ">=",
+    ),
+    (
+        "detector-float16",
+        "float16 time <= 1.3 x float32 time",
+        "float16_over_float32",
+        1.3,
+        "<=",
+    ),
+    (
+        "detector-float64",
+        "float64 time <= 1.6 x float32 time",
+        "float64_over_float32",
+        1.6,
+        "<=",
+    ),
 )
 
 
@@ -181,9 +324,21 @@ class Settings:
         self.quiet_wait = 2.0
 
     def as_dict(self):
-        return {k: getattr(self, k) for k in (
-            "quick", "repeats", "budget", "min_rounds", "max_rounds", "block",
-            "warm_time", "warm_limit", "noisy_retries", "quiet_wait")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "quick",
+                "repeats",
+                "budget",
+                "min_rounds",
+                "max_rounds",
+                "block",
+                "warm_time",
+                "warm_limit",
+                "noisy_retries",
+                "quiet_wait",
+            )
+        }
 
 
 # --------------------------------------------------------------------------
@@ -211,10 +366,12 @@ def make_problem(workload, seed=SEED):
     problem = {"boxes": boxes, "box_ind": box_ind}
     if workload.op in (GRAD_IMAGE, GRAD_BOXES):
         problem["grads"] = np.random.default_rng([seed, 1]).standard_normal(
-            (n, *workload.crop, depth), dtype=np.float32)
+            (n, *workload.crop, depth), dtype=np.float32
+        )
     if workload.op in (FORWARD, GRAD_BOXES):
         problem["image"] = np.random.default_rng([seed, 2]).standard_normal(
-            workload.image_size, dtype=np.float32)
+            workload.image_size, dtype=np.float32
+        )
     return problem
 
 
@@ -222,7 +379,9 @@ def output_shape(workload):
     if workload.op == GRAD_IMAGE:
         return workload.image_size, workload.dtype
     if workload.op == FORWARD:
-        return (workload.num_boxes, *workload.crop, workload.image_size[3]), np.dtype(np.float32)
+        return (workload.num_boxes, *workload.crop, workload.image_size[3]), np.dtype(
+            np.float32
+        )
     return (workload.num_boxes, 4), np.dtype(np.float32)
 
 
@@ -289,7 +448,9 @@ class Column:
         """Untimed calls before a block."""
         if self.estimate >= settings.warm_limit:
             return 0
-        return min(100_000, max(1, math.ceil(settings.warm_time / max(self.estimate, 1e-8))))
+        return min(
+            100_000, max(1, math.ceil(settings.warm_time / max(self.estimate, 1e-8)))
+        )
 
     def cost(self, settings):
         """Estimated seconds of one block of this column."""
@@ -354,8 +515,14 @@ def cropgrad_columns(workload, problem, pool, threads):
 
         def run(num_threads, target):
             return cropgrad.crop_and_resize_grad_image(
-                p["grads"], p["boxes"], p["box_ind"], size, dtype=dtype,
-                out=target, num_threads=num_threads)
+                p["grads"],
+                p["boxes"],
+                p["box_ind"],
+                size,
+                dtype=dtype,
+                out=target,
+                num_threads=num_threads,
+            )
 
         reads = [p["grads"]]
     elif workload.op == FORWARD:
@@ -363,15 +530,25 @@ def cropgrad_columns(workload, problem, pool, threads):
 
         def run(num_threads, target):
             return cropgrad.crop_and_resize(
-                p["image"], p["boxes"], p["box_ind"], crop, out=target,
-                num_threads=num_threads)
+                p["image"],
+                p["boxes"],
+                p["box_ind"],
+                crop,
+                out=target,
+                num_threads=num_threads,
+            )
 
         reads = [p["image"]]
     else:
+
         def run(num_threads, target):
             return cropgrad.crop_and_resize_grad_boxes(
-                p["grads"], p["image"], p["boxes"], p["box_ind"],
-                num_threads=num_threads)
+                p["grads"],
+                p["image"],
+                p["boxes"],
+                p["box_ind"],
+                num_threads=num_threads,
+            )
 
         reads = [p["grads"], p["image"]]
     columns = {
@@ -386,7 +563,8 @@ def cropgrad_columns(workload, problem, pool, threads):
         # The float32 call beside it, for the cost of the output dtype.
         out32 = np.zeros(shape, np.float32)
         columns[CG32] = lambda: cropgrad.crop_and_resize_grad_image(
-            p["grads"], p["boxes"], p["box_ind"], size, out=out32)
+            p["grads"], p["boxes"], p["box_ind"], size, out=out32
+        )
     return columns
 
 
@@ -421,7 +599,9 @@ class TensorFlowWorker:
         self.mode = mode
         self.timeout = timeout
         self.log = tempfile.TemporaryFile(mode="w+b")
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
+        package_parent = os.path.dirname(
+            os.path.dirname(os.path.abspath(cropgrad.__file__))
+        )
         code = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
             "from cropgrad._bench import worker_main; worker_main(sys.argv[2])"
@@ -430,7 +610,10 @@ class TensorFlowWorker:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", code, package_parent, mode],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
         )
         self._buffer = b""
         self.info = None
@@ -475,8 +658,9 @@ class TensorFlowWorker:
         tail = self.log.read().decode(errors="replace").strip().splitlines()[-8:]
         code = self.proc.returncode
         status = f", exit status {code}" if code is not None else ""
-        return (f"TensorFlow worker ({self.mode}): {what}{status}"
-                + ("\n    " + "\n    ".join(tail) if tail else ""))
+        return f"TensorFlow worker ({self.mode}): {what}{status}" + (
+            "\n    " + "\n    ".join(tail) if tail else ""
+        )
 
     def start(self):
         self.info = self.request({"cmd": "hello"})
@@ -515,16 +699,30 @@ def _tensorflow_call(tf, workload, problem):
         size = tf.constant(list(workload.image_size), dtype=tf.int32)
         dtype = tf.as_dtype(workload.dtype)
         return lambda: tf.raw_ops.CropAndResizeGradImage(
-            grads=tensors["grads"], boxes=tensors["boxes"], box_ind=tensors["box_ind"],
-            image_size=size, T=dtype, method="bilinear")
+            grads=tensors["grads"],
+            boxes=tensors["boxes"],
+            box_ind=tensors["box_ind"],
+            image_size=size,
+            T=dtype,
+            method="bilinear",
+        )
     if workload.op == FORWARD:
         crop = tf.constant(list(workload.crop), dtype=tf.int32)
         return lambda: tf.raw_ops.CropAndResize(
-            image=tensors["image"], boxes=tensors["boxes"], box_ind=tensors["box_ind"],
-            crop_size=crop, method="bilinear", extrapolation_value=0.0)
+            image=tensors["image"],
+            boxes=tensors["boxes"],
+            box_ind=tensors["box_ind"],
+            crop_size=crop,
+            method="bilinear",
+            extrapolation_value=0.0,
+        )
     return lambda: tf.raw_ops.CropAndResizeGradBoxes(
-        grads=tensors["grads"], image=tensors["image"], boxes=tensors["boxes"],
-        box_ind=tensors["box_ind"], method="bilinear")
+        grads=tensors["grads"],
+        image=tensors["image"],
+        boxes=tensors["boxes"],
+        box_ind=tensors["box_ind"],
+        method="bilinear",
+    )
 
 
 def _determinism_enabled():
@@ -572,9 +770,12 @@ def worker_main(mode):
             continue
         try:
             if cmd == "hello":
-                reply(tensorflow=tf.__version__, deterministic=_determinism_enabled(),
-                      intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
-                      inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
+                reply(
+                    tensorflow=tf.__version__,
+                    deterministic=_determinism_enabled(),
+                    intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+                    inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+                )
             elif cmd == "load":
                 fn = None
                 workload = WORKLOADS[request["workload"]]
@@ -598,7 +799,9 @@ def worker_main(mode):
 def machine_info():
     info = {
         "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "usable_cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else None,
         "cpu_model": None,
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -653,8 +856,10 @@ class CpuMeter:
             return {"other_cpus": None, "steal": None}
         wall = max(end[0] - self.start[0], 1e-9)
         others = (end[1] - self.start[1]) - (end[3] - self.start[3])
-        return {"other_cpus": round(max(0.0, others / wall), 3),
-                "steal": round((end[2] - self.start[2]) / wall, 3)}
+        return {
+            "other_cpus": round(max(0.0, others / wall), 3),
+            "steal": round((end[2] - self.start[2]) / wall, 3),
+        }
 
 
 def _wait_until_quiet(limit):
@@ -703,8 +908,10 @@ def run_workload(workload, settings, workers, pool, threads, progress):
     for column in columns:  # one at a time: nothing else runs meanwhile
         column.calibrate(settings)
     rounds = _plan_rounds(columns, settings)
-    progress(f"    {rounds} rounds of {len(columns)} columns "
-             f"(about {rounds * sum(c.cost(settings) for c in columns):.1f} s)")
+    progress(
+        f"    {rounds} rounds of {len(columns)} columns "
+        f"(about {rounds * sum(c.cost(settings) for c in columns):.1f} s)"
+    )
     for r in range(rounds):
         shift = r % len(columns)
         for column in columns[shift:] + columns[:shift]:
@@ -722,15 +929,17 @@ def run_workload(workload, settings, workers, pool, threads, progress):
     result["rounds"] = rounds
     result["calls_per_block"] = {c.name: c.inner for c in columns}
     result["median_s"] = {name: _median(samples.get(name, [])) for name in COLUMNS}
-    result["min_s"] = {name: (min(samples[name]) if samples.get(name) else None)
-                       for name in COLUMNS}
+    result["min_s"] = {
+        name: (min(samples[name]) if samples.get(name) else None) for name in COLUMNS
+    }
     result["ratios"] = {
         key: _paired_ratio(samples.get(num), samples.get(den))
         for key, (num, den) in RATIOS.items()
     }
     if CG32 in samples:
         result["ratios"][f"{workload.dtype.name}_over_float32"] = _paired_ratio(
-            samples[CGD], samples[CG32])
+            samples[CGD], samples[CG32]
+        )
     result["samples_s"] = samples
     return result
 
@@ -753,28 +962,43 @@ def check_targets(results):
     by_name = {r["name"]: r for r in results}
     position = {r["name"]: i for i, r in enumerate(results)}
     rows = []
-    for name, what, key, bound, sense in sorted(TARGETS, key=lambda t: position.get(t[0], 0)):
+    for name, what, key, bound, sense in sorted(
+        TARGETS, key=lambda t: position.get(t[0], 0)
+    ):
         if name not in by_name:
             continue
         r = by_name[name]
         value = r["ratios"].get(key) if key in r["ratios"] else r["median_s"].get(key)
-        met = None if value is None else (value <= bound if sense == "<=" else value >= bound)
-        rows.append({"workload": name, "target": what, "measured": value,
-                     "bound": bound, "sense": sense, "met": met})
+        met = (
+            None
+            if value is None
+            else (value <= bound if sense == "<=" else value >= bound)
+        )
+        rows.append(
+            {
+                "workload": name,
+                "target": what,
+                "measured": value,
+                "bound": bound,
+                "sense": sense,
+                "met": met,
+            }
+        )
     return rows
 
 
 def run(names, settings, tensorflow=True, progress=None):
     """Run the benchmark on the workloads `names`; return the results dict."""
     if progress is None:
+
         def progress(message):
             print(message, file=sys.stderr, flush=True)
+
     started = time.perf_counter()
     config = cropgrad.show_config("dicts")
     threads = int(config["default_threads"])
     tf_ok, tf_reason = tensorflow_status(tensorflow)
-    tf_info = {"available": False, "reason": tf_reason, "version": None,
-               "workers": {}}
+    tf_info = {"available": False, "reason": tf_reason, "version": None, "workers": {}}
     workers = {}
     if tf_ok:
         progress("starting TensorFlow (default and deterministic worker processes)...")
@@ -785,8 +1009,11 @@ def run(names, settings, tensorflow=True, progress=None):
                 info = worker.start()
                 info.pop("ok", None)
                 tf_info["workers"][TF_MODES[column]] = info
-            tf_info.update(available=True, reason="",
-                           version=next(iter(tf_info["workers"].values()))["tensorflow"])
+            tf_info.update(
+                available=True,
+                reason="",
+                version=next(iter(tf_info["workers"].values()))["tensorflow"],
+            )
         except WorkerError as exc:
             progress(str(exc))
             for worker in workers.values():
@@ -796,8 +1023,10 @@ def run(names, settings, tensorflow=True, progress=None):
     results = []
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if load_start is not None and load_start > 1.0:
-        progress(f"note: load average {load_start:.2f} before starting; other work "
-                 "on this machine makes the figures noisy")
+        progress(
+            f"note: load average {load_start:.2f} before starting; other work "
+            "on this machine makes the figures noisy"
+        )
     pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
     retries = settings.noisy_retries
     try:
@@ -808,24 +1037,32 @@ def run(names, settings, tensorflow=True, progress=None):
             while True:
                 t0 = time.perf_counter()
                 try:
-                    result = run_workload(workload, settings, workers, pool, threads,
-                                          progress)
+                    result = run_workload(
+                        workload, settings, workers, pool, threads, progress
+                    )
                 except WorkerError as exc:
                     # Go on without TensorFlow rather than lose the cropgrad figures.
                     progress(f"    {exc}\n    measuring the rest without TensorFlow")
                     for worker in workers.values():
                         worker.close()
                     workers = {}
-                    tf_info.update(available=False, reason="n/a (TensorFlow worker failed)")
+                    tf_info.update(
+                        available=False, reason="n/a (TensorFlow worker failed)"
+                    )
                     continue
                 result["seconds"] = time.perf_counter() - t0
                 attempts.append(result)
                 other = result["load"]["other_cpus"]
                 noisy = other is not None and other > NOISY
-                busy = (f"; other processes used {other:.2f} CPUs meanwhile"
-                        if other is not None else "")
-                progress(f"    done in {result['seconds']:.1f} s{busy}"
-                         + (" (noisy)" if noisy else ""))
+                busy = (
+                    f"; other processes used {other:.2f} CPUs meanwhile"
+                    if other is not None
+                    else ""
+                )
+                progress(
+                    f"    done in {result['seconds']:.1f} s{busy}"
+                    + (" (noisy)" if noisy else "")
+                )
                 if not noisy or retries <= 0:
                     break
                 if not _wait_until_quiet(settings.quiet_wait):
@@ -835,8 +1072,9 @@ def run(names, settings, tensorflow=True, progress=None):
                 progress("    measuring it again")
             # The attempt least disturbed by other processes.
             result = min(attempts, key=lambda r: r["load"]["other_cpus"] or 0.0)
-            result["attempts"] = [{"load": r["load"], "seconds": r["seconds"]}
-                                  for r in attempts]
+            result["attempts"] = [
+                {"load": r["load"], "seconds": r["seconds"]} for r in attempts
+            ]
             results.append(result)
     finally:
         if pool is not None:
@@ -862,8 +1100,14 @@ def run(names, settings, tensorflow=True, progress=None):
         "ratios": {k: list(v) for k, v in RATIOS.items()},
         "load": {
             "loadavg_at_start": load_start,
-            "other_cpus_max": max((r["load"]["other_cpus"] for r in results
-                                   if r["load"]["other_cpus"] is not None), default=None),
+            "other_cpus_max": max(
+                (
+                    r["load"]["other_cpus"]
+                    for r in results
+                    if r["load"]["other_cpus"] is not None
+                ),
+                default=None,
+            ),
         },
         "workloads": results,
         "relative": relative,
@@ -903,25 +1147,49 @@ def format_table(report):
     """The results as an aligned text table with a legend."""
     threads = report["default_threads"]
     us = _micro()
-    heads = ["workload", "cg 1 thr", f"cg {threads} thr", "cg new out", "roofline",
-             "TF default", "TF determ", "TF/cg", "TFdet/cg1", "cg/roof", "scaling",
-             "other"]
+    heads = [
+        "workload",
+        "cg 1 thr",
+        f"cg {threads} thr",
+        "cg new out",
+        "roofline",
+        "TF default",
+        "TF determ",
+        "TF/cg",
+        "TFdet/cg1",
+        "cg/roof",
+        "scaling",
+        "other",
+    ]
     rows = []
     for r in report["workloads"]:
         m, q = r["median_s"], r["ratios"]
-        rows.append([
-            r["name"], *(format_time(m[c], us) for c in (CG1, CGD, CGN, ROOF, TFD, TFX)),
-            *(format_ratio(q[k]) for k in (
-                "tf_default_over_cropgrad_default", "tf_deterministic_over_cropgrad_1thread",
-                "cropgrad_default_over_roofline", "scaling_1thread_over_default")),
-            format_ratio(r["load"]["other_cpus"]),
-        ])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(heads)]
+        rows.append(
+            [
+                r["name"],
+                *(format_time(m[c], us) for c in (CG1, CGD, CGN, ROOF, TFD, TFX)),
+                *(
+                    format_ratio(q[k])
+                    for k in (
+                        "tf_default_over_cropgrad_default",
+                        "tf_deterministic_over_cropgrad_1thread",
+                        "cropgrad_default_over_roofline",
+                        "scaling_1thread_over_default",
+                    )
+                ),
+                format_ratio(r["load"]["other_cpus"]),
+            ]
+        )
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(heads)
+    ]
 
     def line(cells):
-        return "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i])
-                         for i, c in enumerate(cells))
+        return "  ".join(
+            c.ljust(widths[0]) if i == 0 else c.rjust(widths[i])
+            for i, c in enumerate(cells)
+        )
 
     out = [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in rows]
@@ -930,9 +1198,11 @@ def format_table(report):
     if not tf["available"]:
         out.append(f"TensorFlow columns: {tf['reason']}")
     else:
-        out.append(f"TensorFlow {tf['version']} (tf.raw_ops, inputs as tensors made before timing)")
+        out.append(
+            f"TensorFlow {tf['version']} (tf.raw_ops, inputs as tensors made before timing)"
+        )
     out += [
-        f"Times are medians over rounds of interleaved measurements; ratios are medians of the",
+        "Times are medians over rounds of interleaved measurements; ratios are medians of the",
         f"per-round ratios. cg: cropgrad into a preallocated out= (1 thread / default {threads});",
         "cg new out: default threads, allocating the result; roofline: NumPy reading the inputs",
         f"once plus zeroing the output (the faster of 1 and {threads} threads); TF/cg: TF default / cg",
@@ -945,7 +1215,8 @@ def format_table(report):
     out.append(
         f"cropgrad {report['versions']['cropgrad']}, NumPy {report['versions']['numpy']}, "
         f"{machine['cpu_count']} CPUs ({machine['cpu_model']}), "
-        f"{report['total_seconds']:.0f} s")
+        f"{report['total_seconds']:.0f} s"
+    )
     return "\n".join(out)
 
 
@@ -963,8 +1234,10 @@ def format_targets(report):
         else:
             shown, bound = format_ratio(value), f"{row['bound']:g}"
         verdict = "n/a" if row["met"] is None else ("met" if row["met"] else "MISSED")
-        out.append(f"  {row['workload']:<17} {row['target']:<40} {shown:>9} "
-                   f"({row['sense']} {bound}) {verdict}")
+        out.append(
+            f"  {row['workload']:<17} {row['target']:<40} {shown:>9} "
+            f"({row['sense']} {bound}) {verdict}"
+        )
     return "\n".join(out)
 
 
@@ -974,9 +1247,13 @@ def write_json(report, path):
         f.write("\n")
 
 
-PLOT_COLUMNS = ((CG1, "cropgrad, 1 thread"), (CGD, "cropgrad, default threads"),
-                (ROOF, "roofline (NumPy)"), (TFD, "TensorFlow default"),
-                (TFX, "TensorFlow deterministic"))
+PLOT_COLUMNS = (
+    (CG1, "cropgrad, 1 thread"),
+    (CGD, "cropgrad, default threads"),
+    (ROOF, "roofline (NumPy)"),
+    (TFD, "TensorFlow default"),
+    (TFX, "TensorFlow deterministic"),
+)
 
 
 def plot(report, path):
@@ -999,8 +1276,15 @@ def plot(report, path):
                 heights.append(value * 1e3)
         if column in (TFD, TFX) and not report["tensorflow"]["available"]:
             label += f" ({report['tensorflow']['reason']})"
-        ax.bar(xs, heights, width, label=label, color=colour, edgecolor="black",
-               linewidth=0.4)
+        ax.bar(
+            xs,
+            heights,
+            width,
+            label=label,
+            color=colour,
+            edgecolor="black",
+            linewidth=0.4,
+        )
     ax.set_yscale("log")
     tallest = max((r["median_s"][c] or 0) for r in results for c, _ in PLOT_COLUMNS)
     if tallest > 0:  # room above the bars for the legend
@@ -1009,9 +1293,14 @@ def plot(report, path):
     ax.set_xticklabels([r["name"] for r in results], rotation=20, ha="right")
     ax.set_ylabel("median time per call (ms, log scale)")
     machine = report["machine"]
-    ax.set_title(f"cropgrad {report['versions']['cropgrad']} on {machine['cpu_count']} CPUs"
-                 + (f", TensorFlow {report['versions']['tensorflow']}"
-                    if report["versions"]["tensorflow"] else ""))
+    ax.set_title(
+        f"cropgrad {report['versions']['cropgrad']} on {machine['cpu_count']} CPUs"
+        + (
+            f", TensorFlow {report['versions']['tensorflow']}"
+            if report["versions"]["tensorflow"]
+            else ""
+        )
+    )
     ax.grid(axis="y", which="both", alpha=0.3)
     ax.legend(fontsize="small", loc="upper center", ncol=3)
     fig.tight_layout()

@@ -15,7 +15,8 @@ def first_nonfinite_box(
     boxes: npt.NDArray[np.float32],  # const float[:, ::1]
 ) -> int: ...
 def first_bad_index(
-    box_ind: npt.NDArray[np.int32] | npt.NDArray[np.int64],  # const int32_t|int64_t[::1]
+    box_ind: npt.NDArray[np.int32]
+    | npt.NDArray[np.int64],  # const int32_t|int64_t[::1]
     batch: int,
 ) -> int: ...
 def sample_coords(
@@ -32,7 +33,8 @@ def half_bits_to_float(
     bits: npt.NDArray[np.uint16],  # const uint16_t[::1]
 ) -> npt.NDArray[np.float32]: ...
 def group_boxes(
-    box_ind: npt.NDArray[np.int32] | npt.NDArray[np.int64],  # const int32_t|int64_t[::1]
+    box_ind: npt.NDArray[np.int32]
+    | npt.NDArray[np.int64],  # const int32_t|int64_t[::1]
     batch: int,
     order: npt.NDArray[np.int64],  # int64_t[::1]
     starts: npt.NDArray[np.int64],  # int64_t[::1]
@@ -42,7 +44,8 @@ def grad_image(
     boxes: npt.NDArray[np.float32],  # const float[:, ::1]
     order: npt.NDArray[np.int64],  # const int64_t[::1]
     starts: npt.NDArray[np.int64],  # const int64_t[::1]
-    out: npt.NDArray[np.float32] | npt.NDArray[np.float64],  # float|double[:, :, :, ::1]
+    out: npt.NDArray[np.float32]
+    | npt.NDArray[np.float64],  # float|double[:, :, :, ::1]
     nearest: bool,
     num_threads: int,
     flush: bool,

@@ -76,9 +76,7 @@ def threads(num_threads):
             )
         n = operator.index(num_threads)
         if not 1 <= n <= MAX_THREADS:
-            raise ValueError(
-                f"num_threads must be from 1 to {MAX_THREADS}, got {n}"
-            )
+            raise ValueError(f"num_threads must be from 1 to {MAX_THREADS}, got {n}")
         if _state["serial_only"]:
             n = 1
     if n > 1:
@@ -158,9 +156,7 @@ def _output_dtype(dtype, name):
         resolved = resolved.newbyteorder("=")
     # `is None` first: NumPy's ``np.dtype("float64") == None`` is True.
     if resolved is None or resolved not in _OUTPUT_DTYPES:
-        raise TypeError(
-            f"{name} must be float16, float32 or float64, got {original!r}"
-        )
+        raise TypeError(f"{name} must be float16, float32 or float64, got {original!r}")
     return resolved
 
 
@@ -219,9 +215,7 @@ def image_array(image):
             f"shape {image.shape}"
         )
     if image.shape[1] == 0 or image.shape[2] == 0:
-        raise ValueError(
-            f"image dimensions must be positive, got shape {image.shape}"
-        )
+        raise ValueError(f"image dimensions must be positive, got shape {image.shape}")
     if image.dtype.kind == "u" and image.dtype.itemsize > 2:
         raise TypeError(
             "image must be uint8, uint16, int8, int16, int32, int64, float16, "

@@ -22,24 +22,48 @@ from cropgrad import _validation as _v
 __all__ = ["CropAndResize", "CropAndResizeGradBoxes", "CropAndResizeGradImage"]
 
 
-def CropAndResizeGradImage(*, grads, boxes, box_ind, image_size, T, method="bilinear", name=None):  # noqa: N802
+def CropAndResizeGradImage(
+    *, grads, boxes, box_ind, image_size, T, method="bilinear", name=None
+):  # noqa: N802
     """``tf.raw_ops.CropAndResizeGradImage``: see `cropgrad.crop_and_resize_grad_image`."""
     # Resolved here so that a bad T is reported as T, not as dtype.
     dtype = _v.output_dtype(T, "T")
     return cropgrad.crop_and_resize_grad_image(
-        grads, boxes, box_ind, image_size, dtype=dtype, method=method, flush_denormals=True
+        grads,
+        boxes,
+        box_ind,
+        image_size,
+        dtype=dtype,
+        method=method,
+        flush_denormals=True,
     )
 
 
-def CropAndResize(*, image, boxes, box_ind, crop_size, method="bilinear", extrapolation_value=0.0, name=None):  # noqa: N802
+def CropAndResize(
+    *,
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method="bilinear",
+    extrapolation_value=0.0,
+    name=None,
+):  # noqa: N802
     """``tf.raw_ops.CropAndResize``: see `cropgrad.crop_and_resize`."""
     return cropgrad.crop_and_resize(
-        image, boxes, box_ind, crop_size, method=method,
-        extrapolation_value=extrapolation_value, flush_denormals=True,
+        image,
+        boxes,
+        box_ind,
+        crop_size,
+        method=method,
+        extrapolation_value=extrapolation_value,
+        flush_denormals=True,
     )
 
 
-def CropAndResizeGradBoxes(*, grads, image, boxes, box_ind, method="bilinear", name=None):  # noqa: N802
+def CropAndResizeGradBoxes(
+    *, grads, image, boxes, box_ind, method="bilinear", name=None
+):  # noqa: N802
     """``tf.raw_ops.CropAndResizeGradBoxes``: see `cropgrad.crop_and_resize_grad_boxes`."""
     return cropgrad.crop_and_resize_grad_boxes(
         grads, image, boxes, box_ind, method=method, flush_denormals=True

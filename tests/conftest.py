@@ -6,7 +6,9 @@ import pytest
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-@pytest.fixture(params=[np.float32, np.float64, np.float16], ids=lambda t: np.dtype(t).name)
+@pytest.fixture(
+    params=[np.float32, np.float64, np.float16], ids=lambda t: np.dtype(t).name
+)
 def out_dtype(request):
     """Every output dtype of the image gradient."""
     return np.dtype(request.param)
@@ -19,13 +21,16 @@ def load_cases(filename):
         for name in data["cases"]:
             prefix = f"{name}/"
             cases[str(name)] = {
-                key[len(prefix):]: data[key] for key in data.files if key.startswith(prefix)
+                key[len(prefix) :]: data[key]
+                for key in data.files
+                if key.startswith(prefix)
             }
     return cases
 
 
-def random_problem(rng, batch=2, height=9, width=7, depth=5, num_boxes=6,
-                   crop=(4, 3), spread=0.3):
+def random_problem(
+    rng, batch=2, height=9, width=7, depth=5, num_boxes=6, crop=(4, 3), spread=0.3
+):
     """Random grads, boxes (some outside, some flipped) and box_ind."""
     grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
     y1 = rng.uniform(-spread, 1 + spread, num_boxes)

@@ -105,34 +105,106 @@ class Arg:
 
 SMALL_DIMS = [1, 2, 3, 1, 2, 5, 8, 17]
 # Far beyond any memory when multiplied by anything but 0, or invalid.
-HUGE = [2**40, 2**47, 2**62, 2**63 - 1, 2**63, 2**64, 2**70, -1, -2, -2**31,
-        -2**63, -2**70]
-FLOATS = [0.0, -0.0, 1.0, 0.5, -0.5, 0.25, 1.5, -1.0, 2.0, 0.999, 1e-40, -1e-45,
-          1e30, -1e30, 3e38, -3e38, 3.4028235e38, 7.0, 0.1,
-          1e300, -1e300, float("nan"), float("inf"), float("-inf")]
-FINITE_FLOATS = 19   # the first 19 are finite in float32
-REAL_DTYPES = [np.float32, np.float32, np.float64, np.float16, np.int32, np.int64,
-               np.uint8, np.int8, np.int16, np.uint16, np.uint32, np.uint64,
-               np.dtype(">f4"), np.dtype(">f8"), np.dtype(">i8"), np.longdouble]
-INT_DTYPES = [np.int32, np.int64, np.int64, np.uint8, np.int8, np.uint16, np.uint32,
-              np.uint64, np.dtype(">i4"), np.dtype(">i8")]
-BAD_DTYPES = [np.complex64, np.complex128, bool, object, "U3", "S3", "datetime64[s]",
-              "timedelta64[ms]", [("a", "f4")]]
+HUGE = [
+    2**40,
+    2**47,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64,
+    2**70,
+    -1,
+    -2,
+    -(2**31),
+    -(2**63),
+    -(2**70),
+]
+FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    0.5,
+    -0.5,
+    0.25,
+    1.5,
+    -1.0,
+    2.0,
+    0.999,
+    1e-40,
+    -1e-45,
+    1e30,
+    -1e30,
+    3e38,
+    -3e38,
+    3.4028235e38,
+    7.0,
+    0.1,
+    1e300,
+    -1e300,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+]
+FINITE_FLOATS = 19  # the first 19 are finite in float32
+REAL_DTYPES = [
+    np.float32,
+    np.float32,
+    np.float64,
+    np.float16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.int8,
+    np.int16,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.dtype(">f4"),
+    np.dtype(">f8"),
+    np.dtype(">i8"),
+    np.longdouble,
+]
+INT_DTYPES = [
+    np.int32,
+    np.int64,
+    np.int64,
+    np.uint8,
+    np.int8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.dtype(">i4"),
+    np.dtype(">i8"),
+]
+BAD_DTYPES = [
+    np.complex64,
+    np.complex128,
+    bool,
+    object,
+    "U3",
+    "S3",
+    "datetime64[s]",
+    "timedelta64[ms]",
+    [("a", "f4")],
+]
 
 
 def _fill_values(src, size, dtype, menu):
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        raw = [src.pick([0, 1, 2, 3, -1, int(info.max), int(info.min), 7, 2**40])
-               for _ in range(min(size, 64))]
+        raw = [
+            src.pick([0, 1, 2, 3, -1, int(info.max), int(info.min), 7, 2**40])
+            for _ in range(min(size, 64))
+        ]
         vals = [min(max(v, int(info.min)), int(info.max)) for v in raw]
     else:
         vals = [src.pick(menu) for _ in range(min(size, 64))]
     vals = (vals or [0]) * (size // max(len(vals), 1) + 1)
     with np.errstate(all="ignore"):
-        return np.array(vals[:size], dtype=dtype if dtype.kind != "f" else np.float64
-                        ).astype(dtype)
+        return np.array(
+            vals[:size], dtype=dtype if dtype.kind != "f" else np.float64
+        ).astype(dtype)
 
 
 def _layout(src, arr):
@@ -140,17 +212,17 @@ def _layout(src, arr):
     mode = src.below(10)
     if mode == 1 and arr.ndim >= 2:
         return np.asfortranarray(arr)
-    if mode == 2 and arr.ndim >= 1:          # every other element of a wider array
+    if mode == 2 and arr.ndim >= 1:  # every other element of a wider array
         wide = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1],), arr.dtype)
         wide[..., ::2] = arr
         return wide[..., ::2]
-    if mode == 3 and arr.ndim >= 1:          # negative strides
+    if mode == 3 and arr.ndim >= 1:  # negative strides
         return arr[::-1].copy()[::-1]
     if mode == 4:
         arr = arr.copy()
         arr.flags.writeable = False
         return arr
-    if mode == 5 and arr.size:            # (an empty list would lose the shape)
+    if mode == 5 and arr.size:  # (an empty list would lose the shape)
         return arr.tolist()
     return arr
 
@@ -170,10 +242,10 @@ def real_array(src, shape, menu, ints=False, finite=False):
             with np.errstate(all="ignore"):
                 valid = bool(np.isfinite(arr.astype(np.float32)).all())
         return Arg(_layout(src, arr), valid, shape=tuple(shape), values=arr)
-    if mode == 10:   # wrong dtype
+    if mode == 10:  # wrong dtype
         dtype = src.pick(BAD_DTYPES)
         return Arg(np.zeros(shape, dtype), False)
-    if mode == 11:   # wrong shape (rank or one dimension)
+    if mode == 11:  # wrong shape (rank or one dimension)
         shape = list(shape)
         how = src.below(4)
         if how == 0 and shape:
@@ -186,12 +258,22 @@ def real_array(src, shape, menu, ints=False, finite=False):
         dtype = src.pick(INT_DTYPES if ints else REAL_DTYPES[:4])
         arr = _fill_values(src, int(np.prod(shape)), dtype, menu).reshape(shape)
         return Arg(arr, None, shape=tuple(shape), values=arr)
-    if mode == 12:   # ragged nested lists
+    if mode == 12:  # ragged nested lists
         return Arg([[[[1.0]]], [[[1.0, 2.0]]], 3], False)
-    if mode == 13:   # 0-d
+    if mode == 13:  # 0-d
         return Arg(np.array(1, np.int32 if ints else np.float32), False)
-    junk = [None, "abc", b"xyz", {}, set(), object(), 1j, [None], [["a"]],
-            np.array([1, "x"], object)]
+    junk = [
+        None,
+        "abc",
+        b"xyz",
+        {},
+        set(),
+        object(),
+        1j,
+        [None],
+        [["a"]],
+        np.array([1, "x"], object),
+    ]
     return Arg(src.pick(junk), False)
 
 
@@ -199,7 +281,7 @@ def _dims_valid(values, positive, nonneg):
     """True, False, or None for values NumPy may or may not take (bools)."""
     for v in values:
         if isinstance(v, (bool, np.bool_)):
-            return None          # [1, 3, True, 1] becomes an int array
+            return None  # [1, 3, True, 1] becomes an int array
         if not isinstance(v, (int, np.integer)):
             return False
     for i, v in enumerate(values):
@@ -233,23 +315,42 @@ def size_arg(src, values, positive, nonneg):
         if container == 3:
             return Arg([np.int64(v) for v in values], True, ints=values)
         return Arg(values, True, ints=values)
-    if mode <= 8:    # one entry changed
-        values[src.below(len(values))] = src.pick(HUGE + [0, -1, 2.0, 2.5, None, "3", True])
+    if mode <= 8:  # one entry changed
+        values[src.below(len(values))] = src.pick(
+            HUGE + [0, -1, 2.0, 2.5, None, "3", True]
+        )
         valid = _dims_valid(values, positive, nonneg)
         return Arg(values, valid, ints=values if valid else None)
-    if mode == 9:    # wrong length
+    if mode == 9:  # wrong length
         return Arg(values[:-1] if src.chance(2) else values + [1], False)
-    if mode == 10:   # wrong kind of array
-        return Arg(src.pick([np.array(values, np.float64), np.array(values, complex),
-                             np.array([values]), np.array(values, bool)]), False)
-    return Arg(src.pick([None, 4, "1234", b"12", np.int64(3), [[1, 2], 3, 4, 5]]), False)
+    if mode == 10:  # wrong kind of array
+        return Arg(
+            src.pick(
+                [
+                    np.array(values, np.float64),
+                    np.array(values, complex),
+                    np.array([values]),
+                    np.array(values, bool),
+                ]
+            ),
+            False,
+        )
+    return Arg(
+        src.pick([None, 4, "1234", b"12", np.int64(3), [[1, 2], 3, 4, 5]]), False
+    )
 
 
 def box_values(src, n):
     rows = []
     for _ in range(n):
-        rows.append([src.choose(FLOATS, FINITE_FLOATS) if src.chance(3)
-                     else (src.u32() % 2001 - 500) / 1000 for _ in range(4)])
+        rows.append(
+            [
+                src.choose(FLOATS, FINITE_FLOATS)
+                if src.chance(3)
+                else (src.u32() % 2001 - 500) / 1000
+                for _ in range(4)
+            ]
+        )
     return np.array(rows, np.float64).reshape(n, 4)
 
 
@@ -258,24 +359,103 @@ def box_values(src, n):
 
 
 VALID_DTYPES = {
-    "float16": np.float16, "half": np.float16, "float32": np.float32, "float": np.float32,
-    "float64": np.float64, "double": np.float64, "f4": np.float32, "f8": np.float64,
-    "f2": np.float16, ">f4": np.float32,
+    "float16": np.float16,
+    "half": np.float16,
+    "float32": np.float32,
+    "float": np.float32,
+    "float64": np.float64,
+    "double": np.float64,
+    "f4": np.float32,
+    "f8": np.float64,
+    "f2": np.float16,
+    ">f4": np.float32,
 }
-DTYPE_CHOICES = (list(VALID_DTYPES) + [np.float32, np.float64, np.float16] * 3
-                 + ["foo", None, np.int32, "int64", complex, bool, object, 3,
-                    "datetime64[s]", "bfloat16", np.longdouble])
+DTYPE_CHOICES = (
+    list(VALID_DTYPES)
+    + [np.float32, np.float64, np.float16] * 3
+    + [
+        "foo",
+        None,
+        np.int32,
+        "int64",
+        complex,
+        bool,
+        object,
+        3,
+        "datetime64[s]",
+        "bfloat16",
+        np.longdouble,
+    ]
+)
 N_VALID_DTYPES = len(VALID_DTYPES) + 9
-METHOD_CHOICES = ["bilinear", "nearest", "bilinear", "nearest", np.str_("nearest"),
-                  "Bilinear", "", None, 0, ["bilinear"], b"\xff", "area", "bicubic",
-                  b"bilinear"]
-THREAD_CHOICES = [None, 1, 2, 3, 4, None, 2, np.int64(2), 0, -1, 1025, 10**6, 2**70,
-                  True, 1.5, "2", [2]]
-FLUSH_CHOICES = [False, True, False, 0, 1, np.bool_(True), "yes", None, 2, 0.5,
-                 np.ones(2, bool)]
-EXTRAP_CHOICES = [0.0, 1.5, -3, np.float32(2), np.array(4.0), float("nan"), float("inf"),
-                  1e300, 2**1000, None, "0", b"0", 1j, True, [0.0], np.zeros(2),
-                  np.datetime64(1, "s"), 2**2000]
+METHOD_CHOICES = [
+    "bilinear",
+    "nearest",
+    "bilinear",
+    "nearest",
+    np.str_("nearest"),
+    "Bilinear",
+    "",
+    None,
+    0,
+    ["bilinear"],
+    b"\xff",
+    "area",
+    "bicubic",
+    b"bilinear",
+]
+THREAD_CHOICES = [
+    None,
+    1,
+    2,
+    3,
+    4,
+    None,
+    2,
+    np.int64(2),
+    0,
+    -1,
+    1025,
+    10**6,
+    2**70,
+    True,
+    1.5,
+    "2",
+    [2],
+]
+FLUSH_CHOICES = [
+    False,
+    True,
+    False,
+    0,
+    1,
+    np.bool_(True),
+    "yes",
+    None,
+    2,
+    0.5,
+    np.ones(2, bool),
+]
+EXTRAP_CHOICES = [
+    0.0,
+    1.5,
+    -3,
+    np.float32(2),
+    np.array(4.0),
+    float("nan"),
+    float("inf"),
+    1e300,
+    2**1000,
+    None,
+    "0",
+    b"0",
+    1j,
+    True,
+    [0.0],
+    np.zeros(2),
+    np.datetime64(1, "s"),
+    2**2000,
+]
 
 
 def _dtype_valid(value):
@@ -328,7 +508,7 @@ class Call:
         self.op = op
         self.func = func
         self.kwargs = kwargs
-        self.checks = checks            # argument name -> True/False/None
+        self.checks = checks  # argument name -> True/False/None
         self.expect_shape = expect_shape
         self.expect_dtype = expect_dtype
         self.out = out
@@ -345,17 +525,26 @@ class Call:
     def describe(self):
         def short(v):
             if isinstance(v, np.ndarray):
-                return f"ndarray(shape={v.shape}, dtype={v.dtype}, " \
-                       f"c={v.flags.c_contiguous}, writeable={v.flags.writeable})"
+                return (
+                    f"ndarray(shape={v.shape}, dtype={v.dtype}, "
+                    f"c={v.flags.c_contiguous}, writeable={v.flags.writeable})"
+                )
             text = repr(v)
             return text if len(text) < 120 else text[:117] + "..."
+
         args = ", ".join(f"{k}={short(v)}" for k, v in self.kwargs.items())
         return f"{self.op}({args})  checks={self.checks}"
 
 
 SHAPED = ["grads", "image", "boxes", "box_ind", "image_size", "crop_size", "out"]
-OPS = ["grad_image", "forward", "grad_boxes", "raw_grad_image", "raw_forward",
-       "raw_grad_boxes"]
+OPS = [
+    "grad_image",
+    "forward",
+    "grad_boxes",
+    "raw_grad_image",
+    "raw_forward",
+    "raw_grad_boxes",
+]
 
 
 def _output_refused(shape, itemsize):
@@ -397,7 +586,7 @@ def decode(data):
     if op.endswith("forward") or op.endswith("grad_boxes"):
         image = add("image", real_array(src, (batch, height, width, depth), FLOATS))
         if image.valid:
-            dtype = np.asarray(image.value).dtype    # a list gets NumPy's choice
+            dtype = np.asarray(image.value).dtype  # a list gets NumPy's choice
             if dtype.kind == "u" and dtype.itemsize > 2 or dtype.itemsize > 8:
                 checks["image"] = False  # uint32/uint64/longdouble: not TensorFlow's
 
@@ -410,25 +599,37 @@ def decode(data):
         with np.errstate(all="ignore"):
             finite = bool(np.isfinite(values.astype(np.float32)).all())
         dtype = src.pick([np.float32, np.float64, np.float32])
-        add("boxes", Arg(_layout(src, values.astype(dtype)), finite,
-                         shape=(num_boxes, 4)))
+        add(
+            "boxes",
+            Arg(_layout(src, values.astype(dtype)), finite, shape=(num_boxes, 4)),
+        )
 
     # box_ind: its range is judged below, once the batch is known.
     if src.chance(5):
         add("box_ind", real_array(src, (num_boxes,), FLOATS, ints=True))
     else:
         top = batch if not src.chance(6) else batch + src.pick([1, 2**40])
-        vals = [src.below(max(top, 1)) if not src.chance(10) else -1
-                for _ in range(num_boxes)]
-        value = np.array(vals, src.pick([np.int32, np.int64])) if src.chance(2) else vals
-        add("box_ind", Arg(value, True, shape=(num_boxes,),
-                           values=np.array(vals, np.int64)))
+        vals = [
+            src.below(max(top, 1)) if not src.chance(10) else -1
+            for _ in range(num_boxes)
+        ]
+        value = (
+            np.array(vals, src.pick([np.int32, np.int64])) if src.chance(2) else vals
+        )
+        add(
+            "box_ind",
+            Arg(value, True, shape=(num_boxes,), values=np.array(vals, np.int64)),
+        )
 
     expect_shape = None
     effective_batch = None
     if op.endswith("grad_image"):
-        size = add("image_size", size_arg(src, (batch, height, width, depth),
-                                          positive=(1, 2), nonneg=(0, 3)))
+        size = add(
+            "image_size",
+            size_arg(
+                src, (batch, height, width, depth), positive=(1, 2), nonneg=(0, 3)
+            ),
+        )
         if size.valid:
             ints = [int(v) for v in size.info["ints"]]
             expect_shape = tuple(ints)
@@ -442,7 +643,9 @@ def decode(data):
         if image.valid and image.info.get("shape"):
             effective_batch = image.info["shape"][0]
     if op.endswith("forward"):
-        crop = add("crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=()))
+        crop = add(
+            "crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=())
+        )
         if crop.valid:
             expect_shape = (num_boxes, *[int(v) for v in crop.info["ints"]], depth)
     if op.endswith("grad_boxes"):
@@ -454,7 +657,9 @@ def decode(data):
         if vals.size and effective_batch is None:
             checks["box_ind"] = None
         elif vals.size:
-            checks["box_ind"] = bool((vals >= 0).all() and (vals < effective_batch).all())
+            checks["box_ind"] = bool(
+                (vals >= 0).all() and (vals < effective_batch).all()
+            )
 
     expect_dtype = np.dtype(np.float32)
     dtype_name = {"grad_image": "dtype", "raw_grad_image": "T"}.get(op)
@@ -462,13 +667,17 @@ def decode(data):
         dtype = src.choose(DTYPE_CHOICES, N_VALID_DTYPES)
         add(dtype_name, Arg(dtype, _dtype_valid(dtype)))
         if checks[dtype_name]:
-            resolved = VALID_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+            resolved = (
+                VALID_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+            )
             expect_dtype = np.dtype(resolved).newbyteorder("=")
     elif dtype_name and not src.strict:
-        checks["T"] = False              # left out: a TypeError naming T
+        checks["T"] = False  # left out: a TypeError naming T
     elif dtype_name:
         kwargs["T"], checks["T"] = np.float32, True
-    if expect_shape is not None and (checks.get("image_size") or checks.get("crop_size")):
+    if expect_shape is not None and (
+        checks.get("image_size") or checks.get("crop_size")
+    ):
         # Valid dimensions, but an output no machine can hold: the op must
         # refuse it (ValueError or MemoryError), never try.
         itemsize = 4 if expect_dtype == np.float16 else expect_dtype.itemsize
@@ -478,19 +687,22 @@ def decode(data):
             # its length from the boxes: if either may have another shape,
             # the output may be empty after all.
             sure = size_name == "image_size" or (
-                checks.get("image") is True and checks.get("boxes") is True)
+                checks.get("image") is True and checks.get("boxes") is True
+            )
             checks[size_name] = False if sure else None
 
     if not src.chance(3):
         method = src.choose(METHOD_CHOICES, 1 if op.endswith("grad_boxes") else 5)
-        allowed = ("bilinear",) if op.endswith("grad_boxes") else ("bilinear", "nearest")
+        allowed = (
+            ("bilinear",) if op.endswith("grad_boxes") else ("bilinear", "nearest")
+        )
         add("method", Arg(method, _method_valid(method, allowed)))
     if op.endswith("forward") and src.chance(2):
         value = src.choose(EXTRAP_CHOICES, 9)
         add("extrapolation_value", Arg(value, _real_scalar_valid(value)))
     if raw:
         if src.chance(4):
-            kwargs["name"] = src.pick([None, "op", 3])   # accepted and ignored
+            kwargs["name"] = src.pick([None, "op", 3])  # accepted and ignored
     else:
         if src.chance(2):
             value = src.choose(THREAD_CHOICES, 8)
@@ -498,7 +710,7 @@ def decode(data):
         if src.chance(3):
             value = src.choose(FLUSH_CHOICES, 6)
             add("flush_denormals", Arg(value, _flag_valid(value)))
-    if not src.strict and src.chance(25):   # a keyword the op does not have
+    if not src.strict and src.chance(25):  # a keyword the op does not have
         unknown = ["bogus"]
         unknown += ["out", "num_threads", "dtype"] if raw else ["T"]
         if op == "grad_boxes":
@@ -518,7 +730,10 @@ def decode(data):
             wrong = np.float64 if expect_dtype != np.float64 else np.float32
             out, valid = np.zeros(shape, wrong), False
         elif how == 5:
-            out, valid = np.zeros(tuple(shape[:-1]) + (shape[-1] + 1,), expect_dtype), False
+            out, valid = (
+                np.zeros(tuple(shape[:-1]) + (shape[-1] + 1,), expect_dtype),
+                False,
+            )
         elif how == 6:
             out, valid = np.zeros(shape, expect_dtype), False
             out.flags.writeable = False
@@ -562,38 +777,50 @@ def execute(data):
     except ALLOWED as exc:
         message = str(exc)
         if not message.strip():
-            raise Finding(f"{type(exc).__name__} with an empty message: {call.describe()}")
+            raise Finding(
+                f"{type(exc).__name__} with an empty message: {call.describe()}"
+            )
         if valid is True and not isinstance(exc, MemoryError):
-            raise Finding(f"valid call rejected: {type(exc).__name__}: {message}\n"
-                          f"  {call.describe()}")
+            raise Finding(
+                f"valid call rejected: {type(exc).__name__}: {message}\n"
+                f"  {call.describe()}"
+            )
         if valid is False:
             # The message names an argument that is broken (or may be: the
             # check that fires first may be one of unknown outcome), or the
             # output a size argument describes.
             suspects = [k for k, v in call.checks.items() if v is not True]
-            if isinstance(exc, MemoryError) or {"image_size", "crop_size"} & set(suspects):
+            if isinstance(exc, MemoryError) or {"image_size", "crop_size"} & set(
+                suspects
+            ):
                 suspects.append("output")
             if set(suspects) & set(SHAPED):
                 # A shape that may not match: the mismatch may be reported on
                 # the argument it is compared with.
                 suspects += SHAPED
             if not any(name in message for name in suspects):
-                raise Finding(f"{type(exc).__name__} message names none of {suspects}: "
-                              f"{message!r}\n  {call.describe()}")
+                raise Finding(
+                    f"{type(exc).__name__} message names none of {suspects}: "
+                    f"{message!r}\n  {call.describe()}"
+                )
         return f"rejected:{type(exc).__name__}"
     except Exception as exc:  # noqa: BLE001 - every other type is a finding
-        raise Finding(f"{type(exc).__name__} is not a documented exception: {exc}\n"
-                      f"  {call.describe()}") from exc
+        raise Finding(
+            f"{type(exc).__name__} is not a documented exception: {exc}\n"
+            f"  {call.describe()}"
+        ) from exc
     if valid is False:
         raise Finding(f"invalid call accepted: {call.describe()}")
     if not isinstance(result, np.ndarray):
         raise Finding(f"result is a {type(result).__name__}: {call.describe()}")
     if call.expect_shape is not None and valid and result.shape != call.expect_shape:
-        raise Finding(f"shape {result.shape}, expected {call.expect_shape}: "
-                      f"{call.describe()}")
+        raise Finding(
+            f"shape {result.shape}, expected {call.expect_shape}: {call.describe()}"
+        )
     if valid and result.dtype != call.expect_dtype:
-        raise Finding(f"dtype {result.dtype}, expected {call.expect_dtype}: "
-                      f"{call.describe()}")
+        raise Finding(
+            f"dtype {result.dtype}, expected {call.expect_dtype}: {call.describe()}"
+        )
     if call.out is not None and "out" in call.kwargs and result is not call.out:
         raise Finding(f"out= given but another array returned: {call.describe()}")
     # The same bits on one thread (public ops only: raw ops have no num_threads).
@@ -631,7 +858,9 @@ class CrashFile:
     """Holds the input being executed, so a crash leaves it behind."""
 
     def __init__(self, path):
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if path else None
+        self.fd = (
+            os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if path else None
+        )
         self.path = path
 
     def write(self, data):
@@ -651,7 +880,11 @@ def _load_corpus(path):
     corpus = []
     for name in sorted(os.listdir(path)):
         full = os.path.join(path, name)
-        if os.path.isfile(full) and not name.startswith(".") and not name.endswith(".md"):
+        if (
+            os.path.isfile(full)
+            and not name.startswith(".")
+            and not name.endswith(".md")
+        ):
             with open(full, "rb") as f:
                 corpus.append(f.read())
     return corpus
@@ -659,8 +892,14 @@ def _load_corpus(path):
 
 def fuzz(seconds, seed, corpus, crash, save_dir, max_failures=20):
     rng = random.Random(seed)
-    stats = {"seed": seed, "executions": 0, "ok": 0, "failures": 0, "outcomes": {},
-             "ops": {}}
+    stats = {
+        "seed": seed,
+        "executions": 0,
+        "ok": 0,
+        "failures": 0,
+        "outcomes": {},
+        "ops": {},
+    }
     failures = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -677,7 +916,9 @@ def fuzz(seconds, seed, corpus, crash, save_dir, max_failures=20):
             failures.append((data, str(exc)))
             if save_dir:
                 os.makedirs(save_dir, exist_ok=True)
-                with open(os.path.join(save_dir, f"failure-{len(failures)}.bin"), "wb") as f:
+                with open(
+                    os.path.join(save_dir, f"failure-{len(failures)}.bin"), "wb"
+                ) as f:
                     f.write(data)
             if len(failures) >= max_failures:
                 break
@@ -713,19 +954,30 @@ def main(argv=None):
     parser.add_argument("--save-failures", help="directory for inputs that fail")
     parser.add_argument("--stats", help="write the run's figures here as JSON")
     parser.add_argument("--run", nargs="+", metavar="FILE", help="replay these inputs")
-    parser.add_argument("--describe", nargs="+", metavar="FILE",
-                        help="print the calls these inputs decode to")
-    parser.add_argument("--atheris", action="store_true",
-                        help="fuzz with atheris (remaining arguments go to libFuzzer)")
-    parser.add_argument("--self-test-crash", action="store_true",
-                        help="crash on purpose (tests that a crash is reported)")
+    parser.add_argument(
+        "--describe",
+        nargs="+",
+        metavar="FILE",
+        help="print the calls these inputs decode to",
+    )
+    parser.add_argument(
+        "--atheris",
+        action="store_true",
+        help="fuzz with atheris (remaining arguments go to libFuzzer)",
+    )
+    parser.add_argument(
+        "--self-test-crash",
+        action="store_true",
+        help="crash on purpose (tests that a crash is reported)",
+    )
     args, rest = parser.parse_known_args(argv)
     if args.self_test_crash:
         crash = CrashFile(args.crash_file)
         crash.write(b"self-test crash input")
         import ctypes
-        ctypes.string_at(0)      # reads address 0: SIGSEGV
-    warnings.simplefilter("ignore")   # overflowing casts warn; not what is tested
+
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    warnings.simplefilter("ignore")  # overflowing casts warn; not what is tested
     if args.atheris:
         _atheris(rest)
         return 0
@@ -748,10 +1000,12 @@ def main(argv=None):
                 print(f"{os.path.basename(path)}: FAILED {exc}")
         crash.close()
         return 1 if bad else 0
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = (
+        args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    )
     print(f"fuzzing for {args.seconds:g} s with --seed {seed}", flush=True)
     corpus = _load_corpus(args.corpus)
-    for data in corpus:                 # the regression inputs first
+    for data in corpus:  # the regression inputs first
         crash.write(data)
         execute(data)
     stats, failures = fuzz(args.seconds, seed, corpus, crash, args.save_failures)

@@ -50,8 +50,9 @@ def _nearest(c):
     return int(math.floor(float(c) + 0.5))
 
 
-def grad_image(grads, boxes, box_ind, image_size, method="bilinear",
-               dtype=np.float64, exact=False):
+def grad_image(
+    grads, boxes, box_ind, image_size, method="bilinear", dtype=np.float64, exact=False
+):
     """Image gradient of crop-and-resize (see module docstring)."""
     grads = np.asarray(grads, dtype=np.float32)
     boxes = np.asarray(boxes, dtype=np.float32)
@@ -78,7 +79,7 @@ def grad_image(grads, boxes, box_ind, image_size, method="bilinear",
                 left, right, xl = _taps(cx)
                 if exact:
                     one = f32(1)
-                    dtop = (one - yl) * g          # float32 arrays
+                    dtop = (one - yl) * g  # float32 arrays
                     dbottom = yl * g
                     out[bi, top, left] += ((one - xl) * dtop).astype(acc_dtype)
                     out[bi, top, right] += (xl * dtop).astype(acc_dtype)
@@ -94,8 +95,9 @@ def grad_image(grads, boxes, box_ind, image_size, method="bilinear",
     return out
 
 
-def crop_and_resize(image, boxes, box_ind, crop_size, method="bilinear",
-                    extrapolation_value=0.0):
+def crop_and_resize(
+    image, boxes, box_ind, crop_size, method="bilinear", extrapolation_value=0.0
+):
     """Forward op in float64 (pixels read as float32, as the op does)."""
     image = np.asarray(image).astype(np.float32).astype(np.float64)
     boxes = np.asarray(boxes, dtype=np.float32)
@@ -121,6 +123,8 @@ def crop_and_resize(image, boxes, box_ind, crop_size, method="bilinear",
                 left, right, xl = _taps(cx)
                 wy, wx = float(yl), float(xl)
                 upper = img[top, left] + (img[top, right] - img[top, left]) * wx
-                lower = img[bottom, left] + (img[bottom, right] - img[bottom, left]) * wx
+                lower = (
+                    img[bottom, left] + (img[bottom, right] - img[bottom, left]) * wx
+                )
                 out[b, y, x] = upper + (lower - upper) * wy
     return out

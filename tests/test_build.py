@@ -41,8 +41,18 @@ def test_no_fast_math_and_no_cpu_specific_code():
     # A wheel runs on any CPU of its architecture and must round like every
     # other wheel (test_config.py checks -ffp-contract=off).
     cflags = CONFIG["cflags"].split()
-    for bad in ("-ffast-math", "-Ofast", "-march=native", "-mtune=native", "-mfma",
-                "-mavx", "-mavx2", "-mavx512f", "/fp:fast", "/arch:AVX2"):
+    for bad in (
+        "-ffast-math",
+        "-Ofast",
+        "-march=native",
+        "-mtune=native",
+        "-mfma",
+        "-mavx",
+        "-mavx2",
+        "-mavx512f",
+        "/fp:fast",
+        "/arch:AVX2",
+    ):
         assert bad not in cflags
 
 

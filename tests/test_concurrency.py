@@ -36,24 +36,49 @@ def _jobs():
     """(name, function of out) pairs; out is None or a private output array."""
     rng = np.random.default_rng(5)
     jobs = []
-    shapes = [(2, (30, 20), 3, 40, (7, 7)), (1, (8, 8), 64, 100, (5, 5)),
-              (3, (64, 5), 1, 200, (9, 3)), (2, (17, 33), 16, 60, (14, 14))]
+    shapes = [
+        (2, (30, 20), 3, 40, (7, 7)),
+        (1, (8, 8), 64, 100, (5, 5)),
+        (3, (64, 5), 1, 200, (9, 3)),
+        (2, (17, 33), 16, 60, (14, 14)),
+    ]
     for k, (batch, size, depth, n, crop) in enumerate(shapes):
-        grads, boxes, box_ind, image_size, image = _problem(rng, batch, size, depth, n, crop)
+        grads, boxes, box_ind, image_size, image = _problem(
+            rng, batch, size, depth, n, crop
+        )
         for dtype in (np.float32, np.float64, np.float16):
             for method in ("bilinear", "nearest"):
                 threads = 1 + (k + len(jobs)) % 4
-                jobs.append((
-                    f"grad_image-{k}-{np.dtype(dtype).name}-{method}-{threads}",
-                    image_size, dtype,
-                    lambda out, a=(grads, boxes, box_ind, image_size, dtype, method), t=threads:
-                        G(*a, num_threads=t, out=out)))
-        jobs.append((f"forward-{k}", (n, *crop, depth), np.float32,
-                     lambda out, a=(image, boxes, box_ind, list(crop)), t=1 + k % 3:
-                         cropgrad.crop_and_resize(*a, num_threads=t, out=out)))
-        jobs.append((f"grad_boxes-{k}", None, None,
-                     lambda out, a=(grads, image, boxes, box_ind), t=2 + k % 2:
-                         cropgrad.crop_and_resize_grad_boxes(*a, num_threads=t)))
+                jobs.append(
+                    (
+                        f"grad_image-{k}-{np.dtype(dtype).name}-{method}-{threads}",
+                        image_size,
+                        dtype,
+                        lambda out, a=(grads, boxes, box_ind, image_size, dtype, method), t=threads: (
+                            G(*a, num_threads=t, out=out)
+                        ),
+                    )
+                )
+        jobs.append(
+            (
+                f"forward-{k}",
+                (n, *crop, depth),
+                np.float32,
+                lambda out, a=(image, boxes, box_ind, list(crop)), t=1 + k % 3: (
+                    cropgrad.crop_and_resize(*a, num_threads=t, out=out)
+                ),
+            )
+        )
+        jobs.append(
+            (
+                f"grad_boxes-{k}",
+                None,
+                None,
+                lambda out, a=(grads, image, boxes, box_ind), t=2 + k % 2: (
+                    cropgrad.crop_and_resize_grad_boxes(*a, num_threads=t)
+                ),
+            )
+        )
     return jobs
 
 
@@ -93,6 +118,7 @@ def test_eight_threads_at_once_get_exact_results():
 # --------------------------------------------------------------------------
 # The GIL
 
+
 def _long_call(seconds=0.25):
     """A single-threaded call of about `seconds` that is compute-bound.
 
@@ -108,8 +134,9 @@ def _long_call(seconds=0.25):
         grads = np.zeros((n, 64, 64, 8), np.float32)
         b = np.repeat(boxes, n, axis=0)
         ind = np.zeros(n, np.int64)
-        return lambda: cropgrad.crop_and_resize_grad_boxes(grads, image, b, ind,
-                                                           num_threads=1)
+        return lambda: cropgrad.crop_and_resize_grad_boxes(
+            grads, image, b, ind, num_threads=1
+        )
 
     n = 8
     while True:
@@ -153,7 +180,8 @@ def test_other_python_threads_run_during_a_call():
     ticks, span = _ticks_during(call)
     assert ticks > 1000, (
         f"the main thread ran {ticks} loop iterations during a {span:.3f} s call: "
-        "the GIL is held")
+        "the GIL is held"
+    )
 
 
 def test_gil_probe_detects_a_call_that_holds_the_gil():
@@ -220,12 +248,15 @@ def test_two_calls_in_two_threads_overlap():
         if min(ratios) < 1.6:
             break
     if min(ratios) >= 1.6 and min(reference_ratios) >= 1.6:
-        pytest.skip(f"no second core free now: two concurrent GIL-free hashes took "
-                    f"{min(reference_ratios):.2f} times one")
+        pytest.skip(
+            f"no second core free now: two concurrent GIL-free hashes took "
+            f"{min(reference_ratios):.2f} times one"
+        )
     assert min(ratios) < 1.6, (
         f"two concurrent calls took {[round(r, 2) for r in ratios]} times one call "
         f"(GIL-free hashing: {[round(r, 2) for r in reference_ratios]}): they do not "
-        "run in parallel")
+        "run in parallel"
+    )
 
 
 THREAD_LIMIT_CHILD = r"""
@@ -251,14 +282,24 @@ except Exception as exc:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses RLIMIT_AS")
-@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                    reason="AddressSanitizer's shadow memory needs more address space")
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="AddressSanitizer's shadow memory needs more address space",
+)
 def test_threads_that_cannot_be_created_do_not_end_the_process(tmp_path):
     # GNU OpenMP ends the process (exit 1, "libgomp: Thread creation failed")
     # when it cannot start the team it is asked for, so num_threads=1024 must
     # not become 512 thread stacks in a process with 3 GiB of address space.
-    proc = subprocess.run([sys.executable, "-P", "-c", THREAD_LIMIT_CHILD],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", THREAD_LIMIT_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and "libgomp" not in proc.stderr, (
-        proc.returncode, proc.stdout[-500:], proc.stderr[-500:])
+        proc.returncode,
+        proc.stdout[-500:],
+        proc.stderr[-500:],
+    )
     assert proc.stdout.strip() == "same bits" or proc.stdout.startswith("raised ")

@@ -14,8 +14,14 @@ import cropgrad
 def test_version_and_config():
     assert cropgrad.__version__.count(".") >= 2
     info = cropgrad.show_config(mode="dicts")
-    for key in ("version", "openmp", "compiler", "cflags", "default_threads",
-                "flush_denormals_supported"):
+    for key in (
+        "version",
+        "openmp",
+        "compiler",
+        "cflags",
+        "default_threads",
+        "flush_denormals_supported",
+    ):
         assert key in info
     assert "-ffp-contract=off" in info["cflags"] or info["compiler"] == "msvc"
     assert "fast-math" not in info["cflags"].replace("-fno-fast-math", "")
@@ -30,10 +36,18 @@ def test_show_config_prints(capsys):
 
 
 def test_omp_num_threads_sets_the_default():
-    code = "import cropgrad; print(cropgrad.show_config(mode='dicts')['default_threads'])"
+    code = (
+        "import cropgrad; print(cropgrad.show_config(mode='dicts')['default_threads'])"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "3"}
-    out = subprocess.run([sys.executable, "-P", "-c", code], env=env,
-                         capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     expected = 3 if cropgrad.show_config(mode="dicts")["openmp"] else 1
     assert int(out.stdout) == expected
 
@@ -41,7 +55,9 @@ def test_omp_num_threads_sets_the_default():
 def test_threadpoolctl_limits_the_default():
     if not cropgrad.show_config(mode="dicts")["openmp"]:
         pytest.skip("serial build: there is no OpenMP runtime to limit")
-    cropgrad.crop_and_resize_grad_image(np.ones((1, 1, 1, 1)), [[0, 0, 1, 1]], [0], [1, 2, 2, 1])
+    cropgrad.crop_and_resize_grad_image(
+        np.ones((1, 1, 1, 1)), [[0, 0, 1, 1]], [0], [1, 2, 2, 1]
+    )
     assert any(lib["user_api"] == "openmp" for lib in threadpool_info())
     with threadpool_limits(limits=1, user_api="openmp"):
         assert cropgrad.show_config(mode="dicts")["default_threads"] == 1

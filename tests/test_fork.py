@@ -103,8 +103,13 @@ PARENT = textwrap.dedent(r"""
 def test_children_finish_with_the_right_answer(scenario, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    proc = subprocess.run([sys.executable, "-P", str(script), scenario],
-                          capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-P", str(script), scenario],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(report)

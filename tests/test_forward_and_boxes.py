@@ -4,11 +4,11 @@ differences)."""
 
 import numpy as np
 import pytest
+import reference
 from conftest import load_cases
 from test_grad_image import assert_same_bits
 
 import cropgrad
-import reference
 
 FORWARD = load_cases("forward.npz")
 GRAD_BOXES = load_cases("grad_boxes.npz")
@@ -19,9 +19,14 @@ GRAD_BOXES = load_cases("grad_boxes.npz")
 def test_forward_tensorflow_bits(name, num_threads):
     case = FORWARD[name]
     out = cropgrad.crop_and_resize(
-        case["image"], case["boxes"], case["box_ind"], case["crop_size"],
-        method=str(case["method"]), extrapolation_value=case["extrapolation_value"],
-        num_threads=num_threads, flush_denormals=True,
+        case["image"],
+        case["boxes"],
+        case["box_ind"],
+        case["crop_size"],
+        method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"],
+        num_threads=num_threads,
+        flush_denormals=True,
     )
     assert_same_bits(out, case["out"])
 
@@ -30,9 +35,13 @@ def test_forward_tensorflow_bits(name, num_threads):
 def test_forward_raw_op(name):
     case = FORWARD[name]
     out = cropgrad.raw_ops.CropAndResize(
-        image=case["image"], boxes=case["boxes"], box_ind=case["box_ind"],
-        crop_size=case["crop_size"], method=str(case["method"]),
-        extrapolation_value=case["extrapolation_value"], name="crop",
+        image=case["image"],
+        boxes=case["boxes"],
+        box_ind=case["box_ind"],
+        crop_size=case["crop_size"],
+        method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"],
+        name="crop",
     )
     assert_same_bits(out, case["out"])
 
@@ -42,12 +51,18 @@ def test_forward_raw_op(name):
 def test_grad_boxes_tensorflow_bits(name, num_threads):
     case = GRAD_BOXES[name]
     out = cropgrad.crop_and_resize_grad_boxes(
-        case["grads"], case["image"], case["boxes"], case["box_ind"],
-        num_threads=num_threads, flush_denormals=True,
+        case["grads"],
+        case["image"],
+        case["boxes"],
+        case["box_ind"],
+        num_threads=num_threads,
+        flush_denormals=True,
     )
     assert_same_bits(out, case["out"])
     raw = cropgrad.raw_ops.CropAndResizeGradBoxes(
-        grads=case["grads"], image=case["image"], boxes=case["boxes"],
+        grads=case["grads"],
+        image=case["image"],
+        boxes=case["boxes"],
         box_ind=case["box_ind"],
     )
     assert_same_bits(raw, case["out"])
@@ -81,7 +96,9 @@ def test_adjoint_identity(method, crop):
     boxes = _random_geometry(rng, 9)
     box_ind = rng.integers(0, 3, 9)
     g = rng.standard_normal((9, *crop, 4))
-    forward = cropgrad.crop_and_resize(image.astype(np.float32), boxes, box_ind, crop, method)
+    forward = cropgrad.crop_and_resize(
+        image.astype(np.float32), boxes, box_ind, crop, method
+    )
     backward = cropgrad.crop_and_resize_grad_image(
         g.astype(np.float32), boxes, box_ind, image.shape, np.float64, method
     )
@@ -120,17 +137,23 @@ def test_grad_boxes_matches_finite_differences():
     assert np.mean(np.abs(analytic - numeric) < 1e-3 * (1 + np.abs(numeric))) > 0.8
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int64, np.float16, np.float64])
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.int16, np.int64, np.float16, np.float64]
+)
 def test_image_dtypes_are_read_as_float32(dtype):
     rng = np.random.default_rng(6)
     image = rng.integers(0, 100, (1, 6, 5, 2)).astype(dtype)
     boxes = _random_geometry(rng, 4, inside=True)
-    as_float = cropgrad.crop_and_resize(image.astype(np.float32), boxes, [0] * 4, (3, 3))
+    as_float = cropgrad.crop_and_resize(
+        image.astype(np.float32), boxes, [0] * 4, (3, 3)
+    )
     assert_same_bits(cropgrad.crop_and_resize(image, boxes, [0] * 4, (3, 3)), as_float)
     g = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
     assert_same_bits(
         cropgrad.crop_and_resize_grad_boxes(g, image, boxes, [0] * 4),
-        cropgrad.crop_and_resize_grad_boxes(g, image.astype(np.float32), boxes, [0] * 4),
+        cropgrad.crop_and_resize_grad_boxes(
+            g, image.astype(np.float32), boxes, [0] * 4
+        ),
     )
 
 
@@ -140,8 +163,14 @@ def test_same_bits_for_any_thread_count():
     boxes = _random_geometry(rng, 64)
     box_ind = rng.integers(0, 2, 64)
     g = rng.standard_normal((64, 9, 7, 16)).astype(np.float32)
-    fwd = [cropgrad.crop_and_resize(image, boxes, box_ind, (9, 7), num_threads=n) for n in (1, 2, 3, 4)]
-    bwd = [cropgrad.crop_and_resize_grad_boxes(g, image, boxes, box_ind, num_threads=n) for n in (1, 2, 3, 4)]
+    fwd = [
+        cropgrad.crop_and_resize(image, boxes, box_ind, (9, 7), num_threads=n)
+        for n in (1, 2, 3, 4)
+    ]
+    bwd = [
+        cropgrad.crop_and_resize_grad_boxes(g, image, boxes, box_ind, num_threads=n)
+        for n in (1, 2, 3, 4)
+    ]
     for other in fwd[1:]:
         assert_same_bits(other, fwd[0])
     for other in bwd[1:]:
@@ -151,8 +180,14 @@ def test_same_bits_for_any_thread_count():
 def test_forward_out_and_empty():
     image = np.ones((1, 4, 4, 2), np.float32)
     out = np.full((2, 3, 3, 2), np.nan, np.float32)
-    result = cropgrad.crop_and_resize(image, [[0, 0, 1, 1], [2, 2, 3, 3]], [0, 0], (3, 3),
-                                      extrapolation_value=7, out=out)
+    result = cropgrad.crop_and_resize(
+        image,
+        [[0, 0, 1, 1], [2, 2, 3, 3]],
+        [0, 0],
+        (3, 3),
+        extrapolation_value=7,
+        out=out,
+    )
     assert result is out
     assert np.all(out[0] == 1) and np.all(out[1] == 7)
     empty = cropgrad.crop_and_resize(image, np.zeros((0, 4)), [], (3, 3))
@@ -165,7 +200,11 @@ def test_forward_out_and_empty():
 def test_grad_boxes_is_bilinear_only():
     with pytest.raises(ValueError, match="method"):
         cropgrad.crop_and_resize_grad_boxes(
-            np.ones((1, 2, 2, 1)), np.ones((1, 3, 3, 1)), [[0, 0, 1, 1]], [0], method="nearest"
+            np.ones((1, 2, 2, 1)),
+            np.ones((1, 3, 3, 1)),
+            [[0, 0, 1, 1]],
+            [0],
+            method="nearest",
         )
 
 
@@ -177,4 +216,6 @@ def test_non_finite_boxes_are_an_error(op):
         if op == "forward":
             cropgrad.crop_and_resize(image, boxes, [0, 0], (2, 2))
         else:
-            cropgrad.crop_and_resize_grad_boxes(np.ones((2, 2, 2, 1)), image, boxes, [0, 0])
+            cropgrad.crop_and_resize_grad_boxes(
+                np.ones((2, 2, 2, 1)), image, boxes, [0, 0]
+            )

@@ -25,15 +25,29 @@ SECONDS = float(os.environ.get("CROPGRAD_FUZZ_SECONDS", "45"))
 
 
 def _corpus_files():
-    return sorted(os.path.join(CORPUS, f) for f in os.listdir(CORPUS) if f.endswith(".bin"))
+    return sorted(
+        os.path.join(CORPUS, f) for f in os.listdir(CORPUS) if f.endswith(".bin")
+    )
 
 
 def _run(args, tmp_path, timeout):
     crash_file = tmp_path / "crash.bin"
     proc = subprocess.run(
-        [sys.executable, "-P", "-X", "faulthandler", TARGET, "--crash-file", str(crash_file),
-         *args],
-        capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+        [
+            sys.executable,
+            "-P",
+            "-X",
+            "faulthandler",
+            TARGET,
+            "--crash-file",
+            str(crash_file),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+    )
     return proc, crash_file
 
 
@@ -46,8 +60,10 @@ def _explain(proc, crash_file):
     if crash_file.exists():
         data = crash_file.read_bytes()
         lines.append(f"input it was running ({len(data)} bytes): {data.hex()}")
-        lines.append("save it to tests/fuzz_corpus/ and describe it with "
-                     "`python -P tests/fuzz_target.py --describe FILE`")
+        lines.append(
+            "save it to tests/fuzz_corpus/ and describe it with "
+            "`python -P tests/fuzz_target.py --describe FILE`"
+        )
     lines.append("stdout (tail):\n" + proc.stdout[-6000:])
     lines.append("stderr (tail):\n" + proc.stderr[-6000:])
     return "\n".join(lines)
@@ -63,23 +79,45 @@ def test_corpus_replays_cleanly(tmp_path):
 
 @pytest.mark.slow
 def test_fuzz_for_a_bounded_time(tmp_path):
-    seed = int(os.environ.get("CROPGRAD_FUZZ_SEED", random.SystemRandom().randrange(2**32)))
+    seed = int(
+        os.environ.get("CROPGRAD_FUZZ_SEED", random.SystemRandom().randrange(2**32))
+    )
     stats_file = tmp_path / "stats.json"
     proc, crash_file = _run(
-        ["--seconds", str(SECONDS), "--seed", str(seed), "--corpus", CORPUS,
-         "--stats", str(stats_file), "--save-failures", str(tmp_path / "failures")],
-        tmp_path, timeout=SECONDS + 180)
+        [
+            "--seconds",
+            str(SECONDS),
+            "--seed",
+            str(seed),
+            "--corpus",
+            CORPUS,
+            "--stats",
+            str(stats_file),
+            "--save-failures",
+            str(tmp_path / "failures"),
+        ],
+        tmp_path,
+        timeout=SECONDS + 180,
+    )
     assert proc.returncode == 0, f"--seed {seed}\n" + _explain(proc, crash_file)
     stats = json.loads(stats_file.read_text())
-    print(f"fuzz --seed {seed}: {stats['executions']} executions, {stats['ok']} "
-          f"successful calls, outcomes {stats['outcomes']}")
+    print(
+        f"fuzz --seed {seed}: {stats['executions']} executions, {stats['ok']} "
+        f"successful calls, outcomes {stats['outcomes']}"
+    )
     # Not a trivial run: many calls, and both successes and every kind of rejection.
     assert stats["executions"] >= 1000 * min(SECONDS, 10)
     assert stats["ok"] >= stats["executions"] // 20
     for kind in ("TypeError", "ValueError", "IndexError"):
         assert stats["outcomes"].get(f"rejected:{kind}", 0) > 0, kind
-    assert set(stats["ops"]) == {"grad_image", "forward", "grad_boxes", "raw_grad_image",
-                                 "raw_forward", "raw_grad_boxes"}
+    assert set(stats["ops"]) == {
+        "grad_image",
+        "forward",
+        "grad_boxes",
+        "raw_grad_image",
+        "raw_forward",
+        "raw_grad_boxes",
+    }
 
 
 def test_a_crash_is_reported_with_its_input(tmp_path):

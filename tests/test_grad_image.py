@@ -4,10 +4,10 @@ import threading
 
 import numpy as np
 import pytest
+import reference
 from conftest import load_cases, random_problem
 
 import cropgrad
-import reference
 
 GRAD_IMAGE = load_cases("grad_image.npz")
 SUBNORMAL = sorted(n for n in GRAD_IMAGE if "subnormal" in n)
@@ -16,8 +16,13 @@ NORMAL = sorted(n for n in GRAD_IMAGE if "subnormal" not in n)
 
 def _call(case, dtype, **kwargs):
     return cropgrad.crop_and_resize_grad_image(
-        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
-        dtype=dtype, method=str(case["method"]), **kwargs,
+        case["grads"],
+        case["boxes"],
+        case["box_ind"],
+        case["image_size"],
+        dtype=dtype,
+        method=str(case["method"]),
+        **kwargs,
     )
 
 
@@ -54,8 +59,13 @@ def test_default_is_ieee_on_subnormal_cases(name):
     # which the NumPy reference computes in float32.
     case = GRAD_IMAGE[name]
     expected = reference.grad_image(
-        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
-        str(case["method"]), dtype=np.float32, exact=True,
+        case["grads"],
+        case["boxes"],
+        case["box_ind"],
+        case["image_size"],
+        str(case["method"]),
+        dtype=np.float32,
+        exact=True,
     )
     assert_same_bits(_call(case, "float32"), expected.astype(np.float32))
 
@@ -87,7 +97,10 @@ def test_float16_is_float32_rounded_once(name):
 def test_float16_at_least_as_accurate_as_tensorflow(name):
     case = GRAD_IMAGE[name]
     exact = reference.grad_image(
-        case["grads"], case["boxes"], case["box_ind"], case["image_size"],
+        case["grads"],
+        case["boxes"],
+        case["box_ind"],
+        case["image_size"],
         str(case["method"]),
     )
     ours = np.abs(_call(case, "float16").astype(np.float64) - exact)
@@ -104,10 +117,13 @@ def test_float16_at_least_as_accurate_as_tensorflow(name):
 def test_matches_numpy_reference(seed, method, out_dtype):
     rng = np.random.default_rng(seed)
     grads, boxes, box_ind, size = random_problem(rng, num_boxes=5 + seed)
-    out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype, method)
+    out = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, out_dtype, method
+    )
     if out_dtype != np.float16:
-        exact = reference.grad_image(grads, boxes, box_ind, size, method,
-                                     dtype=out_dtype, exact=True)
+        exact = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=out_dtype, exact=True
+        )
         assert_same_bits(out, exact.astype(out_dtype))
     approx = reference.grad_image(grads, boxes, box_ind, size, method)
     tol = {np.float16: 2e-3, np.float32: 1e-5, np.float64: 1e-5}[out_dtype.type]
@@ -124,7 +140,9 @@ THREAD_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("shape", THREAD_SHAPES, ids=lambda s: "x".join(map(str, s.values())))
+@pytest.mark.parametrize(
+    "shape", THREAD_SHAPES, ids=lambda s: "x".join(map(str, s.values()))
+)
 @pytest.mark.parametrize("method", ["bilinear", "nearest"])
 def test_same_bits_for_any_thread_count(shape, method, out_dtype):
     rng = np.random.default_rng(7)
@@ -140,8 +158,9 @@ def test_same_bits_for_any_thread_count(shape, method, out_dtype):
     for other in results[1:]:
         assert_same_bits(other, results[0])
     if out_dtype == np.float32:
-        exact = reference.grad_image(grads, boxes, box_ind, size, method,
-                                     dtype=np.float32, exact=True)
+        exact = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
+        )
         assert_same_bits(results[0], exact.astype(np.float32))
 
 
@@ -174,8 +193,9 @@ def test_enlarging_crops_of_shallow_images(depth, out_dtype):
     rng = np.random.default_rng(depth)
     grads, boxes, box_ind, size = _enlarging_problem(rng, depth)
     results = [
-        cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype,
-                                            num_threads=n)
+        cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, out_dtype, num_threads=n
+        )
         for n in (1, 2, 3, 5)
     ]
     for other in results[1:]:
@@ -185,7 +205,9 @@ def test_enlarging_crops_of_shallow_images(depth, out_dtype):
     assert_same_bits(results[0], exact.astype(out_dtype))
 
 
-@pytest.mark.parametrize("depth, height", [(1, 23), (3, 23), (4, 23), (8, 23), (160, 2)])
+@pytest.mark.parametrize(
+    "depth, height", [(1, 23), (3, 23), (4, 23), (8, 23), (160, 2)]
+)
 def test_non_finite_gradients_same_bits_for_any_thread_count(depth, height):
     # inf - inf makes a NaN whose sign and payload depend on the operands'
     # order in each addition: the bits must still not depend on the threads,
@@ -197,12 +219,14 @@ def test_non_finite_gradients_same_bits_for_any_thread_count(depth, height):
     grads[pick > 0.95] = -np.inf
     grads[(pick > 0.5) & (pick < 0.52)] = np.nan
     for dtype in ("float32", "float64", "float16"):
-        one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
-                                                  num_threads=1)
+        one = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, dtype, num_threads=1
+        )
         assert np.isnan(one).any()
         for n in (2, 3, 4):
-            many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size,
-                                                       dtype, num_threads=n)
+            many = cropgrad.crop_and_resize_grad_image(
+                grads, boxes, box_ind, size, dtype, num_threads=n
+            )
             assert many.tobytes() == one.tobytes(), (dtype, n)
 
 
@@ -213,18 +237,26 @@ def test_large_overlapping_boxes_same_bits_across_threads():
     boxes = np.tile(np.array([[0.1, 0.1, 0.9, 0.9]], np.float32), (256, 1))
     boxes += rng.uniform(-0.05, 0.05, boxes.shape).astype(np.float32)
     box_ind = np.zeros(256, np.int32)
-    one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 32, 32, 32], num_threads=1)
+    one = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, [1, 32, 32, 32], num_threads=1
+    )
     for n in (2, 3, 4):
-        many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, [1, 32, 32, 32], num_threads=n)
+        many = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, [1, 32, 32, 32], num_threads=n
+        )
         assert_same_bits(many, one)
 
 
 def test_out_is_overwritten_and_returned(out_dtype):
     rng = np.random.default_rng(1)
     grads, boxes, box_ind, size = random_problem(rng)
-    expected = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype)
+    expected = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, out_dtype
+    )
     out = np.full(size, 7, dtype=out_dtype)
-    result = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, out_dtype, out=out)
+    result = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, out_dtype, out=out
+    )
     assert result is out
     assert_same_bits(out, expected)
 
@@ -233,7 +265,9 @@ def test_input_forms_give_the_same_result():
     rng = np.random.default_rng(2)
     grads, boxes, box_ind, size = random_problem(rng)
     expected = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size)
-    wide = np.zeros((grads.shape[0], grads.shape[1], grads.shape[2], 2 * grads.shape[3]), np.float32)
+    wide = np.zeros(
+        (grads.shape[0], grads.shape[1], grads.shape[2], 2 * grads.shape[3]), np.float32
+    )
     wide[..., ::2] = grads
     strided = wide[..., ::2]
     assert not strided.flags.c_contiguous
@@ -268,11 +302,20 @@ def test_contiguous_float32_inputs_are_not_copied(monkeypatch):
     assert seen["boxes"] is boxes
 
 
-@pytest.mark.parametrize("dtype, expected", [
-    ("float16", np.float16), ("half", np.float16), ("float32", np.float32),
-    ("float", np.float32), ("float64", np.float64), ("double", np.float64),
-    (np.float32, np.float32), (np.dtype("float64"), np.float64), ("f2", np.float16),
-])
+@pytest.mark.parametrize(
+    "dtype, expected",
+    [
+        ("float16", np.float16),
+        ("half", np.float16),
+        ("float32", np.float32),
+        ("float", np.float32),
+        ("float64", np.float64),
+        ("double", np.float64),
+        (np.float32, np.float32),
+        (np.dtype("float64"), np.float64),
+        ("f2", np.float16),
+    ],
+)
 def test_dtype_names(dtype, expected):
     out = cropgrad.crop_and_resize_grad_image(
         np.ones((1, 1, 1, 1)), [[0, 0, 1, 1]], [0], [1, 2, 2, 1], dtype=dtype
@@ -292,7 +335,11 @@ def test_dtype_as_numpy_dtype_attribute():
 
 def test_empty_problems(out_dtype):
     no_boxes = cropgrad.crop_and_resize_grad_image(
-        np.zeros((0, 3, 3, 2)), np.zeros((0, 4)), np.zeros(0, np.int32), [2, 4, 5, 2], out_dtype
+        np.zeros((0, 3, 3, 2)),
+        np.zeros((0, 4)),
+        np.zeros(0, np.int32),
+        [2, 4, 5, 2],
+        out_dtype,
     )
     assert no_boxes.shape == (2, 4, 5, 2) and no_boxes.dtype == out_dtype
     assert not no_boxes.any()
@@ -308,11 +355,14 @@ def test_empty_problems(out_dtype):
 
 def test_huge_finite_boxes_are_skipped():
     grads = np.ones((3, 4, 4, 2), np.float32)
-    boxes = np.array([[-3e38, -3e38, 3e38, 3e38], [1e30, 1e30, -1e30, -1e30],
-                      [0, 0, 3.4e38, 1]], np.float32)
+    boxes = np.array(
+        [[-3e38, -3e38, 3e38, 3e38], [1e30, 1e30, -1e30, -1e30], [0, 0, 3.4e38, 1]],
+        np.float32,
+    )
     for method in ("bilinear", "nearest"):
-        out = cropgrad.crop_and_resize_grad_image(grads, boxes, [0, 0, 0], [1, 5, 5, 2],
-                                                  method=method)
+        out = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, [0, 0, 0], [1, 5, 5, 2], method=method
+        )
         expected = reference.grad_image(grads, boxes, [0, 0, 0], [1, 5, 5, 2], method)
         np.testing.assert_array_equal(out, expected.astype(np.float32))
 
@@ -320,12 +370,16 @@ def test_huge_finite_boxes_are_skipped():
 def test_concurrent_python_threads_get_exact_results():
     rng = np.random.default_rng(11)
     problems = [random_problem(rng, num_boxes=30 + i, depth=8 + i) for i in range(8)]
-    expected = [cropgrad.crop_and_resize_grad_image(*p, num_threads=1) for p in problems]
+    expected = [
+        cropgrad.crop_and_resize_grad_image(*p, num_threads=1) for p in problems
+    ]
     results = [None] * len(problems)
 
     def work(i):
         for _ in range(20):
-            results[i] = cropgrad.crop_and_resize_grad_image(*problems[i], num_threads=1 + i % 3)
+            results[i] = cropgrad.crop_and_resize_grad_image(
+                *problems[i], num_threads=1 + i % 3
+            )
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(problems))]
     for t in threads:

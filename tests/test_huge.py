@@ -23,12 +23,14 @@ psutil = pytest.importorskip("psutil")
 GIB = 2**30
 BIG = pytest.mark.skipif(
     psutil.virtual_memory().available < 11 * GIB or sys.maxsize < 2**62,
-    reason="needs a 64-bit build and 11 GiB of available memory")
+    reason="needs a 64-bit build and 11 GiB of available memory",
+)
 
 
 def run_child(body, timeout=240):
     """Run `body` (which sets `result`) in a child; return result and peak RSS."""
-    script = textwrap.dedent("""
+    script = (
+        textwrap.dedent("""
         import json, resource, sys, time
         import numpy as np
         import cropgrad
@@ -36,16 +38,24 @@ def run_child(body, timeout=240):
         import reference
         start = time.perf_counter()
         result = {{}}
-    """).format(tests=__file__.rsplit("/", 1)[0]) + textwrap.dedent(body) + textwrap.dedent("""
+    """).format(tests=__file__.rsplit("/", 1)[0])
+        + textwrap.dedent(body)
+        + textwrap.dedent("""
         result["seconds"] = round(time.perf_counter() - start, 2)
         result["peak_rss_gib"] = round(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
         print(json.dumps(result))
     """)
-    proc = subprocess.run([sys.executable, "-P", "-X", "faulthandler", "-c", script],
-                          capture_output=True, text=True, timeout=timeout)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-P", "-X", "faulthandler", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, (
-        f"child exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        f"child exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     print(result)
     return result
@@ -202,7 +212,8 @@ def test_grad_boxes_gradient_input_beyond_2_31_elements():
 
 def test_sizes_that_cannot_be_allocated_fail_before_any_work():
     # Refused at once: no memory touched, no time spent.
-    result = run_child("""
+    result = run_child(
+        """
         errors = []
         g = np.ones((1, 2, 2, 1), np.float32)
         img = np.ones((1, 3, 3, 1), np.float32)
@@ -225,7 +236,9 @@ def test_sizes_that_cannot_be_allocated_fail_before_any_work():
                 assert str(exc).strip()
                 errors.append(type(exc).__name__)
         result["errors"] = errors
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert len(result["errors"]) == 6
     assert result["seconds"] < 10
     assert result["peak_rss_gib"] < 1

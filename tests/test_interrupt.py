@@ -126,23 +126,34 @@ CHILD = textwrap.dedent(r"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op, dtype", [("grad_image", "float32"), ("grad_image", "float16"),
-                                       ("forward", "float32")])
+@pytest.mark.parametrize(
+    "op, dtype",
+    [("grad_image", "float32"), ("grad_image", "float16"), ("forward", "float32")],
+)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_interrupt_during_a_long_call(op, dtype, threads, tmp_path):
-    proc = subprocess.run([sys.executable, "-P", "-c", CHILD, op, dtype, str(threads)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", CHILD, op, dtype, str(threads)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(report)
     assert report["outcome"] != "not raised", "the interrupt was lost"
     if report["outcome"] == "raised after return":
-        assert report["out"] == "complete", "a call returned with out= not fully written"
+        assert report["out"] == "complete", (
+            "a call returned with out= not fully written"
+        )
     # Raised promptly or when the work ended, not after more work.
     assert report["raised_after"] >= report["signal_after"]
     assert report["raised_after"] <= 1.5 * report["full"] + 0.5, report
     assert report["works_after"]
-    assert report["subnormals_after"], "flush-to-zero left on after the interrupted call"
+    assert report["subnormals_after"], (
+        "flush-to-zero left on after the interrupted call"
+    )
 
 
 DEFAULT_HANDLER = textwrap.dedent(r"""
@@ -166,9 +177,13 @@ DEFAULT_HANDLER = textwrap.dedent(r"""
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_default_sigint_ends_the_process(threads, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-P", "-c", DEFAULT_HANDLER, str(threads)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-c", DEFAULT_HANDLER, str(threads)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("one call:"), line + proc.stderr.read()
@@ -183,7 +198,10 @@ def test_default_sigint_ends_the_process(threads, tmp_path):
             proc.kill()
             proc.wait()
     stderr = proc.stderr.read()
-    assert proc.returncode in (-signal.SIGINT, 1, 130), (proc.returncode, stderr[-2000:])
+    assert proc.returncode in (-signal.SIGINT, 1, 130), (
+        proc.returncode,
+        stderr[-2000:],
+    )
     assert "KeyboardInterrupt" in stderr or proc.returncode == -signal.SIGINT
     assert took <= 2 * call + 2, f"the process took {took:.2f} s to stop"
     assert "Segmentation" not in stderr and "Fatal Python error" not in stderr

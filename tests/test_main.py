@@ -11,7 +11,10 @@ def run_cropgrad(*args, timeout=60):
     # -P: the installed package, not the source folder.
     return subprocess.run(
         [sys.executable, "-P", "-m", "cropgrad", *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -26,8 +29,15 @@ def test_check_passes():
 
 def test_quick_bench_writes_json(tmp_path):
     path = tmp_path / "bench.json"
-    result = run_cropgrad("bench", "--quick", "--workloads", "tiny", "--no-tensorflow",
-                          "--json", str(path))
+    result = run_cropgrad(
+        "bench",
+        "--quick",
+        "--workloads",
+        "tiny",
+        "--no-tensorflow",
+        "--json",
+        str(path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     # A table on stdout, progress on stderr.
     assert "tiny" in result.stdout and "roofline" in result.stdout
@@ -35,8 +45,16 @@ def test_quick_bench_writes_json(tmp_path):
     assert "[1/1] tiny" in result.stderr
 
     report = json.loads(path.read_text())
-    for key in ("machine", "versions", "show_config", "tensorflow", "settings",
-                "workloads", "targets", "total_seconds"):
+    for key in (
+        "machine",
+        "versions",
+        "show_config",
+        "tensorflow",
+        "settings",
+        "workloads",
+        "targets",
+        "total_seconds",
+    ):
         assert key in report, key
     assert report["machine"]["cpu_count"] >= 1
     assert report["versions"]["cropgrad"] == report["show_config"]["version"]
@@ -49,9 +67,14 @@ def test_quick_bench_writes_json(tmp_path):
     assert tiny["image_size"] == [1, 16, 16, 8]
     assert tiny["rounds"] >= 3
     times = tiny["median_s"]
-    for column in ("cropgrad_1thread", "cropgrad_default",
-                   "cropgrad_default_new_output", "roofline", "roofline_default_threads",
-                   "roofline_1thread"):
+    for column in (
+        "cropgrad_1thread",
+        "cropgrad_default",
+        "cropgrad_default_new_output",
+        "roofline",
+        "roofline_default_threads",
+        "roofline_1thread",
+    ):
         assert 0 < times[column] < 0.1, column
         assert len(tiny["samples_s"][column]) == tiny["rounds"]
     assert times["tf_default"] is None and times["tf_deterministic"] is None
@@ -64,8 +87,17 @@ def test_quick_bench_writes_json(tmp_path):
 
 def test_repeats_and_bad_workload(tmp_path):
     path = tmp_path / "bench.json"
-    result = run_cropgrad("bench", "--repeats", "2", "--workloads", "tiny",
-                          "--no-tensorflow", "--quick", "--json", str(path))
+    result = run_cropgrad(
+        "bench",
+        "--repeats",
+        "2",
+        "--workloads",
+        "tiny",
+        "--no-tensorflow",
+        "--quick",
+        "--json",
+        str(path),
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(path.read_text())["workloads"][0]["rounds"] == 2
 

@@ -127,16 +127,30 @@ CHILD = textwrap.dedent(r"""
 @pytest.mark.slow
 def test_resident_memory_stops_growing(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-P", "-c", CHILD, str(ITERATIONS), str(WARMUP), str(CHECKPOINT)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            CHILD,
+            str(ITERATIONS),
+            str(WARMUP),
+            str(CHECKPOINT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     rss = report["rss"]
     mib = [round(r / 2**20, 2) for r in rss]
     growth = rss[-1] - rss[0]
     late_growth = rss[-1] - rss[len(rss) // 2]
-    print(f"{report['calls']} calls; RSS after warm-up and every {CHECKPOINT} "
-          f"iterations (MiB): {mib}; growth {growth / 2**20:.2f} MiB")
+    print(
+        f"{report['calls']} calls; RSS after warm-up and every {CHECKPOINT} "
+        f"iterations (MiB): {mib}; growth {growth / 2**20:.2f} MiB"
+    )
     # 200 000 calls: one leaked 16-byte block per call would be 3 MiB (1.5
     # in the second half), one leaked output array per iteration hundreds.
     assert growth < 2 * 2**20, mib

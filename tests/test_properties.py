@@ -22,19 +22,21 @@ valgrind).
 import os
 
 import numpy as np
-import pytest
+import reference
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import cropgrad
-import reference
 
 _COMMON = dict(
     deadline=None,
     print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 settings.register_profile("ci", derandomize=True, database=None, **_COMMON)
 settings.register_profile("random", database=None, **_COMMON)
@@ -49,9 +51,9 @@ def examples(n):
     return settings(settings.get_profile(PROFILE), max_examples=max(int(n * SCALE), 5))
 
 
-U32 = 2.0**-24          # unit roundoff of float32
+U32 = 2.0**-24  # unit roundoff of float32
 U64 = 2.0**-53
-TINY32 = 2.0**-149      # float32 subnormal spacing: absolute error of an underflow
+TINY32 = 2.0**-149  # float32 subnormal spacing: absolute error of an underflow
 OUT_DTYPES = (np.float16, np.float32, np.float64)
 METHODS = ("bilinear", "nearest")
 
@@ -61,48 +63,71 @@ METHODS = ("bilinear", "nearest")
 
 def _f32(lo, hi):
     """Finite float32 values in about [lo, hi] (the bounds rounded to float32)."""
-    return st.floats(float(np.float32(lo)), float(np.float32(hi)), width=32,
-                     allow_nan=False, allow_infinity=False)
+    return st.floats(
+        float(np.float32(lo)),
+        float(np.float32(hi)),
+        width=32,
+        allow_nan=False,
+        allow_infinity=False,
+    )
 
 
 HUGE = [1e30, -1e30, 3e38, -3e38, 3.4028235e38, -3.4028235e38, 1e20, -1e20, 6e37]
-SPECIAL = [0.0, -0.0, 1.0, 0.5, 1e-40, -1e-40, 1e-45, 2.0**-24, 1.0 - 2.0**-24, 1.0 + 2.0**-23]
+SPECIAL = [
+    0.0,
+    -0.0,
+    1.0,
+    0.5,
+    1e-40,
+    -1e-40,
+    1e-45,
+    2.0**-24,
+    1.0 - 2.0**-24,
+    1.0 + 2.0**-23,
+]
 
 
 @st.composite
 def box(draw, height, width):
     """One [y1, x1, y2, x2] box from one of several distributions."""
-    kind = draw(st.sampled_from(
-        ["inside", "around", "flipped", "degenerate", "huge", "special", "grid"]))
+    kind = draw(
+        st.sampled_from(
+            ["inside", "around", "flipped", "degenerate", "huge", "special", "grid"]
+        )
+    )
     if kind == "inside":
         coords = [draw(_f32(0, 1)) for _ in range(4)]
-    elif kind == "around":       # partly (or wholly) outside the image
+    elif kind == "around":  # partly (or wholly) outside the image
         coords = [draw(_f32(-1.5, 2.5)) for _ in range(4)]
-    elif kind == "flipped":      # upside down and/or mirrored
+    elif kind == "flipped":  # upside down and/or mirrored
         y = sorted([draw(_f32(-0.5, 1.5)), draw(_f32(-0.5, 1.5))], reverse=True)
-        x = sorted([draw(_f32(-0.5, 1.5)), draw(_f32(-0.5, 1.5))],
-                   reverse=draw(st.booleans()))
+        x = sorted(
+            [draw(_f32(-0.5, 1.5)), draw(_f32(-0.5, 1.5))], reverse=draw(st.booleans())
+        )
         coords = [y[0], x[0], y[1], x[1]]
-    elif kind == "degenerate":   # a line or a point
+    elif kind == "degenerate":  # a line or a point
         y1, x1 = draw(_f32(-0.2, 1.2)), draw(_f32(-0.2, 1.2))
         y2 = y1 if draw(st.booleans()) else draw(_f32(-0.2, 1.2))
         x2 = x1 if y2 != y1 or draw(st.booleans()) else draw(_f32(-0.2, 1.2))
         coords = [y1, x1, y2, x2]
-    elif kind == "huge":         # finite, but the arithmetic overflows
+    elif kind == "huge":  # finite, but the arithmetic overflows
         coords = [draw(st.sampled_from(HUGE) | _f32(-2, 2)) for _ in range(4)]
     elif kind == "special":
         coords = [draw(st.sampled_from(SPECIAL)) for _ in range(4)]
-    else:                        # on (or next to) pixel centres: integer coordinates
+    else:  # on (or next to) pixel centres: integer coordinates
+
         def on_grid(size):
             k = draw(st.integers(-2, 2 * max(size - 1, 1) + 2))
             return k / (2 * max(size - 1, 1))
+
         coords = [on_grid(height), on_grid(width), on_grid(height), on_grid(width)]
     return coords
 
 
 @st.composite
-def grad_image_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3,
-                        grads_elements=None):
+def grad_image_problems(
+    draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3, grads_elements=None
+):
     # Empty problems (no batch, no depth, no boxes) about one time in six.
     batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
     height = draw(st.integers(1, max_size))
@@ -111,14 +136,23 @@ def grad_image_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3,
     num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
     crop_h = draw(st.integers(1, max_crop))
     crop_w = draw(st.integers(1, max_crop))
-    boxes = np.array([draw(box(height, width)) for _ in range(num_boxes)],
-                     dtype=np.float32).reshape(num_boxes, 4)
-    box_ind = np.array(draw(st.lists(st.integers(0, max(batch - 1, 0)),
-                                     min_size=num_boxes, max_size=num_boxes)),
-                       dtype=draw(st.sampled_from([np.int32, np.int64])))
+    boxes = np.array(
+        [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
+    ).reshape(num_boxes, 4)
+    box_ind = np.array(
+        draw(
+            st.lists(
+                st.integers(0, max(batch - 1, 0)),
+                min_size=num_boxes,
+                max_size=num_boxes,
+            )
+        ),
+        dtype=draw(st.sampled_from([np.int32, np.int64])),
+    )
     elements = _f32(-100, 100) if grads_elements is None else grads_elements
-    grads = draw(hnp.arrays(np.float32, (num_boxes, crop_h, crop_w, depth),
-                            elements=elements))
+    grads = draw(
+        hnp.arrays(np.float32, (num_boxes, crop_h, crop_w, depth), elements=elements)
+    )
     return grads, boxes, box_ind, [batch, height, width, depth]
 
 
@@ -155,7 +189,8 @@ def assert_within_rounding(out, grads, boxes, box_ind, size, method):
         i = tuple(np.argwhere(bad)[0])
         raise AssertionError(
             f"{int(bad.sum())} elements beyond the rounding bound; first at {i}: "
-            f"got {out[i]!r}, float64 reference {exact[i]!r}, bound {bound[i]!r}")
+            f"got {out[i]!r}, float64 reference {exact[i]!r}, bound {bound[i]!r}"
+        )
 
 
 def assert_same_bits(actual, expected, what=""):
@@ -165,7 +200,8 @@ def assert_same_bits(actual, expected, what=""):
         diff = np.argwhere(actual.view(bits) != expected.view(bits))
         raise AssertionError(
             f"{what}: {len(diff)} elements differ, first at {tuple(diff[0])}: "
-            f"{actual[tuple(diff[0])]!r} != {expected[tuple(diff[0])]!r}")
+            f"{actual[tuple(diff[0])]!r} != {expected[tuple(diff[0])]!r}"
+        )
 
 
 # --------------------------------------------------------------------------
@@ -173,48 +209,69 @@ def assert_same_bits(actual, expected, what=""):
 
 
 @examples(1500)
-@given(problem=grad_image_problems(), method=st.sampled_from(METHODS),
-       num_threads=st.integers(1, 4), use_out=st.booleans())
+@given(
+    problem=grad_image_problems(),
+    method=st.sampled_from(METHODS),
+    num_threads=st.integers(1, 4),
+    use_out=st.booleans(),
+)
 def test_grad_image_matches_reference(problem, method, num_threads, use_out):
     grads, boxes, box_ind, size = problem
     note(f"boxes={boxes.tolist()} box_ind={box_ind.tolist()} size={size}")
     with np.errstate(all="ignore"):
-        exact32 = reference.grad_image(grads, boxes, box_ind, size, method,
-                                       dtype=np.float32, exact=True).astype(np.float32)
-        exact64 = reference.grad_image(grads, boxes, box_ind, size, method,
-                                       dtype=np.float64, exact=True)
+        exact32 = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
+        ).astype(np.float32)
+        exact64 = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=np.float64, exact=True
+        )
     for dtype in OUT_DTYPES:
         kwargs = dict(num_threads=num_threads)
         if use_out:
             kwargs["out"] = np.full(size, np.nan, dtype)
-        out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
-                                                  method, **kwargs)
+        out = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, dtype, method, **kwargs
+        )
         assert out.shape == tuple(size) and out.dtype == dtype
         if use_out:
             assert out is kwargs["out"]
         # Bit for bit: the serial sum in float32 or float64; float16 is the
         # float32 sum rounded once.
-        expected = {np.float16: exact32.astype(np.float16), np.float32: exact32,
-                    np.float64: exact64}[dtype]
-        assert_same_bits(out, expected, f"{np.dtype(dtype).name}, {num_threads} threads")
+        expected = {
+            np.float16: exact32.astype(np.float16),
+            np.float32: exact32,
+            np.float64: exact64,
+        }[dtype]
+        assert_same_bits(
+            out, expected, f"{np.dtype(dtype).name}, {num_threads} threads"
+        )
         assert_within_rounding(out, grads, boxes, box_ind, size, method)
 
 
 @examples(300)
-@given(problem=grad_image_problems(
-           max_boxes=3, max_crop=3, max_size=4, max_depth=2,
-           grads_elements=st.floats(width=32) | st.sampled_from(
-               [np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-45])),
-       method=st.sampled_from(METHODS), num_threads=st.integers(1, 4))
+@given(
+    problem=grad_image_problems(
+        max_boxes=3,
+        max_crop=3,
+        max_size=4,
+        max_depth=2,
+        grads_elements=st.floats(width=32)
+        | st.sampled_from([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-45]),
+    ),
+    method=st.sampled_from(METHODS),
+    num_threads=st.integers(1, 4),
+)
 def test_grad_image_nonfinite_gradients_follow_ieee(problem, method, num_threads):
     # NaN, inf and overflowing gradients are not errors: IEEE arithmetic in
     # the serial order, as TensorFlow.
     grads, boxes, box_ind, size = problem
     with np.errstate(all="ignore"):
-        expected = reference.grad_image(grads, boxes, box_ind, size, method,
-                                        dtype=np.float32, exact=True).astype(np.float32)
-    out = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, np.float32,
-                                              method, num_threads=num_threads)
+        expected = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
+        ).astype(np.float32)
+    out = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, np.float32, method, num_threads=num_threads
+    )
     np.testing.assert_array_equal(out, expected)
 
 
@@ -239,38 +296,55 @@ def big_problems(draw):
     spread = draw(st.sampled_from([0.0, 0.3, 2.0]))
     lo, hi = -spread, 1 + spread
     boxes = rng.uniform(lo, hi, (num_boxes, 4)).astype(np.float32)
-    if draw(st.booleans()):   # many boxes on the same pixels: the race TF has
+    if draw(st.booleans()):  # many boxes on the same pixels: the race TF has
         boxes[: num_boxes // 2] = rng.uniform(0.4, 0.6, 4).astype(np.float32)
     grads = rng.standard_normal((num_boxes, crop_h, crop_w, depth)).astype(np.float32)
     box_ind = rng.integers(0, batch, num_boxes)
-    note(f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
-         f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread}")
+    note(
+        f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
+        f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread}"
+    )
     return grads, boxes, box_ind, [batch, height, width, depth]
 
 
 @examples(150)
-@given(problem=big_problems(), method=st.sampled_from(METHODS),
-       dtype=st.sampled_from(OUT_DTYPES), threads=st.lists(st.integers(2, 4), min_size=1,
-                                                           max_size=3, unique=True))
+@given(
+    problem=big_problems(),
+    method=st.sampled_from(METHODS),
+    dtype=st.sampled_from(OUT_DTYPES),
+    threads=st.lists(st.integers(2, 4), min_size=1, max_size=3, unique=True),
+)
 def test_grad_image_same_bits_for_every_thread_count(problem, method, dtype, threads):
     grads, boxes, box_ind, size = problem
-    one = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype, method,
-                                              num_threads=1)
+    one = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, dtype, method, num_threads=1
+    )
     for n in threads:
-        many = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, dtype,
-                                                   method, num_threads=n)
+        many = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, dtype, method, num_threads=n
+        )
         assert_same_bits(many, one, f"{n} threads")
     if dtype == np.float32 and grads.shape[0] * grads.shape[1] * grads.shape[2] <= 1500:
-        expected = reference.grad_image(grads, boxes, box_ind, size, method,
-                                        dtype=np.float32, exact=True).astype(np.float32)
+        expected = reference.grad_image(
+            grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
+        ).astype(np.float32)
         assert_same_bits(one, expected, "reference")
 
 
 # --------------------------------------------------------------------------
 # Forward op
 
-IMAGE_DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64,
-                np.float16, np.float32, np.float64]
+IMAGE_DTYPES = [
+    np.uint8,
+    np.int8,
+    np.uint16,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.float16,
+    np.float32,
+    np.float64,
+]
 
 
 def _image_elements(dtype):
@@ -292,30 +366,51 @@ def forward_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3):
     depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
     num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
     crop = [draw(st.integers(1, max_crop)), draw(st.integers(1, max_crop))]
-    image = draw(hnp.arrays(dtype, (batch, height, width, depth),
-                            elements=_image_elements(dtype)))
-    boxes = np.array([draw(box(height, width)) for _ in range(num_boxes)],
-                     dtype=np.float32).reshape(num_boxes, 4)
-    box_ind = np.array(draw(st.lists(st.integers(0, max(batch - 1, 0)),
-                                     min_size=num_boxes, max_size=num_boxes)), np.int64)
+    image = draw(
+        hnp.arrays(
+            dtype, (batch, height, width, depth), elements=_image_elements(dtype)
+        )
+    )
+    boxes = np.array(
+        [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
+    ).reshape(num_boxes, 4)
+    box_ind = np.array(
+        draw(
+            st.lists(
+                st.integers(0, max(batch - 1, 0)),
+                min_size=num_boxes,
+                max_size=num_boxes,
+            )
+        ),
+        np.int64,
+    )
     extrapolation = draw(_f32(-1e6, 1e6) | st.sampled_from([0.0, -1.0, np.nan]))
     return image, boxes, box_ind, crop, extrapolation
 
 
 @examples(1500)
-@given(problem=forward_problems(), method=st.sampled_from(METHODS),
-       num_threads=st.integers(1, 4), use_out=st.booleans())
+@given(
+    problem=forward_problems(),
+    method=st.sampled_from(METHODS),
+    num_threads=st.integers(1, 4),
+    use_out=st.booleans(),
+)
 def test_forward_matches_reference(problem, method, num_threads, use_out):
     image, boxes, box_ind, crop, extrapolation = problem
     note(f"boxes={boxes.tolist()} crop={crop} extrapolation={extrapolation}")
     kwargs = dict(num_threads=num_threads)
     if use_out:
-        kwargs["out"] = np.full((boxes.shape[0], *crop, image.shape[3]), 123.0, np.float32)
-    out = cropgrad.crop_and_resize(image, boxes, box_ind, crop, method, extrapolation,
-                                   **kwargs)
+        kwargs["out"] = np.full(
+            (boxes.shape[0], *crop, image.shape[3]), 123.0, np.float32
+        )
+    out = cropgrad.crop_and_resize(
+        image, boxes, box_ind, crop, method, extrapolation, **kwargs
+    )
     assert out.dtype == np.float32
     assert out.shape == (boxes.shape[0], *crop, image.shape[3])
-    expected = reference.crop_and_resize(image, boxes, box_ind, crop, method, extrapolation)
+    expected = reference.crop_and_resize(
+        image, boxes, box_ind, crop, method, extrapolation
+    )
     pixels = image.astype(np.float32).astype(np.float64)
     if method == "nearest":
         # A copy of a pixel (or the extrapolation value): exact.
@@ -329,8 +424,7 @@ def test_forward_matches_reference(problem, method, num_threads, use_out):
     bound = 32 * U32 * scale
     err = np.abs(out.astype(np.float64) - expected)
     same = (out.astype(np.float64) == expected) | (np.isnan(out) & np.isnan(expected))
-    assert np.all(same | (err <= bound)), (
-        f"max error {np.nanmax(err)} beyond {bound}")
+    assert np.all(same | (err <= bound)), f"max error {np.nanmax(err)} beyond {bound}"
 
 
 @st.composite
@@ -347,26 +441,42 @@ def big_forward_problems(draw):
     boxes = rng.uniform(-0.3, 1.3, (num_boxes, 4)).astype(np.float32)
     box_ind = rng.integers(0, batch, num_boxes)
     grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
-    note(f"seed={seed} dtype={np.dtype(dtype).name} image={image.shape} "
-         f"boxes={num_boxes} crop={crop}")
+    note(
+        f"seed={seed} dtype={np.dtype(dtype).name} image={image.shape} "
+        f"boxes={num_boxes} crop={crop}"
+    )
     return image, boxes, box_ind, crop, grads
 
 
 @examples(100)
-@given(problem=big_forward_problems(), method=st.sampled_from(METHODS),
-       threads=st.lists(st.integers(2, 4), min_size=1, max_size=3, unique=True))
+@given(
+    problem=big_forward_problems(),
+    method=st.sampled_from(METHODS),
+    threads=st.lists(st.integers(2, 4), min_size=1, max_size=3, unique=True),
+)
 def test_forward_and_boxes_gradient_same_bits_for_every_thread_count(
-        problem, method, threads):
+    problem, method, threads
+):
     image, boxes, box_ind, crop, grads = problem
     one = cropgrad.crop_and_resize(image, boxes, box_ind, crop, method, num_threads=1)
-    gb_one = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
-                                                 num_threads=1)
+    gb_one = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
     for n in threads:
-        assert_same_bits(cropgrad.crop_and_resize(image, boxes, box_ind, crop, method,
-                                                  num_threads=n), one, f"forward, {n}")
-        assert_same_bits(cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
-                                                             num_threads=n),
-                         gb_one, f"boxes gradient, {n}")
+        assert_same_bits(
+            cropgrad.crop_and_resize(
+                image, boxes, box_ind, crop, method, num_threads=n
+            ),
+            one,
+            f"forward, {n}",
+        )
+        assert_same_bits(
+            cropgrad.crop_and_resize_grad_boxes(
+                grads, image, boxes, box_ind, num_threads=n
+            ),
+            gb_one,
+            f"boxes gradient, {n}",
+        )
 
 
 # --------------------------------------------------------------------------
@@ -377,17 +487,28 @@ def test_forward_and_boxes_gradient_same_bits_for_every_thread_count(
 @given(problem=forward_problems(), num_threads=st.integers(1, 4), data=st.data())
 def test_boxes_gradient_small_problems(problem, num_threads, data):
     image, boxes, box_ind, crop, _ = problem
-    grads = data.draw(hnp.arrays(np.float32, (boxes.shape[0], *crop, image.shape[3]),
-                                 elements=_f32(-100, 100)))
-    out = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
-                                              num_threads=num_threads)
+    grads = data.draw(
+        hnp.arrays(
+            np.float32,
+            (boxes.shape[0], *crop, image.shape[3]),
+            elements=_f32(-100, 100),
+        )
+    )
+    out = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=num_threads
+    )
     assert out.shape == (boxes.shape[0], 4) and out.dtype == np.float32
-    assert_same_bits(out, cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind,
-                                                              num_threads=1))
+    assert_same_bits(
+        out,
+        cropgrad.crop_and_resize_grad_boxes(
+            grads, image, boxes, box_ind, num_threads=1
+        ),
+    )
     # A zero gradient flowing in gives a zero boxes gradient (no stray
     # reads of uninitialised memory).
-    zero = cropgrad.crop_and_resize_grad_boxes(np.zeros_like(grads), image, boxes, box_ind,
-                                               num_threads=num_threads)
+    zero = cropgrad.crop_and_resize_grad_boxes(
+        np.zeros_like(grads), image, boxes, box_ind, num_threads=num_threads
+    )
     assert not np.any(zero), zero
 
 

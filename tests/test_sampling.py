@@ -3,14 +3,19 @@ bit against NumPy float32 arithmetic."""
 
 import numpy as np
 import pytest
-
 import reference
+
 from cropgrad import _core
 
 
 def _boxes(rng, n=64):
     boxes = rng.uniform(-0.5, 1.5, (n, 4)).astype(np.float32)
-    boxes[:4] = [[0, 0, 1, 1], [1, 1, 0, 0], [0.5, 0.25, 0.5, 0.25], [1e-39, -1e-39, 3e38, -3e38]]
+    boxes[:4] = [
+        [0, 0, 1, 1],
+        [1, 1, 0, 0],
+        [0.5, 0.25, 0.5, 0.25],
+        [1e-39, -1e-39, 3e38, -3e38],
+    ]
     return boxes
 
 
@@ -22,8 +27,12 @@ def test_sample_coords_bits(size, crop, axis, boxes_gradient):
     boxes = _boxes(np.random.default_rng(size + crop))
     got = _core.sample_coords(boxes, size, crop, axis, boxes_gradient)
     expected = np.array(
-        [reference.sample_coords(b[axis], b[axis + 2], size, crop, ratio=boxes_gradient)
-         for b in boxes],
+        [
+            reference.sample_coords(
+                b[axis], b[axis + 2], size, crop, ratio=boxes_gradient
+            )
+            for b in boxes
+        ],
         dtype=np.float32,
     )
     np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
@@ -44,10 +53,16 @@ def test_half_conversions_match_numpy():
     as_float = every.view(np.float16).astype(np.float32)
     ours = _core.half_bits_to_float(every)
     finite = np.isfinite(as_float) | np.isinf(as_float)
-    np.testing.assert_array_equal(ours.view(np.uint32)[finite], as_float.view(np.uint32)[finite])
+    np.testing.assert_array_equal(
+        ours.view(np.uint32)[finite], as_float.view(np.uint32)[finite]
+    )
     assert np.isnan(ours[~finite]).all()
     rng = np.random.default_rng(1)
-    values = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    values = (
+        rng.integers(0, 2**32, 1 << 20, dtype=np.uint64)
+        .astype(np.uint32)
+        .view(np.float32)
+    )
     sweep = np.arange(0x32000000, 0x48000000, 97, dtype=np.uint32).view(np.float32)
     for x in (values[~np.isnan(values)], sweep, as_float[finite]):
         with np.errstate(over="ignore"):

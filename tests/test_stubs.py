@@ -20,10 +20,22 @@ def test_stubtest():
         with open(allowlist, "w") as f:
             f.write("cropgrad\\.__main__\\..*\n")
         run = subprocess.run(
-            [sys.executable, "-m", "mypy.stubtest", "cropgrad", "--ignore-missing-stub",
-             "--mypy-config-file", config, "--allowlist", allowlist,
-             "--ignore-unused-allowlist"],
-            cwd=tmp, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "mypy.stubtest",
+                "cropgrad",
+                "--ignore-missing-stub",
+                "--mypy-config-file",
+                config,
+                "--allowlist",
+                allowlist,
+                "--ignore-unused-allowlist",
+            ],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=300,
             env={**os.environ, "MYPY_CACHE_DIR": os.path.join(tmp, "cache")},
         )
     assert run.returncode == 0, run.stdout + run.stderr

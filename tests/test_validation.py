@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 import pytest
+import reference
 
 import cropgrad
-import reference
 from cropgrad import raw_ops
 
 # Boxes finite in float64 but not in float32 overflow in the (documented)
@@ -52,13 +52,18 @@ def _box_ind():
 
 
 def grad_image_args():
-    return dict(grads=_grads(), boxes=_boxes(), box_ind=_box_ind(),
-                image_size=[BATCH, HEIGHT, WIDTH, DEPTH])
+    return dict(
+        grads=_grads(),
+        boxes=_boxes(),
+        box_ind=_box_ind(),
+        image_size=[BATCH, HEIGHT, WIDTH, DEPTH],
+    )
 
 
 def forward_args():
-    return dict(image=_image(), boxes=_boxes(), box_ind=_box_ind(),
-                crop_size=[CROP_H, CROP_W])
+    return dict(
+        image=_image(), boxes=_boxes(), box_ind=_box_ind(), crop_size=[CROP_H, CROP_W]
+    )
 
 
 def grad_boxes_args():
@@ -69,8 +74,10 @@ OPS = {
     "grad_image": (cropgrad.crop_and_resize_grad_image, grad_image_args),
     "forward": (cropgrad.crop_and_resize, forward_args),
     "grad_boxes": (cropgrad.crop_and_resize_grad_boxes, grad_boxes_args),
-    "raw_grad_image": (raw_ops.CropAndResizeGradImage,
-                       lambda: dict(grad_image_args(), T=np.float32)),
+    "raw_grad_image": (
+        raw_ops.CropAndResizeGradImage,
+        lambda: dict(grad_image_args(), T=np.float32),
+    ),
     "raw_forward": (raw_ops.CropAndResize, forward_args),
     "raw_grad_boxes": (raw_ops.CropAndResizeGradBoxes, grad_boxes_args),
 }
@@ -128,8 +135,20 @@ for arg, (ops, shape) in _ARRAY_ARGS.items():
     case(ops, {arg: np.full(shape, "1")}, TypeError, arg, id=f"{arg}-str")
     case(ops, {arg: np.full(shape, b"1")}, TypeError, arg, id=f"{arg}-bytes")
     case(ops, {arg: _datetimes(shape)}, TypeError, arg, id=f"{arg}-datetime")
-    case(ops, {arg: np.zeros(shape, "timedelta64[s]")}, TypeError, arg, id=f"{arg}-timedelta")
-    case(ops, {arg: np.zeros(shape, [("a", "f4")])}, TypeError, arg, id=f"{arg}-structured")
+    case(
+        ops,
+        {arg: np.zeros(shape, "timedelta64[s]")},
+        TypeError,
+        arg,
+        id=f"{arg}-timedelta",
+    )
+    case(
+        ops,
+        {arg: np.zeros(shape, [("a", "f4")])},
+        TypeError,
+        arg,
+        id=f"{arg}-structured",
+    )
     case(ops, {arg: None}, TypeError, arg, id=f"{arg}-None")
     case(ops, {arg: "grads"}, TypeError, arg, id=f"{arg}-a-string")
     case(ops, {arg: _odd_ragged()}, ValueError, arg, id=f"{arg}-ragged")
@@ -139,55 +158,159 @@ for arg, (ops, shape) in _ARRAY_ARGS.items():
 
 # grads (the image gradient and the boxes gradient)
 G_OPS = GRAD_IMAGE_OPS + GRAD_BOXES_OPS
-case(G_OPS, {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W))}, ValueError, "grads", id="grads-3d")
-case(G_OPS, {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W, DEPTH, 1))}, ValueError, "grads",
-     id="grads-5d")
-case(G_OPS, {"grads": np.zeros((NUM_BOXES, 0, CROP_W, DEPTH))}, ValueError, "grads",
-     id="grads-crop-height-0")
-case(G_OPS, {"grads": np.zeros((NUM_BOXES, CROP_H, 0, DEPTH))}, ValueError, "grads",
-     id="grads-crop-width-0")
-case(G_OPS, {"grads": np.zeros((NUM_BOXES + 1, CROP_H, CROP_W, DEPTH))}, ValueError,
-     "grads", id="grads-num-boxes")
-case(G_OPS, {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W, DEPTH + 1))}, ValueError,
-     "grads", id="grads-depth")
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W))},
+    ValueError,
+    "grads",
+    id="grads-3d",
+)
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W, DEPTH, 1))},
+    ValueError,
+    "grads",
+    id="grads-5d",
+)
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES, 0, CROP_W, DEPTH))},
+    ValueError,
+    "grads",
+    id="grads-crop-height-0",
+)
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES, CROP_H, 0, DEPTH))},
+    ValueError,
+    "grads",
+    id="grads-crop-width-0",
+)
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES + 1, CROP_H, CROP_W, DEPTH))},
+    ValueError,
+    "grads",
+    id="grads-num-boxes",
+)
+case(
+    G_OPS,
+    {"grads": np.zeros((NUM_BOXES, CROP_H, CROP_W, DEPTH + 1))},
+    ValueError,
+    "grads",
+    id="grads-depth",
+)
 case(G_OPS, {"grads": [[[[1, 2], [3]]]]}, ValueError, "grads", id="grads-ragged-inner")
 
 # image (the forward op and the boxes gradient)
 I_OPS = FORWARD_OPS + GRAD_BOXES_OPS
-case(I_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH))}, ValueError, "image", id="image-3d")
-case(I_OPS, {"image": np.zeros((BATCH, 0, WIDTH, DEPTH))}, ValueError, "image",
-     id="image-height-0")
-case(I_OPS, {"image": np.zeros((BATCH, HEIGHT, 0, DEPTH))}, ValueError, "image",
-     id="image-width-0")
+case(
+    I_OPS,
+    {"image": np.zeros((BATCH, HEIGHT, WIDTH))},
+    ValueError,
+    "image",
+    id="image-3d",
+)
+case(
+    I_OPS,
+    {"image": np.zeros((BATCH, 0, WIDTH, DEPTH))},
+    ValueError,
+    "image",
+    id="image-height-0",
+)
+case(
+    I_OPS,
+    {"image": np.zeros((BATCH, HEIGHT, 0, DEPTH))},
+    ValueError,
+    "image",
+    id="image-width-0",
+)
 _UNSUPPORTED_IMAGE = ["uint32", "uint64"] + (
-    ["longdouble"] if np.dtype(np.longdouble).itemsize > 8 else [])
+    ["longdouble"] if np.dtype(np.longdouble).itemsize > 8 else []
+)
 for dt in _UNSUPPORTED_IMAGE:
-    case(I_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH, DEPTH), dt)}, TypeError, "image",
-         id=f"image-{dt}")
-case(I_OPS, {"image": np.zeros((0, HEIGHT, WIDTH, DEPTH), np.float32)}, IndexError,
-     "box_ind", id="image-batch-0-with-boxes")
-case(GRAD_BOXES_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH, DEPTH + 1))}, ValueError,
-     "image", id="image-depth")
+    case(
+        I_OPS,
+        {"image": np.zeros((BATCH, HEIGHT, WIDTH, DEPTH), dt)},
+        TypeError,
+        "image",
+        id=f"image-{dt}",
+    )
+case(
+    I_OPS,
+    {"image": np.zeros((0, HEIGHT, WIDTH, DEPTH), np.float32)},
+    IndexError,
+    "box_ind",
+    id="image-batch-0-with-boxes",
+)
+case(
+    GRAD_BOXES_OPS,
+    {"image": np.zeros((BATCH, HEIGHT, WIDTH, DEPTH + 1))},
+    ValueError,
+    "image",
+    id="image-depth",
+)
 
 # boxes
-case(ALL_OPS, {"boxes": np.zeros((NUM_BOXES, 3))}, ValueError, "boxes", id="boxes-3-columns")
-case(ALL_OPS, {"boxes": np.zeros((NUM_BOXES, 5))}, ValueError, "boxes", id="boxes-5-columns")
+case(
+    ALL_OPS,
+    {"boxes": np.zeros((NUM_BOXES, 3))},
+    ValueError,
+    "boxes",
+    id="boxes-3-columns",
+)
+case(
+    ALL_OPS,
+    {"boxes": np.zeros((NUM_BOXES, 5))},
+    ValueError,
+    "boxes",
+    id="boxes-5-columns",
+)
 case(ALL_OPS, {"boxes": np.zeros(4 * NUM_BOXES)}, ValueError, "boxes", id="boxes-1d")
-case(ALL_OPS, {"boxes": np.zeros((NUM_BOXES, 4, 1))}, ValueError, "boxes", id="boxes-3d")
-case(ALL_OPS, {"boxes": [[0, 0, 1, 1], [0, 0, 1]]}, ValueError, "boxes", id="boxes-ragged-rows")
-case(ALL_OPS, {"boxes": np.zeros((NUM_BOXES + 1, 4))}, ValueError, "boxes", "box_ind",
-     id="boxes-more-than-box_ind")
+case(
+    ALL_OPS, {"boxes": np.zeros((NUM_BOXES, 4, 1))}, ValueError, "boxes", id="boxes-3d"
+)
+case(
+    ALL_OPS,
+    {"boxes": [[0, 0, 1, 1], [0, 0, 1]]},
+    ValueError,
+    "boxes",
+    id="boxes-ragged-rows",
+)
+case(
+    ALL_OPS,
+    {"boxes": np.zeros((NUM_BOXES + 1, 4))},
+    ValueError,
+    "boxes",
+    "box_ind",
+    id="boxes-more-than-box_ind",
+)
 for bad in (np.nan, np.inf, -np.inf):
     for col in (0, 3):
         boxes = _boxes().astype(np.float64)
         boxes[1, col] = bad
-        case(ALL_OPS, {"boxes": boxes}, ValueError, r"boxes[1]",
-             id=f"boxes-{bad}-col{col}")
+        case(
+            ALL_OPS,
+            {"boxes": boxes},
+            ValueError,
+            r"boxes[1]",
+            id=f"boxes-{bad}-col{col}",
+        )
 # finite in float64 but infinite once rounded to float32, the op's dtype
-case(ALL_OPS, {"boxes": [[0, 0, 1, 1], [0, 0, 1e300, 1]]}, ValueError, "boxes[1]",
-     id="boxes-overflow-to-inf")
-case(ALL_OPS, {"boxes": np.array([[0, 0, 1, 1], [0, 0, 1, np.nan]], ">f8")}, ValueError,
-     "boxes[1]", id="boxes-nan-big-endian")
+case(
+    ALL_OPS,
+    {"boxes": [[0, 0, 1, 1], [0, 0, 1e300, 1]]},
+    ValueError,
+    "boxes[1]",
+    id="boxes-overflow-to-inf",
+)
+case(
+    ALL_OPS,
+    {"boxes": np.array([[0, 0, 1, 1], [0, 0, 1, np.nan]], ">f8")},
+    ValueError,
+    "boxes[1]",
+    id="boxes-nan-big-endian",
+)
 
 # box_ind
 case(ALL_OPS, {"box_ind": [0]}, ValueError, "box_ind", id="box_ind-short")
@@ -195,18 +318,51 @@ case(ALL_OPS, {"box_ind": [0, 1, 0]}, ValueError, "box_ind", id="box_ind-long")
 case(ALL_OPS, {"box_ind": [[0, 1]]}, ValueError, "box_ind", id="box_ind-2d")
 case(ALL_OPS, {"box_ind": 0}, ValueError, "box_ind", id="box_ind-scalar")
 case(ALL_OPS, {"box_ind": [0.0, 1.0]}, TypeError, "box_ind", id="box_ind-floats")
-case(ALL_OPS, {"box_ind": np.array([0.5, 1])}, TypeError, "box_ind", id="box_ind-fraction")
-case(ALL_OPS, {"box_ind": [0, 2**40]}, IndexError, "box_ind[1]", "1099511627776",
-     id="box_ind-2**40")
+case(
+    ALL_OPS,
+    {"box_ind": np.array([0.5, 1])},
+    TypeError,
+    "box_ind",
+    id="box_ind-fraction",
+)
+case(
+    ALL_OPS,
+    {"box_ind": [0, 2**40]},
+    IndexError,
+    "box_ind[1]",
+    "1099511627776",
+    id="box_ind-2**40",
+)
 case(ALL_OPS, {"box_ind": [0, BATCH]}, IndexError, "box_ind[1]", id="box_ind-batch")
 case(ALL_OPS, {"box_ind": [-1, 0]}, IndexError, "box_ind[0]", id="box_ind-negative")
-case(ALL_OPS, {"box_ind": [0, -2**63]}, IndexError, "box_ind[1]", id="box_ind-int64-min")
-case(ALL_OPS, {"box_ind": np.array([0, 2**64 - 1], np.uint64)}, IndexError, "box_ind[1]",
-     id="box_ind-uint64-max")
-case(ALL_OPS, {"box_ind": np.array([0, 255], np.uint8)}, IndexError, "box_ind[1]",
-     id="box_ind-uint8")
-case(ALL_OPS, {"box_ind": np.array([-128, 0], np.int8)}, IndexError, "box_ind[0]",
-     id="box_ind-int8")
+case(
+    ALL_OPS,
+    {"box_ind": [0, -(2**63)]},
+    IndexError,
+    "box_ind[1]",
+    id="box_ind-int64-min",
+)
+case(
+    ALL_OPS,
+    {"box_ind": np.array([0, 2**64 - 1], np.uint64)},
+    IndexError,
+    "box_ind[1]",
+    id="box_ind-uint64-max",
+)
+case(
+    ALL_OPS,
+    {"box_ind": np.array([0, 255], np.uint8)},
+    IndexError,
+    "box_ind[1]",
+    id="box_ind-uint8",
+)
+case(
+    ALL_OPS,
+    {"box_ind": np.array([-128, 0], np.int8)},
+    IndexError,
+    "box_ind[0]",
+    id="box_ind-int8",
+)
 case(ALL_OPS, {"box_ind": [0, 2**64]}, TypeError, "box_ind", id="box_ind-beyond-uint64")
 
 # image_size (image gradient)
@@ -237,38 +393,87 @@ for value, exc, label in [
     ([BATCH, HEIGHT, WIDTH, DEPTH + 1], ValueError, "depth-mismatch"),
     ([2**63, HEIGHT, WIDTH, DEPTH], ValueError, "batch-2**63"),
     ([2**70, HEIGHT, WIDTH, DEPTH], ValueError, "batch-2**70"),
-    (np.array([2**64 - 1, HEIGHT, WIDTH, DEPTH], np.uint64), ValueError, "batch-uint64-max"),
+    (
+        np.array([2**64 - 1, HEIGHT, WIDTH, DEPTH], np.uint64),
+        ValueError,
+        "batch-uint64-max",
+    ),
     ([BATCH, 2**70, WIDTH, DEPTH], ValueError, "height-2**70"),
     ([BATCH, HEIGHT, 2**63, DEPTH], ValueError, "width-2**63"),
     ([BATCH, HEIGHT, WIDTH, 2**70], ValueError, "depth-2**70"),
-    ([BATCH, -2**70, WIDTH, DEPTH], ValueError, "height-minus-2**70"),
+    ([BATCH, -(2**70), WIDTH, DEPTH], ValueError, "height-minus-2**70"),
     ([2**62, 2**62, WIDTH, DEPTH], (ValueError, MemoryError), "product-overflows"),
 ]:
-    names = ("image_size", "output") if label == "product-overflows" else ("image_size",)
+    names = (
+        ("image_size", "output") if label == "product-overflows" else ("image_size",)
+    )
     case(SIZE_OPS, {"image_size": value}, exc, *names, id=f"image_size-{label}")
 # Too large to allocate, but indexable: MemoryError or ValueError, before any work.
-case(SIZE_OPS, {"image_size": [2**40, 2**20, 1, DEPTH]}, (MemoryError, ValueError),
-     "output", "image_size", id="image_size-unallocatable")
-case(SIZE_OPS, {"image_size": [BATCH, 2**40, 2**18, DEPTH]}, (MemoryError, ValueError),
-     "output", "image_size", id="image_size-unallocatable-tall")
+case(
+    SIZE_OPS,
+    {"image_size": [2**40, 2**20, 1, DEPTH]},
+    (MemoryError, ValueError),
+    "output",
+    "image_size",
+    id="image_size-unallocatable",
+)
+case(
+    SIZE_OPS,
+    {"image_size": [BATCH, 2**40, 2**18, DEPTH]},
+    (MemoryError, ValueError),
+    "output",
+    "image_size",
+    id="image_size-unallocatable-tall",
+)
 
 # Empty outputs whose other dimensions multiply beyond the index range:
 # NumPy refuses to make them even though they hold no element.
-_NO_BOXES = {"grads": np.zeros((0, CROP_H, CROP_W, DEPTH), np.float32),
-             "boxes": np.zeros((0, 4), np.float32), "box_ind": np.zeros(0, np.int32)}
-for value, label in [([0, 2**62, WIDTH, DEPTH], "batch-0-height-2**62"),
-                     ([0, 2**40, 2**40, DEPTH], "batch-0-height-width-2**40")]:
-    case(SIZE_OPS, dict(_NO_BOXES, image_size=value), ValueError, "output", "image_size",
-         id=f"image_size-empty-{label}")
-case(FORWARD_OPS, {"image": np.zeros((BATCH, HEIGHT, WIDTH, 0), np.float32),
-                   "boxes": np.zeros((0, 4)), "box_ind": [], "crop_size": [2**62, 2**40]},
-     ValueError, "output", "crop_size", id="crop_size-empty-output-2**102")
+_NO_BOXES = {
+    "grads": np.zeros((0, CROP_H, CROP_W, DEPTH), np.float32),
+    "boxes": np.zeros((0, 4), np.float32),
+    "box_ind": np.zeros(0, np.int32),
+}
+for value, label in [
+    ([0, 2**62, WIDTH, DEPTH], "batch-0-height-2**62"),
+    ([0, 2**40, 2**40, DEPTH], "batch-0-height-width-2**40"),
+]:
+    case(
+        SIZE_OPS,
+        dict(_NO_BOXES, image_size=value),
+        ValueError,
+        "output",
+        "image_size",
+        id=f"image_size-empty-{label}",
+    )
+case(
+    FORWARD_OPS,
+    {
+        "image": np.zeros((BATCH, HEIGHT, WIDTH, 0), np.float32),
+        "boxes": np.zeros((0, 4)),
+        "box_ind": [],
+        "crop_size": [2**62, 2**40],
+    },
+    ValueError,
+    "output",
+    "crop_size",
+    id="crop_size-empty-output-2**102",
+)
 
 # A float16 output that NumPy can make, whose float32 accumulator it cannot.
 for op, dtype_arg in (("grad_image", "dtype"), ("raw_grad_image", "T")):
-    case((op,), dict(_NO_BOXES, grads=np.zeros((0, CROP_H, CROP_W, 1), np.float32),
-                     image_size=[0, 2**61 + 1, 1, 1], **{dtype_arg: np.float16}),
-         ValueError, "output", "image_size", id="image_size-float16-accumulator-beyond-index")
+    case(
+        (op,),
+        dict(
+            _NO_BOXES,
+            grads=np.zeros((0, CROP_H, CROP_W, 1), np.float32),
+            image_size=[0, 2**61 + 1, 1, 1],
+            **{dtype_arg: np.float16},
+        ),
+        ValueError,
+        "output",
+        "image_size",
+        id="image_size-float16-accumulator-beyond-index",
+    )
 
 # crop_size (forward)
 for value, exc, label in [
@@ -289,65 +494,157 @@ for value, exc, label in [
     ([CROP_H, 2**70], ValueError, "2**70"),
 ]:
     case(FORWARD_OPS, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
-case(FORWARD_OPS, {"crop_size": [2**31, 2**31]}, (MemoryError, ValueError), "output",
-     "crop_size", id="crop_size-unallocatable")
+case(
+    FORWARD_OPS,
+    {"crop_size": [2**31, 2**31]},
+    (MemoryError, ValueError),
+    "output",
+    "crop_size",
+    id="crop_size-unallocatable",
+)
 
 # extrapolation_value (forward)
-for value, label in [(None, "None"), ("0", "str"), (b"0", "bytes"), (1j, "complex"),
-                     (True, "bool"), (np.bool_(False), "numpy-bool"), ([0.0], "list"),
-                     (np.zeros(2), "array"), (np.datetime64(1, "s"), "datetime"),
-                     (datetime.timedelta(1), "timedelta"), (object(), "object")]:
-    case(FORWARD_OPS, {"extrapolation_value": value}, TypeError, "extrapolation_value",
-         id=f"extrapolation_value-{label}")
+for value, label in [
+    (None, "None"),
+    ("0", "str"),
+    (b"0", "bytes"),
+    (1j, "complex"),
+    (True, "bool"),
+    (np.bool_(False), "numpy-bool"),
+    ([0.0], "list"),
+    (np.zeros(2), "array"),
+    (np.datetime64(1, "s"), "datetime"),
+    (datetime.timedelta(1), "timedelta"),
+    (object(), "object"),
+]:
+    case(
+        FORWARD_OPS,
+        {"extrapolation_value": value},
+        TypeError,
+        "extrapolation_value",
+        id=f"extrapolation_value-{label}",
+    )
 
 # dtype / T (image gradient)
-for value, label in [(np.int32, "int32"), ("int64", "int64-name"), (complex, "complex"),
-                     (np.complex64, "complex64"), (bool, "bool"), (object, "object"),
-                     ("foo", "unknown-name"), ("f8x", "bad-name"), (None, "None"),
-                     (np.longdouble, "longdouble"), ("datetime64[s]", "datetime"),
-                     ("U4", "str"), ([("a", "f4")], "structured"), (3, "int-value"),
-                     (object(), "object-instance")]:
+for value, label in [
+    (np.int32, "int32"),
+    ("int64", "int64-name"),
+    (complex, "complex"),
+    (np.complex64, "complex64"),
+    (bool, "bool"),
+    (object, "object"),
+    ("foo", "unknown-name"),
+    ("f8x", "bad-name"),
+    (None, "None"),
+    (np.longdouble, "longdouble"),
+    ("datetime64[s]", "datetime"),
+    ("U4", "str"),
+    ([("a", "f4")], "structured"),
+    (3, "int-value"),
+    (object(), "object-instance"),
+]:
     if np.dtype(np.longdouble) == np.float64 and label == "longdouble":
         continue
     case(("grad_image",), {"dtype": value}, TypeError, "dtype", id=f"dtype-{label}")
     case(("raw_grad_image",), {"T": value}, TypeError, "T", id=f"T-{label}")
 
 # method
-for value, label in [("bilinearx", "unknown"), ("Bilinear", "case"), ("", "empty"),
-                     (None, "None"), (0, "int"), (["bilinear"], "list"),
-                     (b"\xff", "bad-bytes"), ("area", "area")]:
-    case(GRAD_IMAGE_OPS + FORWARD_OPS, {"method": value}, ValueError, "method",
-         "bilinear", id=f"method-{label}")
+for value, label in [
+    ("bilinearx", "unknown"),
+    ("Bilinear", "case"),
+    ("", "empty"),
+    (None, "None"),
+    (0, "int"),
+    (["bilinear"], "list"),
+    (b"\xff", "bad-bytes"),
+    ("area", "area"),
+]:
+    case(
+        GRAD_IMAGE_OPS + FORWARD_OPS,
+        {"method": value},
+        ValueError,
+        "method",
+        "bilinear",
+        id=f"method-{label}",
+    )
     case(GRAD_BOXES_OPS, {"method": value}, ValueError, "method", id=f"method-{label}")
-case(GRAD_BOXES_OPS, {"method": "nearest"}, ValueError, "method", "bilinear",
-     id="method-nearest-has-no-boxes-gradient")
+case(
+    GRAD_BOXES_OPS,
+    {"method": "nearest"},
+    ValueError,
+    "method",
+    "bilinear",
+    id="method-nearest-has-no-boxes-gradient",
+)
 
 # num_threads
-for value, exc, label in [(0, ValueError, "0"), (-1, ValueError, "-1"),
-                          (10**6, ValueError, "10**6"), (1025, ValueError, "1025"),
-                          (2**70, ValueError, "2**70"), (np.uint8(0), ValueError, "uint8-0"),
-                          (True, TypeError, "True"), (False, TypeError, "False"),
-                          (np.bool_(True), TypeError, "numpy-bool"),
-                          (1.5, TypeError, "1.5"), (2.0, TypeError, "2.0"),
-                          (np.float64(2), TypeError, "numpy-float"),
-                          ("2", TypeError, "str"), ([2], TypeError, "list")]:
-    case(PUBLIC_OPS, {"num_threads": value}, exc, "num_threads", id=f"num_threads-{label}")
+for value, exc, label in [
+    (0, ValueError, "0"),
+    (-1, ValueError, "-1"),
+    (10**6, ValueError, "10**6"),
+    (1025, ValueError, "1025"),
+    (2**70, ValueError, "2**70"),
+    (np.uint8(0), ValueError, "uint8-0"),
+    (True, TypeError, "True"),
+    (False, TypeError, "False"),
+    (np.bool_(True), TypeError, "numpy-bool"),
+    (1.5, TypeError, "1.5"),
+    (2.0, TypeError, "2.0"),
+    (np.float64(2), TypeError, "numpy-float"),
+    ("2", TypeError, "str"),
+    ([2], TypeError, "list"),
+]:
+    case(
+        PUBLIC_OPS,
+        {"num_threads": value},
+        exc,
+        "num_threads",
+        id=f"num_threads-{label}",
+    )
 
 # flush_denormals
-for value, label in [("yes", "str"), (None, "None"), (np.ones(2, bool), "array"),
-                     (2, "int-2"), (0.5, "float")]:
-    case(PUBLIC_OPS, {"flush_denormals": value}, TypeError, "flush_denormals",
-         id=f"flush_denormals-{label}")
+for value, label in [
+    ("yes", "str"),
+    (None, "None"),
+    (np.ones(2, bool), "array"),
+    (2, "int-2"),
+    (0.5, "float"),
+]:
+    case(
+        PUBLIC_OPS,
+        {"flush_denormals": value},
+        TypeError,
+        "flush_denormals",
+        id=f"flush_denormals-{label}",
+    )
 
 # unknown keyword arguments (every op), positional raw ops, a missing T
 for op in ALL_OPS:
-    case((op,), {"no_such_argument": 1}, TypeError, "no_such_argument", id="unknown-keyword")
+    case(
+        (op,),
+        {"no_such_argument": 1},
+        TypeError,
+        "no_such_argument",
+        id="unknown-keyword",
+    )
 case(GRAD_BOXES_OPS, {"out": None}, TypeError, "out", id="grad_boxes-has-no-out")
-case(GRAD_BOXES_OPS, {"extrapolation_value": 0.0}, TypeError, "extrapolation_value",
-     id="grad_boxes-has-no-extrapolation_value")
-case(("raw_grad_image",), {"dtype": np.float32}, TypeError, "dtype", id="raw-dtype-is-T")
-case(("raw_grad_image",), {"num_threads": 2}, TypeError, "num_threads",
-     id="raw-has-no-num_threads")
+case(
+    GRAD_BOXES_OPS,
+    {"extrapolation_value": 0.0},
+    TypeError,
+    "extrapolation_value",
+    id="grad_boxes-has-no-extrapolation_value",
+)
+case(
+    ("raw_grad_image",), {"dtype": np.float32}, TypeError, "dtype", id="raw-dtype-is-T"
+)
+case(
+    ("raw_grad_image",),
+    {"num_threads": 2},
+    TypeError,
+    "num_threads",
+    id="raw-has-no-num_threads",
+)
 case(("grad_image",), {"T": np.float32}, TypeError, "T", id="public-has-no-T")
 
 # out= (image gradient and forward)
@@ -387,7 +684,9 @@ def _alias_grads(args):
     # out viewing the memory of grads (grads made big enough to hold it)
     buf = np.zeros(BATCH * HEIGHT * WIDTH * DEPTH + args["grads"].size, np.float32)
     args["grads"] = buf[: args["grads"].size].reshape(args["grads"].shape)
-    return buf[args["grads"].size // 2:][: BATCH * HEIGHT * WIDTH * DEPTH].reshape(_GI_SHAPE)
+    return buf[args["grads"].size // 2 :][: BATCH * HEIGHT * WIDTH * DEPTH].reshape(
+        _GI_SHAPE
+    )
 
 
 def _alias_boxes_float16(args):
@@ -399,26 +698,52 @@ def _alias_boxes_float16(args):
 
 
 def _alias_image(args):
-    buf = np.zeros(BATCH * HEIGHT * WIDTH * DEPTH + NUM_BOXES * CROP_H * CROP_W * DEPTH,
-                   np.float32)
+    buf = np.zeros(
+        BATCH * HEIGHT * WIDTH * DEPTH + NUM_BOXES * CROP_H * CROP_W * DEPTH, np.float32
+    )
     args["image"] = buf[: BATCH * HEIGHT * WIDTH * DEPTH].reshape(_GI_SHAPE)
     args["image"][:] = _image()
-    return buf[-NUM_BOXES * CROP_H * CROP_W * DEPTH - 1:-1].reshape(_FW_SHAPE)
+    return buf[-NUM_BOXES * CROP_H * CROP_W * DEPTH - 1 : -1].reshape(_FW_SHAPE)
 
 
-case(("grad_image",), {"out": Derived(_alias_grads)}, ValueError, "out", id="out-aliases-grads")
-case(("grad_image",), {"out": Derived(_alias_boxes_float16)}, ValueError, "out",
-     id="out-aliases-boxes-float16")
-case(("forward",), {"out": Derived(_alias_image)}, ValueError, "out", id="out-aliases-image")
+case(
+    ("grad_image",),
+    {"out": Derived(_alias_grads)},
+    ValueError,
+    "out",
+    id="out-aliases-grads",
+)
+case(
+    ("grad_image",),
+    {"out": Derived(_alias_boxes_float16)},
+    ValueError,
+    "out",
+    id="out-aliases-boxes-float16",
+)
+case(
+    ("forward",),
+    {"out": Derived(_alias_image)},
+    ValueError,
+    "out",
+    id="out-aliases-image",
+)
 
 
 # --------------------------------------------------------------------------
 # Checking a case
 
+
 def _snapshot(value):
     if isinstance(value, np.ndarray):
-        return ("array", value.copy(order="K"), value.shape, value.strides, value.dtype,
-                value.flags.writeable, value.tobytes(order="A"))
+        return (
+            "array",
+            value.copy(order="K"),
+            value.shape,
+            value.strides,
+            value.dtype,
+            value.flags.writeable,
+            value.tobytes(order="A"),
+        )
     if isinstance(value, (list, tuple, dict)):
         return ("container", copy.deepcopy(value), repr(value))
     return ("other", value)
@@ -475,7 +800,8 @@ def _run_case(op, changes, exc, names, no_kernel, extra=None):
     message = str(info.value)
     assert message.strip(), f"{info.type.__name__} with an empty message"
     assert _names_in(message, names), (
-        f"{info.type.__name__} message does not name {' or '.join(names)}: {message!r}")
+        f"{info.type.__name__} message does not name {' or '.join(names)}: {message!r}"
+    )
     assert no_kernel == [], f"a kernel ran before the error: {no_kernel}"
     for key, value in args.items():
         _assert_unchanged(key, value, snaps[key])
@@ -490,8 +816,18 @@ def test_bad_input_is_rejected(op, changes, exc, names, no_kernel):
 # The same cases again with a valid, prefilled out= array: a rejected call
 # must not have written into it either.
 _OUT_SHAPES = {"grad_image": _GI_SHAPE, "forward": _FW_SHAPE}
-_SHAPE_ARGS = {"out", "image_size", "crop_size", "dtype", "image", "grads", "boxes",
-               "box_ind", "no_such_argument", "T"}
+_SHAPE_ARGS = {
+    "out",
+    "image_size",
+    "crop_size",
+    "dtype",
+    "image",
+    "grads",
+    "boxes",
+    "box_ind",
+    "no_such_argument",
+    "T",
+}
 
 
 def _keeps_output_shape(param):
@@ -524,6 +860,7 @@ def test_table_is_not_empty():
 # --------------------------------------------------------------------------
 # Messages that must say more than the argument's name
 
+
 def test_unknown_method_lists_the_allowed_ones():
     args = grad_image_args()
     with pytest.raises(ValueError) as info:
@@ -541,7 +878,9 @@ def test_bad_box_index_names_position_and_value():
 
 def test_nonfinite_box_names_the_first_bad_box():
     args = forward_args()
-    args["boxes"] = np.array([[0, 0, 1, 1], [0, np.nan, 1, 1], [np.inf, 0, 1, 1]], np.float32)
+    args["boxes"] = np.array(
+        [[0, 0, 1, 1], [0, np.nan, 1, 1], [np.inf, 0, 1, 1]], np.float32
+    )
     args["box_ind"] = [0, 0, 0]
     with pytest.raises(ValueError, match=r"boxes\[1\]"):
         cropgrad.crop_and_resize(**args)
@@ -561,9 +900,16 @@ def test_float16_accumulator_that_cannot_be_allocated():
     # The float16 output fits in the address space but its float32
     # accumulator would not: still refused before any work.
     grads = np.zeros((0, 1, 1, 1), np.float32)
-    size = [2**32, 2**29, 1, 1]   # 2**61 float16 elements: 2**62 bytes, 2**63 for float32
+    size = [
+        2**32,
+        2**29,
+        1,
+        1,
+    ]  # 2**61 float16 elements: 2**62 bytes, 2**63 for float32
     with pytest.raises((MemoryError, ValueError)) as info:
-        cropgrad.crop_and_resize_grad_image(grads, np.zeros((0, 4)), [], size, np.float16)
+        cropgrad.crop_and_resize_grad_image(
+            grads, np.zeros((0, 4)), [], size, np.float16
+        )
     assert str(info.value).strip()
 
 
@@ -582,8 +928,10 @@ def test_raw_ops_are_keyword_only():
 # --------------------------------------------------------------------------
 # Not errors: the edges of what is allowed
 
-@pytest.mark.parametrize("value", [np.float32, "float32", "float", np.dtype("<f4"),
-                                   np.dtype(">f4"), "f4"])
+
+@pytest.mark.parametrize(
+    "value", [np.float32, "float32", "float", np.dtype("<f4"), np.dtype(">f4"), "f4"]
+)
 def test_float32_spellings(value):
     out = cropgrad.crop_and_resize_grad_image(**grad_image_args(), dtype=value)
     assert out.dtype == np.float32 and out.dtype.isnative
@@ -598,12 +946,26 @@ def test_num_threads_allowed(value):
 
 @pytest.mark.parametrize("value", [True, False, np.bool_(True), 0, 1])
 def test_flush_denormals_allowed(value):
-    out = cropgrad.crop_and_resize_grad_image(**grad_image_args(), flush_denormals=value)
+    out = cropgrad.crop_and_resize_grad_image(
+        **grad_image_args(), flush_denormals=value
+    )
     assert out.shape == (BATCH, HEIGHT, WIDTH, DEPTH)
 
 
-@pytest.mark.parametrize("value", [0, -3, 2.5, np.float64(1e3), np.float32(-7), np.int8(4),
-                                   np.array(2.0), float("nan"), float("inf")])
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -3,
+        2.5,
+        np.float64(1e3),
+        np.float32(-7),
+        np.int8(4),
+        np.array(2.0),
+        float("nan"),
+        float("inf"),
+    ],
+)
 def test_extrapolation_value_allowed(value):
     args = forward_args()
     args["boxes"] = [[2, 2, 3, 3], [-3, -3, -2, -2]]  # every sample outside
@@ -613,12 +975,15 @@ def test_extrapolation_value_allowed(value):
 
 def test_image_size_forms_allowed():
     base = cropgrad.crop_and_resize_grad_image(**grad_image_args())
-    for size in ([BATCH, HEIGHT, WIDTH, DEPTH], (BATCH, HEIGHT, WIDTH, DEPTH),
-                 np.array([BATCH, HEIGHT, WIDTH, DEPTH], np.int32),
-                 np.array([BATCH, HEIGHT, WIDTH, DEPTH], np.uint64),
-                 np.array([BATCH, HEIGHT, WIDTH, DEPTH], ">i8"),
-                 np.array([BATCH, HEIGHT, WIDTH, DEPTH], object),
-                 [np.int64(BATCH), np.uint8(HEIGHT), WIDTH, np.int16(DEPTH)]):
+    for size in (
+        [BATCH, HEIGHT, WIDTH, DEPTH],
+        (BATCH, HEIGHT, WIDTH, DEPTH),
+        np.array([BATCH, HEIGHT, WIDTH, DEPTH], np.int32),
+        np.array([BATCH, HEIGHT, WIDTH, DEPTH], np.uint64),
+        np.array([BATCH, HEIGHT, WIDTH, DEPTH], ">i8"),
+        np.array([BATCH, HEIGHT, WIDTH, DEPTH], object),
+        [np.int64(BATCH), np.uint8(HEIGHT), WIDTH, np.int16(DEPTH)],
+    ):
         args = grad_image_args()
         args["image_size"] = size
         assert cropgrad.crop_and_resize_grad_image(**args).tobytes() == base.tobytes()
@@ -627,7 +992,8 @@ def test_image_size_forms_allowed():
 def test_large_but_valid_batch_without_boxes_is_not_an_error():
     # batch is only a bound for box_ind: an empty output of a huge batch is fine.
     out = cropgrad.crop_and_resize_grad_image(
-        np.zeros((0, 1, 1, 0), np.float32), np.zeros((0, 4)), [], [2**40, 3, 3, 0])
+        np.zeros((0, 1, 1, 0), np.float32), np.zeros((0, 4)), [], [2**40, 3, 3, 0]
+    )
     assert out.shape == (2**40, 3, 3, 0)
 
 

@@ -106,9 +106,11 @@ def geom(image_size, crop, boxes, box_ind=None):
 
 # Geometries shared by the three ops. Each takes a seeded generator.
 
+
 def g_random_inside(r):
-    return geom((2, 8, 9, 3), (4, 5), ordered_boxes(r, 5, 0.0, 1.0),
-                r.integers(0, 2, 5))
+    return geom(
+        (2, 8, 9, 3), (4, 5), ordered_boxes(r, 5, 0.0, 1.0), r.integers(0, 2, 5)
+    )
 
 
 def g_overlapping(r):
@@ -119,30 +121,36 @@ def g_overlapping(r):
 
 
 def g_flipped(r):
-    boxes = [[0.9, 0.8, 0.1, 0.2],    # both flipped
-             [0.8, 0.1, 0.2, 0.9],    # y flipped only
-             [0.1, 0.9, 0.9, 0.2],    # x flipped only
-             [1.0, 1.0, 0.0, 0.0]]    # whole image, upside down
+    boxes = [
+        [0.9, 0.8, 0.1, 0.2],  # both flipped
+        [0.8, 0.1, 0.2, 0.9],  # y flipped only
+        [0.1, 0.9, 0.9, 0.2],  # x flipped only
+        [1.0, 1.0, 0.0, 0.0],
+    ]  # whole image, upside down
     flip = ordered_boxes(r, 3, 0.0, 1.0)[:, [2, 3, 0, 1]]
     return geom((1, 7, 8, 3), (4, 4), np.concatenate([boxes, flip]))
 
 
 def g_degenerate(r):
-    boxes = [[0.3, 0.2, 0.3, 0.8],    # y1 == y2
-             [0.1, 0.5, 0.9, 0.5],    # x1 == x2
-             [0.4, 0.4, 0.4, 0.4],    # a point
-             [0.0, 0.0, 0.0, 0.0],
-             [1.0, 1.0, 1.0, 1.0],
-             [0.55, 0.35, 0.55, 0.35]]
+    boxes = [
+        [0.3, 0.2, 0.3, 0.8],  # y1 == y2
+        [0.1, 0.5, 0.9, 0.5],  # x1 == x2
+        [0.4, 0.4, 0.4, 0.4],  # a point
+        [0.0, 0.0, 0.0, 0.0],
+        [1.0, 1.0, 1.0, 1.0],
+        [0.55, 0.35, 0.55, 0.35],
+    ]
     return geom((1, 6, 6, 2), (3, 4), boxes)
 
 
 def g_partly_outside(r):
-    boxes = [[-0.5, -0.2, 0.5, 0.6],
-             [0.5, 0.5, 1.5, 1.4],
-             [-0.3, 0.2, 1.3, 0.8],
-             [0.2, -0.7, 0.8, 1.7],
-             [1.4, 1.2, -0.4, -0.3]]  # flipped and outside on all sides
+    boxes = [
+        [-0.5, -0.2, 0.5, 0.6],
+        [0.5, 0.5, 1.5, 1.4],
+        [-0.3, 0.2, 1.3, 0.8],
+        [0.2, -0.7, 0.8, 1.7],
+        [1.4, 1.2, -0.4, -0.3],
+    ]  # flipped and outside on all sides
     boxes = np.concatenate([boxes, any_order_boxes(r, 3, -0.6, 1.6)])
     return geom((1, 7, 9, 2), (5, 5), boxes)
 
@@ -150,68 +158,92 @@ def g_partly_outside(r):
 def g_wholly_outside(r):
     just_above_one = np.nextafter(F32(1.0), F32(2.0))
     just_below_zero = -np.float32(1e-7)
-    boxes = [[1.1, 0.2, 1.9, 0.8],
-             [-0.9, -0.8, -0.1, -0.2],
-             [0.2, 1.05, 0.8, 2.0],
-             [-2.0, -2.0, -1.5, -1.01],
-             [just_above_one, 0.0, 1.5, 1.0],
-             [0.0, just_below_zero, 1.0, -0.5]]
+    boxes = [
+        [1.1, 0.2, 1.9, 0.8],
+        [-0.9, -0.8, -0.1, -0.2],
+        [0.2, 1.05, 0.8, 2.0],
+        [-2.0, -2.0, -1.5, -1.01],
+        [just_above_one, 0.0, 1.5, 1.0],
+        [0.0, just_below_zero, 1.0, -0.5],
+    ]
     return geom((1, 5, 6, 2), (3, 3), boxes)
 
 
 def g_crop_1x1(r):
-    boxes = np.concatenate([
-        [[0.25, 0.1, 0.5, 0.5],       # centre row exactly 1.5 (nearest: halves)
-         [0.0, 0.0, 1.0, 1.0],
-         [0.9, 0.8, 0.1, 0.3],
-         [-0.5, -0.5, 0.5, 0.5],
-         [1.2, 0.2, 1.6, 0.9],        # centre outside
-         [0.7, 0.7, 0.7, 0.7]],
-        ordered_boxes(r, 3, -0.2, 1.2)])
+    boxes = np.concatenate(
+        [
+            [
+                [0.25, 0.1, 0.5, 0.5],  # centre row exactly 1.5 (nearest: halves)
+                [0.0, 0.0, 1.0, 1.0],
+                [0.9, 0.8, 0.1, 0.3],
+                [-0.5, -0.5, 0.5, 0.5],
+                [1.2, 0.2, 1.6, 0.9],  # centre outside
+                [0.7, 0.7, 0.7, 0.7],
+            ],
+            ordered_boxes(r, 3, -0.2, 1.2),
+        ]
+    )
     return geom((2, 5, 7, 3), (1, 1), boxes, r.integers(0, 2, len(boxes)))
 
 
 def g_crop_h1(r):
-    boxes = np.concatenate([[[0.25, 0.0, 0.5, 1.0], [0.9, 0.9, 0.2, 0.1]],
-                            any_order_boxes(r, 3, -0.2, 1.2)])
+    boxes = np.concatenate(
+        [
+            [[0.25, 0.0, 0.5, 1.0], [0.9, 0.9, 0.2, 0.1]],
+            any_order_boxes(r, 3, -0.2, 1.2),
+        ]
+    )
     return geom((1, 6, 8, 2), (1, 5), boxes)
 
 
 def g_crop_w1(r):
-    boxes = np.concatenate([[[0.0, 0.25, 1.0, 0.5], [0.9, 0.9, 0.2, 0.1]],
-                            any_order_boxes(r, 3, -0.2, 1.2)])
+    boxes = np.concatenate(
+        [
+            [[0.0, 0.25, 1.0, 0.5], [0.9, 0.9, 0.2, 0.1]],
+            any_order_boxes(r, 3, -0.2, 1.2),
+        ]
+    )
     return geom((1, 8, 6, 2), (4, 1), boxes)
 
 
 def g_image_h1(r):
-    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [0.5, 0.9, 0.5, 0.1],
-                             [-3.0, 0.2, 5.0, 0.7]],
-                            any_order_boxes(r, 3, -0.3, 1.3)])
+    boxes = np.concatenate(
+        [
+            [[0.0, 0.0, 1.0, 1.0], [0.5, 0.9, 0.5, 0.1], [-3.0, 0.2, 5.0, 0.7]],
+            any_order_boxes(r, 3, -0.3, 1.3),
+        ]
+    )
     return geom((2, 1, 6, 2), (3, 4), boxes, r.integers(0, 2, len(boxes)))
 
 
 def g_image_w1(r):
-    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [0.9, 0.5, 0.1, 0.5],
-                             [0.2, -3.0, 0.7, 5.0]],
-                            any_order_boxes(r, 3, -0.3, 1.3)])
+    boxes = np.concatenate(
+        [
+            [[0.0, 0.0, 1.0, 1.0], [0.9, 0.5, 0.1, 0.5], [0.2, -3.0, 0.7, 5.0]],
+            any_order_boxes(r, 3, -0.3, 1.3),
+        ]
+    )
     return geom((2, 6, 1, 2), (4, 3), boxes, r.integers(0, 2, len(boxes)))
 
 
 def g_image_1x1(r):
-    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]],
-                            any_order_boxes(r, 2, -1.0, 2.0)])
+    boxes = np.concatenate(
+        [[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]], any_order_boxes(r, 2, -1.0, 2.0)]
+    )
     return geom((1, 1, 1, 3), (2, 3), boxes)
 
 
 def g_pixel_centres(r):
     # H=5, W=9, crop 5x9: coordinates that are multiples of 1/8 give sample
     # positions that are exact integers or exact halves.
-    boxes = [[0.0, 0.0, 1.0, 1.0],            # every sample on a pixel centre
-             [1.0, 1.0, 0.0, 0.0],            # same, flipped
-             [0.25, 0.125, 0.75, 0.875],      # in_y 1,1.5,..,3; in_x 1,1.75,..
-             [0.125, 0.0625, 0.625, 0.5625],  # halves: nearest rounds them up
-             [0.5, 0.5, 0.5, 0.5],            # a point on a centre
-             [1.0, 0.0, 1.0, 1.0]]            # the last row, exactly H-1
+    boxes = [
+        [0.0, 0.0, 1.0, 1.0],  # every sample on a pixel centre
+        [1.0, 1.0, 0.0, 0.0],  # same, flipped
+        [0.25, 0.125, 0.75, 0.875],  # in_y 1,1.5,..,3; in_x 1,1.75,..
+        [0.125, 0.0625, 0.625, 0.5625],  # halves: nearest rounds them up
+        [0.5, 0.5, 0.5, 0.5],  # a point on a centre
+        [1.0, 0.0, 1.0, 1.0],
+    ]  # the last row, exactly H-1
     return geom((1, 5, 9, 2), (5, 9), boxes)
 
 
@@ -222,8 +254,9 @@ def g_multi_image(r):
 
 
 def g_depth1(r):
-    return geom((2, 9, 7, 1), (6, 5), any_order_boxes(r, 6, -0.1, 1.1),
-                r.integers(0, 2, 6))
+    return geom(
+        (2, 9, 7, 1), (6, 5), any_order_boxes(r, 6, -0.1, 1.1), r.integers(0, 2, 6)
+    )
 
 
 def g_depth17(r):
@@ -231,31 +264,36 @@ def g_depth17(r):
 
 
 def g_uneven_13x11(r):
-    return geom((2, 13, 11, 3), (7, 5), any_order_boxes(r, 5, -0.1, 1.1),
-                r.integers(0, 2, 5))
+    return geom(
+        (2, 13, 11, 3), (7, 5), any_order_boxes(r, 5, -0.1, 1.1), r.integers(0, 2, 5)
+    )
 
 
 def g_large_1e4(r):
     # crop 5x5: the middle row/column of a symmetric box lands on pixel 0.
-    boxes = [[-1e4, -1e4, 1e4, 1e4],
-             [1e4, -1e4, -1e4, 1e4],
-             [-1e4, 0.2, 0.8, 0.9],
-             [0.1, 0.1, 1e4, 1e4],
-             [1e4, 1e4, 1e4, 1e4],
-             [-1e4, -1e4, -1e4, -1e4],
-             [0.2, 0.3, 0.7, 0.6]]
+    boxes = [
+        [-1e4, -1e4, 1e4, 1e4],
+        [1e4, -1e4, -1e4, 1e4],
+        [-1e4, 0.2, 0.8, 0.9],
+        [0.1, 0.1, 1e4, 1e4],
+        [1e4, 1e4, 1e4, 1e4],
+        [-1e4, -1e4, -1e4, -1e4],
+        [0.2, 0.3, 0.7, 0.6],
+    ]
     return geom((1, 6, 7, 2), (5, 5), boxes)
 
 
 def g_large_1e30(r):
     # crop 5x1: rows take the regular path, the column the box-centre path.
-    boxes = [[-1e30, -1e30, 1e30, 1e30],
-             [1e30, 1e30, -1e30, -1e30],
-             [-1e30, 0.2, 0.8, 0.9],
-             [0.1, 1e30, 1e30, -1e30],
-             [1e30, 1e30, 1e30, 1e30],
-             [-1e30, -1e30, -1e30, -1e30],
-             [0.2, 0.3, 0.7, 0.6]]
+    boxes = [
+        [-1e30, -1e30, 1e30, 1e30],
+        [1e30, 1e30, -1e30, -1e30],
+        [-1e30, 0.2, 0.8, 0.9],
+        [0.1, 1e30, 1e30, -1e30],
+        [1e30, 1e30, 1e30, 1e30],
+        [-1e30, -1e30, -1e30, -1e30],
+        [0.2, 0.3, 0.7, 0.6],
+    ]
     return geom((1, 6, 7, 2), (5, 1), boxes)
 
 
@@ -264,40 +302,43 @@ def g_no_boxes(r):
 
 
 def g_random_mixed(r):
-    return geom((3, 10, 12, 4), (6, 7), any_order_boxes(r, 8, -0.25, 1.25),
-                r.integers(0, 3, 8))
+    return geom(
+        (3, 10, 12, 4), (6, 7), any_order_boxes(r, 8, -0.25, 1.25), r.integers(0, 3, 8)
+    )
 
 
 def g_subnormal_box_coords(r):
     s = 1e-39
-    boxes = [[s, 0.2, 0.8, 0.9],
-             [0.1, -s, 0.7, 0.6],
-             [-3e-40, -3e-40, 0.5, 0.5],
-             [s, s, s, s],
-             [-s, -s, -s, -s],     # IEEE: just below 0 (skipped); flushed: 0
-             [0.2, 0.2, s, 0.8],
-             [0.6, 0.3, -s, -s]]
+    boxes = [
+        [s, 0.2, 0.8, 0.9],
+        [0.1, -s, 0.7, 0.6],
+        [-3e-40, -3e-40, 0.5, 0.5],
+        [s, s, s, s],
+        [-s, -s, -s, -s],  # IEEE: just below 0 (skipped); flushed: 0
+        [0.2, 0.2, s, 0.8],
+        [0.6, 0.3, -s, -s],
+    ]
     return geom((1, 5, 6, 2), (3, 4), boxes)
 
 
 def g_subnormal_grads(r):
     # Box 0 samples only pixel centres (0, 2, 4), so a pixel of channel 0,
     # which receives only subnormal gradients, shows the flushing directly.
-    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0]],
-                            ordered_boxes(r, 2, 0.0, 1.0)])
+    boxes = np.concatenate([[[0.0, 0.0, 1.0, 1.0]], ordered_boxes(r, 2, 0.0, 1.0)])
     return geom((1, 5, 5, 3), (3, 3), boxes)
 
 
 def g_subnormal_underflow(r):
     # Sample positions 0.3, 1.3, 2.3: lerps of about 0.3 and 0.7.
-    boxes = [[0.075, 0.075, 0.575, 0.575],
-             [0.575, 0.075, 0.075, 0.575],
-             [0.1, 0.2, 0.6, 0.7]]
+    boxes = [
+        [0.075, 0.075, 0.575, 0.575],
+        [0.575, 0.075, 0.075, 0.575],
+        [0.1, 0.2, 0.6, 0.7],
+    ]
     return geom((1, 5, 5, 2), (3, 3), boxes)
 
 
-SUBNORMALS = np.array([1e-39, -3e-40, 5e-41, -1.1e-38, 1e-45, -7e-42],
-                      dtype=F32)
+SUBNORMALS = np.array([1e-39, -3e-40, 5e-41, -1.1e-38, 1e-45, -7e-42], dtype=F32)
 
 
 def make_grads(name, g, r):
@@ -353,23 +394,34 @@ METHODS = ("bilinear", "nearest")
 
 def tf_grad_image(grads, boxes, box_ind, image_size, dtype, method):
     return tf.raw_ops.CropAndResizeGradImage(
-        grads=tf.constant(grads), boxes=tf.constant(boxes),
-        box_ind=tf.constant(box_ind), image_size=tf.constant(image_size),
-        T=tf.as_dtype(dtype), method=method).numpy()
+        grads=tf.constant(grads),
+        boxes=tf.constant(boxes),
+        box_ind=tf.constant(box_ind),
+        image_size=tf.constant(image_size),
+        T=tf.as_dtype(dtype),
+        method=method,
+    ).numpy()
 
 
 def tf_forward(image, boxes, box_ind, crop_size, method, extrapolation_value):
     return tf.raw_ops.CropAndResize(
-        image=tf.constant(image), boxes=tf.constant(boxes),
-        box_ind=tf.constant(box_ind), crop_size=tf.constant(crop_size),
-        method=method, extrapolation_value=float(extrapolation_value)).numpy()
+        image=tf.constant(image),
+        boxes=tf.constant(boxes),
+        box_ind=tf.constant(box_ind),
+        crop_size=tf.constant(crop_size),
+        method=method,
+        extrapolation_value=float(extrapolation_value),
+    ).numpy()
 
 
 def tf_grad_boxes(grads, image, boxes, box_ind, method="bilinear"):
     return tf.raw_ops.CropAndResizeGradBoxes(
-        grads=tf.constant(grads), image=tf.constant(image),
-        boxes=tf.constant(boxes), box_ind=tf.constant(box_ind),
-        method=method).numpy()
+        grads=tf.constant(grads),
+        image=tf.constant(image),
+        boxes=tf.constant(boxes),
+        box_ind=tf.constant(box_ind),
+        method=method,
+    ).numpy()
 
 
 def grad_image_cases():
@@ -387,8 +439,9 @@ def grad_image_cases():
                 "method": np.array(method),
             }
             for dt in ("float32", "float64", "float16"):
-                c["out_" + dt] = tf_grad_image(grads, g["boxes"], g["box_ind"],
-                                               g["image_size"], dt, method)
+                c["out_" + dt] = tf_grad_image(
+                    grads, g["boxes"], g["box_ind"], g["image_size"], dt, method
+                )
             cases[gname + "_" + method] = c
     return cases
 
@@ -399,16 +452,17 @@ def make_image(shape, dtype, r, subnormal=False):
         info = np.iinfo(dtype)
         if dtype.itemsize == 8:
             # Mix small values with ones far beyond float32's 24-bit mantissa.
-            big = r.integers(-2**62, 2**62, size=shape, dtype=np.int64)
+            big = r.integers(-(2**62), 2**62, size=shape, dtype=np.int64)
             small = r.integers(-1000, 1000, size=shape, dtype=np.int64)
             img = np.where(r.random(shape) < 0.5, big, small)
         else:
-            img = r.integers(info.min, info.max, size=shape, endpoint=True,
-                             dtype=np.int64)
+            img = r.integers(
+                info.min, info.max, size=shape, endpoint=True, dtype=np.int64
+            )
         return img.astype(dtype)
     if dtype == np.float16:
         img = (r.standard_normal(shape) * 30).astype(np.float16)
-        img.flat[::7] = np.float16(3e-6)       # a float16 subnormal
+        img.flat[::7] = np.float16(3e-6)  # a float16 subnormal
         return img
     if dtype == np.float64:
         # Values that float32 cannot hold exactly, some large.
@@ -423,18 +477,32 @@ def make_image(shape, dtype, r, subnormal=False):
 
 def g_dtype_mix(r):
     """Inside, partly outside, flipped, degenerate and outside boxes."""
-    boxes = np.concatenate([
-        ordered_boxes(r, 2, 0.0, 1.0),
-        [[-0.3, 0.2, 0.7, 1.2],
-         [0.9, 0.8, 0.1, 0.05],
-         [0.5, 0.25, 0.5, 0.75],
-         [1.2, -0.5, 1.8, 0.5],
-         [0.0, 0.0, 1.0, 1.0]]])
+    boxes = np.concatenate(
+        [
+            ordered_boxes(r, 2, 0.0, 1.0),
+            [
+                [-0.3, 0.2, 0.7, 1.2],
+                [0.9, 0.8, 0.1, 0.05],
+                [0.5, 0.25, 0.5, 0.75],
+                [1.2, -0.5, 1.8, 0.5],
+                [0.0, 0.0, 1.0, 1.0],
+            ],
+        ]
+    )
     return geom((2, 6, 7, 3), (4, 5), boxes, r.integers(0, 2, len(boxes)))
 
 
-IMAGE_DTYPES = ("uint8", "uint16", "int8", "int16", "int32", "int64",
-                "float16", "float32", "float64")
+IMAGE_DTYPES = (
+    "uint8",
+    "uint16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+)
 
 
 def g_forward_subnormal(r):
@@ -473,8 +541,7 @@ def forward_case(image, g, method, extrapolation_value):
         "crop_size": crop_size,
         "method": np.array(method),
         "extrapolation_value": ev,
-        "out": tf_forward(image, g["boxes"], g["box_ind"], crop_size, method,
-                          ev),
+        "out": tf_forward(image, g["boxes"], g["box_ind"], crop_size, method, ev),
     }
 
 
@@ -490,11 +557,11 @@ def forward_cases():
     for gname, gfun, ev in FORWARD_GEOMETRIES:
         r = rng_for("forward/" + gname)
         g = gfun(r)
-        image = make_image(tuple(g["image_size"]), "float32", r,
-                           subnormal="subnormal" in gname)
+        image = make_image(
+            tuple(g["image_size"]), "float32", r, subnormal="subnormal" in gname
+        )
         for method in METHODS:
-            cases["%s_%s" % (gname, method)] = forward_case(image, g, method,
-                                                            ev)
+            cases["%s_%s" % (gname, method)] = forward_case(image, g, method, ev)
     return cases
 
 
@@ -555,8 +622,7 @@ def grad_boxes_cases():
 def write_npz(path, cases):
     names = list(cases)
     assert len(set(names)) == len(names)
-    flat = {"cases": np.array(names, dtype=str),
-            "tf_version": np.array(tf.__version__)}
+    flat = {"cases": np.array(names, dtype=str), "tf_version": np.array(tf.__version__)}
     for name, c in cases.items():
         assert "/" not in name and name not in ("cases", "tf_version")
         for key, value in c.items():
@@ -569,8 +635,7 @@ def write_npz(path, cases):
         assert list(f["cases"]) == names
         for k in flat:
             f[k]
-    print("wrote %s: %d cases, %d bytes" % (path, len(names),
-                                             os.path.getsize(path)))
+    print("wrote %s: %d cases, %d bytes" % (path, len(names), os.path.getsize(path)))
 
 
 # ---------------------------------------------------------------------------
@@ -589,10 +654,10 @@ def sample_coord(c1, c2, i, crop, size, flush):
     """in_y (or in_x) of crop row (column) i, in float32 as TensorFlow."""
     c1, c2 = _fz(c1, flush), _fz(c2, flush)
     if crop > 1:
-        scale = _fz(_fz(_fz(c2 - c1, flush) * F32(size - 1), flush)
-                    / F32(crop - 1), flush)
-        return _fz(_fz(c1 * F32(size - 1), flush)
-                   + _fz(F32(i) * scale, flush), flush)
+        scale = _fz(
+            _fz(_fz(c2 - c1, flush) * F32(size - 1), flush) / F32(crop - 1), flush
+        )
+        return _fz(_fz(c1 * F32(size - 1), flush) + _fz(F32(i) * scale, flush), flush)
     s = _fz(c1 + c2, flush)
     return _fz(0.5 * float(s) * float(size - 1), flush)
 
@@ -605,8 +670,7 @@ def round_half_away(v):
     return int(np.copysign(np.floor(abs(float(v)) + 0.5), float(v)))
 
 
-def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush,
-                       exact64=False):
+def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush, exact64=False):
     """Serial scatter. Returns (float32 out, float64 out, float16 out).
 
     float32: products and sums in float32; float64: float32 products widened
@@ -626,8 +690,9 @@ def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush,
         idx = (bi, yy, xx)
         out32[idx] = [_fz(a + p, flush) for a, p in zip(out32[idx], prod32)]
         out64[idx] += prod64
-        out16[idx] = [np.float16(F32(a) + F32(np.float16(p)))
-                      for a, p in zip(out16[idx], prod32)]
+        out16[idx] = [
+            np.float16(F32(a) + F32(np.float16(p))) for a, p in zip(out16[idx], prod32)
+        ]
 
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for b in range(n):
@@ -643,8 +708,13 @@ def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush,
                         continue
                     g = np.array([_fz(v, flush) for v in grads[b, y, x]], F32)
                     if method == "nearest":
-                        add(bi, round_half_away(in_y), round_half_away(in_x),
-                            g, g.astype(np.float64))
+                        add(
+                            bi,
+                            round_half_away(in_y),
+                            round_half_away(in_x),
+                            g,
+                            g.astype(np.float64),
+                        )
                         continue
                     top, bottom = int(np.floor(in_y)), int(np.ceil(in_y))
                     left, right = int(np.floor(in_x)), int(np.ceil(in_x))
@@ -652,13 +722,20 @@ def emulate_grad_image(grads, boxes, box_ind, image_size, method, flush,
                     xl = _fz(in_x - F32(left), flush)
                     wy = (_fz(one - yl, flush), yl)
                     wx = (_fz(one - xl, flush), xl)
-                    corners = ((0, top, 0, left), (0, top, 1, right),
-                               (1, bottom, 0, left), (1, bottom, 1, right))
+                    corners = (
+                        (0, top, 0, left),
+                        (0, top, 1, right),
+                        (1, bottom, 0, left),
+                        (1, bottom, 1, right),
+                    )
                     for iy, yy, ix, xx in corners:
                         d = np.array([_fz(wy[iy] * v, flush) for v in g], F32)
                         p = np.array([_fz(wx[ix] * v, flush) for v in d], F32)
-                        p64 = (float(wx[ix]) * float(wy[iy])
-                               * g.astype(np.float64)) if exact64 else p
+                        p64 = (
+                            (float(wx[ix]) * float(wy[iy]) * g.astype(np.float64))
+                            if exact64
+                            else p
+                        )
                         add(bi, yy, xx, p, p64)
     return out32, out64, out16
 
@@ -681,8 +758,9 @@ def emulate_forward(image, boxes, box_ind, crop_size, method, ev, flush):
                     if not in_range(in_x, W):
                         continue
                     if method == "nearest":
-                        out[b, y, x] = img[bi, round_half_away(in_y),
-                                           round_half_away(in_x)]
+                        out[b, y, x] = img[
+                            bi, round_half_away(in_y), round_half_away(in_x)
+                        ]
                         continue
                     top, bottom = int(np.floor(in_y)), int(np.ceil(in_y))
                     left, right = int(np.floor(in_x)), int(np.ceil(in_x))
@@ -690,17 +768,14 @@ def emulate_forward(image, boxes, box_ind, crop_size, method, ev, flush):
                     xl = _fz(in_x - F32(left), flush)
                     for d in range(D):
                         tl, tr = img[bi, top, left, d], img[bi, top, right, d]
-                        bl, br = (img[bi, bottom, left, d],
-                                  img[bi, bottom, right, d])
+                        bl, br = (img[bi, bottom, left, d], img[bi, bottom, right, d])
                         if flush:
-                            tl, tr, bl, br = (_fz(v, True)
-                                              for v in (tl, tr, bl, br))
-                        t = _fz(tl + _fz(_fz(tr - tl, flush) * xl, flush),
-                                flush)
-                        bo = _fz(bl + _fz(_fz(br - bl, flush) * xl, flush),
-                                 flush)
+                            tl, tr, bl, br = (_fz(v, True) for v in (tl, tr, bl, br))
+                        t = _fz(tl + _fz(_fz(tr - tl, flush) * xl, flush), flush)
+                        bo = _fz(bl + _fz(_fz(br - bl, flush) * xl, flush), flush)
                         out[b, y, x, d] = _fz(
-                            t + _fz(_fz(bo - t, flush) * yl, flush), flush)
+                            t + _fz(_fz(bo - t, flush) * yl, flush), flush
+                        )
     return out
 
 
@@ -760,57 +835,73 @@ def bits_equal(a, b):
 def check(outdir):
     """Compare the files with the emulation of SPEC.md; print a summary."""
     ok = True
-    with np.load(os.path.join(outdir, "grad_image.npz"),
-                 allow_pickle=False) as f:
+    with np.load(os.path.join(outdir, "grad_image.npz"), allow_pickle=False) as f:
         print("grad_image.npz (tf %s)" % f["tf_version"])
         for name in f["cases"]:
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
-            args = (k("grads"), k("boxes"), k("box_ind"), k("image_size"),
-                    str(k("method")))
+            args = (
+                k("grads"),
+                k("boxes"),
+                k("box_ind"),
+                k("image_size"),
+                str(k("method")),
+            )
             flush = "subnormal" in name
             e32, e64, e16 = emulate_grad_image(*args, flush=flush)
             r32, r64, r16 = emulate_grad_image(*args, flush=False)
             res = []
-            for dt, e in (("float32", e32), ("float64", e64),
-                          ("float16", e16)):
+            for dt, e in (("float32", e32), ("float64", e64), ("float16", e16)):
                 same = bits_equal(k("out_" + dt), e)
                 ok &= same or dt == "float16"
                 res.append("%s:%s" % (dt, "bits" if same else "DIFF"))
             if flush:
-                res.append("ieee-differs:%s" % (not bits_equal(k("out_float32"),
-                                                               r32)))
+                res.append("ieee-differs:%s" % (not bits_equal(k("out_float32"), r32)))
             print("  %-34s %s" % (name, " ".join(res)))
     with np.load(os.path.join(outdir, "forward.npz"), allow_pickle=False) as f:
         print("forward.npz")
         for name in f["cases"]:
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
-            e = emulate_forward(k("image"), k("boxes"), k("box_ind"),
-                                k("crop_size"), str(k("method")),
-                                k("extrapolation_value"),
-                                flush="subnormal" in name)
+            e = emulate_forward(
+                k("image"),
+                k("boxes"),
+                k("box_ind"),
+                k("crop_size"),
+                str(k("method")),
+                k("extrapolation_value"),
+                flush="subnormal" in name,
+            )
             same = bits_equal(k("out"), e)
             ok &= same
             extra = ""
             if "subnormal" in name:
-                ieee = emulate_forward(k("image"), k("boxes"), k("box_ind"),
-                                       k("crop_size"), str(k("method")),
-                                       k("extrapolation_value"), flush=False)
+                ieee = emulate_forward(
+                    k("image"),
+                    k("boxes"),
+                    k("box_ind"),
+                    k("crop_size"),
+                    str(k("method")),
+                    k("extrapolation_value"),
+                    flush=False,
+                )
                 extra = " ieee-differs:%s" % (not bits_equal(k("out"), ieee))
             print("  %-34s %s%s" % (name, "bits" if same else "DIFF", extra))
-    with np.load(os.path.join(outdir, "grad_boxes.npz"),
-                 allow_pickle=False) as f:
+    with np.load(os.path.join(outdir, "grad_boxes.npz"), allow_pickle=False) as f:
         print("grad_boxes.npz (float64 reference, relative difference)")
         for name in f["cases"]:
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
-            ref = reference_grad_boxes(k("grads"), k("image"), k("boxes"),
-                                       k("box_ind"), flush="subnormal" in name)
+            ref = reference_grad_boxes(
+                k("grads"),
+                k("image"),
+                k("boxes"),
+                k("box_ind"),
+                flush="subnormal" in name,
+            )
             out = k("out").astype(np.float64)
             scale = max(1.0, float(np.max(np.abs(ref), initial=0)))
             err = float(np.max(np.abs(out - ref), initial=0)) / scale
             good = err < 1e-4 or "large" in name
             ok &= good
-            print("  %-34s max rel diff %.2e%s" % (name, err,
-                                                   "" if good else "  DIFF"))
+            print("  %-34s max rel diff %.2e%s" % (name, err, "" if good else "  DIFF"))
     print("emulation check:", "all as expected" if ok else "MISMATCHES")
     return ok
 
@@ -822,62 +913,107 @@ def check(outdir):
 def report(outdir):
     print("tf.__version__ =", tf.__version__, " numpy", np.__version__)
     r = rng_for("report/determinism")
-    g = geom((1, 16, 16, 4), (16, 16),
-             np.tile([0.1, 0.1, 0.9, 0.9], (64, 1))
-             + r.uniform(-0.05, 0.05, (64, 4)))
+    g = geom(
+        (1, 16, 16, 4),
+        (16, 16),
+        np.tile([0.1, 0.1, 0.9, 0.9], (64, 1)) + r.uniform(-0.05, 0.05, (64, 4)),
+    )
     grads = r.standard_normal((64, 16, 16, 4)).astype(F32)
     for method in METHODS:
         for dt in ("float32", "float64", "float16"):
-            first = tf_grad_image(grads, g["boxes"], g["box_ind"],
-                                  g["image_size"], dt, method)
-            same = all(bits_equal(first, tf_grad_image(
-                grads, g["boxes"], g["box_ind"], g["image_size"], dt, method))
-                for _ in range(30))
-            print("(a) 30 repeats of 64 overlapping boxes, %s %s: "
-                  "bitwise identical = %s" % (method, dt, same))
+            first = tf_grad_image(
+                grads, g["boxes"], g["box_ind"], g["image_size"], dt, method
+            )
+            same = all(
+                bits_equal(
+                    first,
+                    tf_grad_image(
+                        grads, g["boxes"], g["box_ind"], g["image_size"], dt, method
+                    ),
+                )
+                for _ in range(30)
+            )
+            print(
+                "(a) 30 repeats of 64 overlapping boxes, %s %s: "
+                "bitwise identical = %s" % (method, dt, same)
+            )
 
-    one = tf_grad_image(np.full((1, 1, 1, 1), 1e-39, F32),
-                        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
-                        np.zeros(1, np.int32), np.array([1, 3, 3, 1], np.int32),
-                        "float32", "bilinear")
-    print("(b) one gradient 1e-39 at a pixel centre -> out[0,1,1,0] = %r "
-          "(IEEE would give 1e-39)" % float(one[0, 1, 1, 0]))
-    two = tf_grad_image(np.array([[[[1.0]], [[1e-39]]]], F32).reshape(1, 2, 1, 1),
-                        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
-                        np.zeros(1, np.int32), np.array([1, 3, 3, 1], np.int32),
-                        "float64", "nearest")
-    print("    grads [1.0, 1e-39] on one pixel, T=float64: %r" %
-          float(two[0, 1, 1, 0]))
-    with np.load(os.path.join(outdir, "grad_image.npz"),
-                 allow_pickle=False) as f:
-        for name in ("subnormal_grads_bilinear", "subnormal_underflow_bilinear",
-                     "subnormal_box_coords_nearest"):
+    one = tf_grad_image(
+        np.full((1, 1, 1, 1), 1e-39, F32),
+        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
+        np.zeros(1, np.int32),
+        np.array([1, 3, 3, 1], np.int32),
+        "float32",
+        "bilinear",
+    )
+    print(
+        "(b) one gradient 1e-39 at a pixel centre -> out[0,1,1,0] = %r "
+        "(IEEE would give 1e-39)" % float(one[0, 1, 1, 0])
+    )
+    two = tf_grad_image(
+        np.array([[[[1.0]], [[1e-39]]]], F32).reshape(1, 2, 1, 1),
+        np.array([[0.5, 0.5, 0.5, 0.5]], F32),
+        np.zeros(1, np.int32),
+        np.array([1, 3, 3, 1], np.int32),
+        "float64",
+        "nearest",
+    )
+    print("    grads [1.0, 1e-39] on one pixel, T=float64: %r" % float(two[0, 1, 1, 0]))
+    with np.load(os.path.join(outdir, "grad_image.npz"), allow_pickle=False) as f:
+        for name in (
+            "subnormal_grads_bilinear",
+            "subnormal_underflow_bilinear",
+            "subnormal_box_coords_nearest",
+        ):
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
-            ieee, _, _ = emulate_grad_image(k("grads"), k("boxes"), k("box_ind"),
-                                            k("image_size"), str(k("method")),
-                                            flush=False)
+            ieee, _, _ = emulate_grad_image(
+                k("grads"),
+                k("boxes"),
+                k("box_ind"),
+                k("image_size"),
+                str(k("method")),
+                flush=False,
+            )
             tfo = k("out_float32")
             diff = np.flatnonzero(tfo.ravel() != ieee.ravel())
             if len(diff):
                 i = diff[0]
-                print("    %s: %d elements differ from IEEE; e.g. flat[%d]: "
-                      "TF %r, IEEE %r" % (name, len(diff), i,
-                                          float(tfo.ravel()[i]),
-                                          float(ieee.ravel()[i])))
-        for name in ("random_mixed_bilinear", "overlapping_bilinear",
-                     "random_mixed_nearest"):
+                print(
+                    "    %s: %d elements differ from IEEE; e.g. flat[%d]: "
+                    "TF %r, IEEE %r"
+                    % (
+                        name,
+                        len(diff),
+                        i,
+                        float(tfo.ravel()[i]),
+                        float(ieee.ravel()[i]),
+                    )
+                )
+        for name in (
+            "random_mixed_bilinear",
+            "overlapping_bilinear",
+            "random_mixed_nearest",
+        ):
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
-            _, ref, _ = emulate_grad_image(k("grads"), k("boxes"), k("box_ind"),
-                                           k("image_size"), str(k("method")),
-                                           flush=False, exact64=True)
+            _, ref, _ = emulate_grad_image(
+                k("grads"),
+                k("boxes"),
+                k("box_ind"),
+                k("image_size"),
+                str(k("method")),
+                flush=False,
+                exact64=True,
+            )
             e16 = np.abs(k("out_float16").astype(np.float64) - ref).max()
             e32 = np.abs(k("out_float32").astype(np.float64) - ref).max()
-            once = np.abs(k("out_float32").astype(np.float16)
-                          .astype(np.float64) - ref).max()
-            print("(c) %s: max|ref| %.3f; max abs error vs float64 reference: "
-                  "TF float16 %.3g, TF float32 rounded once to float16 %.3g, "
-                  "TF float32 %.3g" % (name, np.abs(ref).max(), e16, once,
-                                       e32))
+            once = np.abs(
+                k("out_float32").astype(np.float16).astype(np.float64) - ref
+            ).max()
+            print(
+                "(c) %s: max|ref| %.3f; max abs error vs float64 reference: "
+                "TF float16 %.3g, TF float32 rounded once to float16 %.3g, "
+                "TF float32 %.3g" % (name, np.abs(ref).max(), e16, once, e32)
+            )
 
     def accepted(fn, dtypes):
         ok = []
@@ -889,37 +1025,77 @@ def report(outdir):
                 pass
         return ok
 
-    all_dtypes = ["float16", "bfloat16", "float32", "float64", "uint8",
-                  "uint16", "uint32", "uint64", "int8", "int16", "int32",
-                  "int64", "bool", "complex64", "complex128"]
+    all_dtypes = [
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "bool",
+        "complex64",
+        "complex128",
+    ]
     g1 = np.ones((1, 2, 2, 1), F32)
     b1 = np.array([[0, 0, 1, 1]], F32)
     i1 = np.zeros(1, np.int32)
-    print("(d) CropAndResizeGradImage T:", accepted(
-        lambda dt: tf.raw_ops.CropAndResizeGradImage(
-            grads=g1, boxes=b1, box_ind=i1, image_size=[1, 3, 3, 1],
-            T=tf.as_dtype(dt)), all_dtypes))
-    print("    CropAndResize image:", accepted(
-        lambda dt: tf.raw_ops.CropAndResize(
-            image=tf.zeros((1, 3, 3, 1), dt), boxes=b1, box_ind=i1,
-            crop_size=[2, 2]), all_dtypes))
-    print("    CropAndResizeGradBoxes image:", accepted(
-        lambda dt: tf.raw_ops.CropAndResizeGradBoxes(
-            grads=g1, image=tf.zeros((1, 3, 3, 1), dt), boxes=b1,
-            box_ind=i1), all_dtypes))
+    print(
+        "(d) CropAndResizeGradImage T:",
+        accepted(
+            lambda dt: tf.raw_ops.CropAndResizeGradImage(
+                grads=g1,
+                boxes=b1,
+                box_ind=i1,
+                image_size=[1, 3, 3, 1],
+                T=tf.as_dtype(dt),
+            ),
+            all_dtypes,
+        ),
+    )
+    print(
+        "    CropAndResize image:",
+        accepted(
+            lambda dt: tf.raw_ops.CropAndResize(
+                image=tf.zeros((1, 3, 3, 1), dt), boxes=b1, box_ind=i1, crop_size=[2, 2]
+            ),
+            all_dtypes,
+        ),
+    )
+    print(
+        "    CropAndResizeGradBoxes image:",
+        accepted(
+            lambda dt: tf.raw_ops.CropAndResizeGradBoxes(
+                grads=g1, image=tf.zeros((1, 3, 3, 1), dt), boxes=b1, box_ind=i1
+            ),
+            all_dtypes,
+        ),
+    )
 
     def error(label, fn):
         try:
             fn()
             print("(e) %s: no error" % label)
         except Exception as e:  # noqa: BLE001 - report whatever TF raises
-            print("(e) %s: %s.%s: %s" % (label, type(e).__module__,
-                                         type(e).__name__,
-                                         str(e).replace("\n", "\\n")))
+            print(
+                "(e) %s: %s.%s: %s"
+                % (
+                    label,
+                    type(e).__module__,
+                    type(e).__name__,
+                    str(e).replace("\n", "\\n"),
+                )
+            )
 
     def gi(**kw):
-        args = dict(grads=g1, boxes=b1, box_ind=i1, image_size=[1, 3, 3, 1],
-                    T=tf.float32)
+        args = dict(
+            grads=g1, boxes=b1, box_ind=i1, image_size=[1, 3, 3, 1], T=tf.float32
+        )
         args.update(kw)
         return tf.raw_ops.CropAndResizeGradImage(**args)
 
@@ -932,12 +1108,15 @@ def report(outdir):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--outdir", default=HERE)
-    p.add_argument("--check", action="store_true",
-                   help="compare the files with the NumPy emulation")
-    p.add_argument("--report", action="store_true",
-                   help="print facts measured with TensorFlow")
-    p.add_argument("--no-write", action="store_true",
-                   help="do not (re)write the files")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the files with the NumPy emulation",
+    )
+    p.add_argument(
+        "--report", action="store_true", help="print facts measured with TensorFlow"
+    )
+    p.add_argument("--no-write", action="store_true", help="do not (re)write the files")
     a = p.parse_args(argv)
     configure_tensorflow()
     if not a.no_write:

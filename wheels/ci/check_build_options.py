@@ -40,16 +40,26 @@ def check(config_file):
         options = compute_options(platform, args, env={}).build_options(identifier)
         env = options.environment.as_dictionary(prev_environment={})
         test_env = options.test_environment.as_dictionary(prev_environment={})
-        arch = identifier.split("-", 1)[1].split("_", 1)[1]  # manylinux_x86_64 -> x86_64
+        arch = identifier.split("-", 1)[1].split("_", 1)[
+            1
+        ]  # manylinux_x86_64 -> x86_64
         print(f"{identifier}: environment {env}")
 
         def expect(what, actual, wanted):
             if actual != wanted:
-                errors.append(f"{identifier}: {what} is {actual!r}, expected {wanted!r}")
+                errors.append(
+                    f"{identifier}: {what} is {actual!r}, expected {wanted!r}"
+                )
 
         expect("CROPGRAD_OPENMP", env.get("CROPGRAD_OPENMP"), "required")
-        expect("test-command", options.test_command, "python wheels/ci/test_wheel.py tests")
-        expect("PYTHONSAFEPATH in the test environment", test_env.get("PYTHONSAFEPATH"), "1")
+        expect(
+            "test-command", options.test_command, "python wheels/ci/test_wheel.py tests"
+        )
+        expect(
+            "PYTHONSAFEPATH in the test environment",
+            test_env.get("PYTHONSAFEPATH"),
+            "1",
+        )
         if "wheels/ci/test_wheel.py" not in options.test_sources:
             errors.append(f"{identifier}: test-sources lack the test runner")
         if platform == "linux":
@@ -59,11 +69,17 @@ def check(config_file):
                 errors.append(f"{identifier}: image {image} is not manylinux_2_28")
         else:
             print(f"{identifier}: before-all {options.before_all!r}")
-            expect("MACOSX_DEPLOYMENT_TARGET", env.get("MACOSX_DEPLOYMENT_TARGET"),
-                   DEPLOYMENT_TARGET[arch])
+            expect(
+                "MACOSX_DEPLOYMENT_TARGET",
+                env.get("MACOSX_DEPLOYMENT_TARGET"),
+                DEPLOYMENT_TARGET[arch],
+            )
             expect("CPPFLAGS", env.get("CPPFLAGS"), f"-I{LIBOMP}/{arch}/include")
-            expect("LDFLAGS", env.get("LDFLAGS"),
-                   f"-L{LIBOMP}/{arch}/lib -Wl,-rpath,{LIBOMP}/{arch}/lib")
+            expect(
+                "LDFLAGS",
+                env.get("LDFLAGS"),
+                f"-L{LIBOMP}/{arch}/lib -Wl,-rpath,{LIBOMP}/{arch}/lib",
+            )
             if "macos_libomp.sh" not in options.before_all:
                 errors.append(f"{identifier}: before-all does not fetch libomp")
             if "delocate-wheel" not in options.repair_command:

@@ -45,7 +45,10 @@ def main(argv):
     if not any(where.startswith(d + os.sep) for d in site_dirs):
         _fail(f"cropgrad was imported from {where}, not from {sorted(site_dirs)}")
 
-    expect_serial = os.environ.get("CROPGRAD_EXPECT_SERIAL", "0").strip() not in ("", "0")
+    expect_serial = os.environ.get("CROPGRAD_EXPECT_SERIAL", "0").strip() not in (
+        "",
+        "0",
+    )
     if expect_serial and info["openmp"]:
         _fail("CROPGRAD_EXPECT_SERIAL=1 but this cropgrad was built with OpenMP")
     if not expect_serial and not info["openmp"]:
@@ -53,8 +56,10 @@ def main(argv):
 
     if sysconfig.get_config_var("Py_GIL_DISABLED") and "PYTHON_GIL" not in os.environ:
         if sys._is_gil_enabled():
-            _fail("importing cropgrad turned the GIL back on: the extension is "
-                  "not marked free-threading compatible")
+            _fail(
+                "importing cropgrad turned the GIL back on: the extension is "
+                "not marked free-threading compatible"
+            )
         print("free-threaded interpreter: the GIL is still off after import")
 
     import pytest
