@@ -1,0 +1,136 @@
+# cython: language_level=3
+#
+# cropgrad's C-level API: the three ops for compiled code.
+#
+#     from cropgrad cimport capi
+#
+#     cdef capi.cg_error err
+#     with nogil:
+#         status = capi.cg_crop_and_resize(..., &err)
+#     if status != capi.CG_OK:
+#         ...  # err.message says what was wrong, as the Python API says it
+#
+# Contract (documented in docs/capi.md; pinned by tests/test_capi.py: a
+# release may add names here, never change one):
+#
+# - Every function is `noexcept nogil`: call it with or without the GIL,
+#   from any thread.  It never raises and never touches Python objects.
+# - Arrays are raw pointers to C-contiguous data in the layout given by
+#   `layout` (CG_NHWC: [n, height, width, depth]; CG_NCHW:
+#   [n, depth, height, width]); shapes are 4 int64 values in that same order.
+# - `boxes` is float32 [num_boxes, 4] ([y1, x1, y2, x2]); `box_ind` is int32
+#   or int64 [num_boxes] (its dtype code says which).
+# - The outputs are the caller's: every element is written (zeroed first
+#   where the op accumulates).  They must not overlap an input.
+# - `num_threads`: 0 means the library's default (OpenMP's default count,
+#   so OMP_NUM_THREADS and threadpoolctl apply; 1 in a child forked after
+#   threads ran); otherwise 1 to 1024.  The bits never depend on it.
+# - `flush_denormals`: non-zero computes with flush-to-zero and
+#   denormals-are-zero, TensorFlow's arithmetic.
+# - The return value is the status (also written to `error.status`): CG_OK,
+#   or a CG_ERR_* code naming the Python exception the NumPy API raises for
+#   the same call.  On an error nothing has been written to the output
+#   (every check runs before any work), `error.position` is the offending
+#   box (or -1) and `error.message` is a NUL-terminated sentence naming the
+#   argument.  `error` may not be NULL.
+
+from libc.stdint cimport int64_t
+
+
+# Status codes: the Python exception each one becomes.
+cdef enum:
+    CG_OK = 0
+    CG_ERR_VALUE = 1         # ValueError: bad shape or value, non-finite box
+    CG_ERR_INDEX = 2         # IndexError: a box_ind value outside [0, batch)
+    CG_ERR_TYPE = 3          # TypeError: a dtype code the op does not take
+    CG_ERR_MEMORY = 4        # MemoryError: scratch could not be allocated
+    CG_ERR_UNSUPPORTED = 5   # NotImplementedError: a code this build lacks
+
+# Data types.  Images: any of them but CG_FLOAT16 arrives as IEEE half bits
+# (uint16 storage).  Image-gradient outputs: CG_FLOAT16, CG_FLOAT32,
+# CG_FLOAT64.  box_ind: CG_INT32 or CG_INT64.
+cdef enum:
+    CG_UINT8 = 1
+    CG_INT8 = 2
+    CG_UINT16 = 3
+    CG_INT16 = 4
+    CG_INT32 = 5
+    CG_INT64 = 6
+    CG_FLOAT16 = 7
+    CG_FLOAT32 = 8
+    CG_FLOAT64 = 9
+
+# Memory layouts of images, image gradients, crops and grads.
+cdef enum:
+    CG_NHWC = 0   # TensorFlow's: [n, height, width, depth]
+    CG_NCHW = 1   # PyTorch's:    [n, depth, height, width]
+
+# Sampling methods.
+cdef enum:
+    CG_BILINEAR = 0
+    CG_NEAREST = 1
+
+# Size of cg_error.message, NUL included.
+cdef enum:
+    CG_MESSAGE_SIZE = 512
+
+ctypedef struct cg_error:
+    int status                          # as returned
+    int64_t position                    # offending box number, or -1
+    char message[CG_MESSAGE_SIZE]       # NUL-terminated; "" on success
+
+
+cdef int cg_crop_and_resize(
+    const void* image,           # IN  [batch, H, W, depth] (NHWC) or [batch, depth, H, W]
+    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const float* boxes,          # IN  [num_boxes, 4]
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    int64_t num_boxes,
+    int64_t crop_height,
+    int64_t crop_width,
+    int method,                  # CG_BILINEAR or CG_NEAREST
+    float extrapolation_value,
+    int layout,                  # CG_NHWC or CG_NCHW
+    float* crops,                # OUT [num_boxes, crop_height, crop_width, depth] or NCHW
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+cdef int cg_crop_and_resize_grad_image(
+    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth] or NCHW
+    const int64_t* grads_shape,  # IN  4 values, in the layout's order
+    const float* boxes,          # IN  [num_boxes, 4]
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    const int64_t* image_size,   # IN  4 values: the output's shape, in the layout's order
+    void* output,                # OUT image_size, of output_dtype
+    int output_dtype,            # CG_FLOAT16, CG_FLOAT32 or CG_FLOAT64
+    int method,                  # CG_BILINEAR or CG_NEAREST
+    int layout,                  # CG_NHWC or CG_NCHW
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+cdef int cg_crop_and_resize_grad_boxes(
+    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth] or NCHW
+    const int64_t* grads_shape,  # IN  4 values, in the layout's order
+    const void* image,           # IN  [batch, H, W, depth] or NCHW
+    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const float* boxes,          # IN  [num_boxes, 4]
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    float* output,               # OUT [num_boxes, 4]
+    int method,                  # CG_BILINEAR only
+    int layout,                  # CG_NHWC or CG_NCHW
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+# The thread count a call with num_threads == 0 uses now.
+cdef int cg_default_threads() noexcept nogil
