@@ -186,7 +186,7 @@ cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
     of zeroing it, histogrammed into at most ``MAX_BUCKETS`` buckets of
     rows.  Fills ``p.bounds`` (``num_bands + 1`` global row numbers) and
     returns the total work, in element updates per channel.  `cost` is
-    scratch of ``MAX_BUCKETS`` entries.
+    scratch of ``min(rows, MAX_BUCKETS)`` entries.
     """
     cdef Py_ssize_t rows = p.g.batch * p.g.height, shift = 0, nbuckets, i, j
     cdef Py_ssize_t b, bi, k, first, last
@@ -494,7 +494,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
         + <size_t>(geo.batch + 1) * sizeof(int64_t)
         + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
-        + MAX_BUCKETS * sizeof(int64_t)
+        + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
         + spare_each * team + 64
     )
     if out_kind == OUT_FLOAT16:
@@ -525,7 +525,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.order = <int64_t*>(p.splits + 2 * nthreads + 2)
     p.starts = p.order + N
     cost = p.starts + geo.batch + 1
-    p.row_w_lo = <float*>(cost + MAX_BUCKETS)
+    p.row_w_lo = <float*>(cost + min(rows, MAX_BUCKETS))
     p.row_w_hi = p.row_w_lo + n_rows
     p.col_w_lo = p.row_w_hi + n_rows
     p.col_w_hi = p.col_w_lo + n_cols
