@@ -4,7 +4,10 @@
 Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
 finiteness first.  Each box's four sums belong to one task and are added
 in the serial order (crop row, crop column, channel), so the result does
-not depend on the number of threads.
+not depend on the number of threads.  NCHW (grads [num_boxes, depth,
+crop_h, crop_w], image [batch, depth, height, width]) keeps that order:
+its code differs from NHWC's only in the strides it reads with, so its
+result is the NHWC result on the transposed arrays, bit for bit.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
@@ -25,6 +28,9 @@ from cropgrad._types cimport (
     DT_UINT16,
     Geometry,
     image_t,
+    layout_t,
+    nchw_t,
+    nhwc_t,
 )
 
 
@@ -41,7 +47,7 @@ ctypedef struct Plan:
 
 
 cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
-               bint half) noexcept nogil:
+               bint half, layout_t* layout) noexcept nogil:
     """The four box-coordinate gradients of box `b`, summed in serial order.
 
     For crops of one row or one column, whose sums are partly in double.
@@ -58,6 +64,10 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef Py_ssize_t y, x, d, top, bottom, left, right
     cdef const image_t* img = image + p.box_ind[b] * H * W * D
     cdef const float* gp
+    # Pixel and channel strides of the image, channel stride of grads.
+    cdef Py_ssize_t px = D, cs = 1, gc = 1
+    if layout_t is nchw_t:
+        px, cs, gc = 1, H * W, ch * cw
     for y in range(ch):
         if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                            &top, &bottom, &y_lerp):
@@ -66,15 +76,18 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
             if not linear_taps(sample_coord(x1, x2, w_scale, W, cw, x), W,
                                &left, &right, &x_lerp):
                 continue
-            gp = p.grads + ((b * ch + y) * cw + x) * D
+            if layout_t is nchw_t:
+                gp = p.grads + b * D * ch * cw + y * cw + x
+            else:
+                gp = p.grads + ((b * ch + y) * cw + x) * D
             for d in range(D):
-                tl = load(img, (top * W + left) * D + d, half)
-                tr = load(img, (top * W + right) * D + d, half)
-                bl = load(img, (bottom * W + left) * D + d, half)
-                br = load(img, (bottom * W + right) * D + d, half)
+                tl = load(img, (top * W + left) * px + d * cs, half)
+                tr = load(img, (top * W + right) * px + d * cs, half)
+                bl = load(img, (bottom * W + left) * px + d * cs, half)
+                br = load(img, (bottom * W + right) * px + d * cs, half)
                 grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
                 grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
-                g = gp[d]
+                g = gp[d * gc]
                 grad_y = grad_y * g
                 grad_x = grad_x * g
                 if ch > 1:
@@ -98,7 +111,8 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
 
 
 cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
-                           Py_ssize_t y, bint half, float* terms) noexcept nogil:
+                           Py_ssize_t y, bint half, float* terms,
+                           layout_t* layout) noexcept nogil:
     """The terms crop row `y` of box `b` adds to its four box gradients.
 
     Writes ``terms[4 * i + k]`` for term i, in the serial (column, channel)
@@ -125,6 +139,11 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef const image_t* p_br
     cdef const float* gp
     cdef float* t
+    # Pixel and channel strides of the image, channel stride of grads: in
+    # NCHW, channel d of a pixel is d planes on, of a sample d crop planes.
+    cdef Py_ssize_t px = D, cs = 1, gc = 1
+    if layout_t is nchw_t:
+        px, cs, gc = 1, H * W, ch * cw
     if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                        &top, &bottom, &y_lerp):
         return 0
@@ -134,20 +153,23 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
             continue
         f_x1 = <float>(W - 1) - <float>x * w_ratio
         f_x2 = <float>x * w_ratio
-        p_tl = img + (top * W + left) * D
-        p_tr = img + (top * W + right) * D
-        p_bl = img + (bottom * W + left) * D
-        p_br = img + (bottom * W + right) * D
-        gp = p.grads + ((b * ch + y) * cw + x) * D
         t = terms + 4 * n
+        p_tl = img + (top * W + left) * px
+        p_tr = img + (top * W + right) * px
+        p_bl = img + (bottom * W + left) * px
+        p_br = img + (bottom * W + right) * px
+        if layout_t is nchw_t:
+            gp = p.grads + b * D * ch * cw + y * cw + x
+        else:
+            gp = p.grads + ((b * ch + y) * cw + x) * D
         for d in range(D):
-            tl = load(p_tl, d, half)
-            tr = load(p_tr, d, half)
-            bl = load(p_bl, d, half)
-            br = load(p_br, d, half)
+            tl = load(p_tl, d * cs, half)
+            tr = load(p_tr, d * cs, half)
+            bl = load(p_bl, d * cs, half)
+            br = load(p_br, d * cs, half)
             grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
             grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
-            g = gp[d]
+            g = gp[d * gc]
             grad_y = grad_y * g
             grad_x = grad_x * g
             t[4 * d] = grad_y * f_y1
@@ -159,7 +181,8 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
 
 
 cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
-                Py_ssize_t b1, bint half, float* terms) noexcept nogil:
+                Py_ssize_t b1, bint half, float* terms,
+                layout_t* layout) noexcept nogil:
     """Box gradients of boxes `b0` and `b1` (or `b0` alone when ``b1 < 0``).
 
     Each box's four sums are serial chains of float32 additions, slow to
@@ -173,10 +196,10 @@ cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
     cdef float* ta = terms
     cdef float* tb = terms + 4 * p.g.crop_w * p.g.depth
     for y in range(p.g.crop_h):
-        na = _row_terms(p, image, b0, y, half, ta)
+        na = _row_terms(p, image, b0, y, half, ta, layout)
         nb = 0
         if b1 >= 0:
-            nb = _row_terms(p, image, b1, y, half, tb)
+            nb = _row_terms(p, image, b1, y, half, tb, layout)
         common = min(na, nb)
         for i in range(common):
             a0 += ta[4 * i]
@@ -208,14 +231,24 @@ cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
         p.out[4 * b1 + 3] = c3
 
 
-cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
-                      bint half, float* terms) noexcept nogil:
+cdef void _laid_out_task(const Plan* p, const image_t* image, Py_ssize_t t,
+                         bint half, float* terms, layout_t* layout) noexcept nogil:
     """Box `t` for one-row or one-column crops, boxes 2t and 2t + 1 otherwise."""
     cdef Py_ssize_t N = p.g.num_boxes
     if p.g.crop_h == 1 or p.g.crop_w == 1:
-        _one(p, image, t, half)
+        _one(p, image, t, half, layout)
     else:
-        _pair(p, image, 2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms)
+        _pair(p, image, 2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms,
+              layout)
+
+
+cdef inline void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
+                             bint half, float* terms) noexcept nogil:
+    """Task `t` in the layout of the problem."""
+    if p.g.nchw:
+        _laid_out_task(p, image, t, half, terms, <nchw_t*>NULL)
+    else:
+        _laid_out_task(p, image, t, half, terms, <nhwc_t*>NULL)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
@@ -247,13 +280,15 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
                     int image_dtype, const float* boxes, const int64_t* box_ind,
                     float* out, int nthreads, bint flush,
                     size_t* failed) noexcept nogil:
-    """Gradient of crop-and-resize with respect to the boxes (NHWC, bilinear).
+    """Gradient of crop-and-resize with respect to the boxes (bilinear).
 
     Parameters
     ----------
     geo : the problem; ``num_boxes > 0``.
     grads : float32 [num_boxes, crop_h, crop_w, depth]
+        ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
     image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+        ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
     out : float32 [num_boxes, 4]; every element written.
