@@ -178,7 +178,15 @@ def _directives():
 
 # One module per job; the kernels reach each other through their .pxd files.
 # (cropgrad.capi is also the C-level API other compiled code cimports.)
-_MODULES = ["_parallel", "_forward", "_grad_image", "_grad_boxes", "capi", "_testing"]
+_MODULES = [
+    "_parallel",
+    "_forward",
+    "_grad_image",
+    "_grad_image_nchw",
+    "_grad_boxes",
+    "capi",
+    "_testing",
+]
 _DEPENDS = sorted(
     glob.glob(os.path.join("cropgrad", "*.pxd"))
     + glob.glob(os.path.join("cropgrad", "src", "cg_*"))
