@@ -118,14 +118,14 @@ def crop_and_resize_grad_image(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.grads_array(grads)
+    grads = _v.grads_array(grads, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(
             f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
             f"but grads has shape {grads.shape}"
         )
-    shape = _v.image_size(image_size)
+    shape = _v.image_size(image_size, data_format)
     out_code = _v.DTYPE_CODES[out_dtype]
     capi._check_grad_image_call(
         grads.shape, shape, out_code, method_code, layout, nthreads
@@ -206,7 +206,7 @@ def crop_and_resize(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    image, image_code = _v.image_array(image)
+    image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _v.int_vector(
         crop_size, 2, "crop_size", "[crop_height, crop_width]"
@@ -300,8 +300,8 @@ def crop_and_resize_grad_boxes(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.grads_array(grads)
-    image, image_code = _v.image_array(image)
+    grads = _v.grads_array(grads, data_format)
+    image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(
