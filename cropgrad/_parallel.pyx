@@ -10,6 +10,15 @@ Thread policy
   ``THREADS_PER_PROC`` per available processor: more only share the same
   cores, and a team the system cannot start ends the process inside the
   OpenMP runtime, where no error can be reported.
+- Idle workers: after a parallel region OpenMP's workers keep spinning for
+  a while (GNU OpenMP about 300,000 iterations, LLVM's 200 ms) in case
+  another region follows, burning a core that the caller's next step
+  (NumPy, another library) would use.  Unless the user chose a policy
+  (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set),
+  cropgrad releases its team after each call with
+  ``omp_pause_resource_all(omp_pause_soft)``: the workers stop at once and
+  the next call starts them again (tens of microseconds, against calls of
+  milliseconds: a call only uses a team above ``SERIAL_WORK``).
 - fork(): GNU OpenMP keeps a thread pool that does not survive ``fork()``; a
   child forked after this process ran a team would hang in its next
   parallel region.  A ``pthread_atfork`` handler marks such a child, which
@@ -19,7 +28,13 @@ Thread policy
 from cython.parallel cimport parallel, prange, threadid
 
 from cropgrad._cdefs cimport cg_fpenv_enter, cg_fpenv_leave
-from cropgrad._openmp cimport omp_get_max_threads, omp_get_num_procs
+from cropgrad._openmp cimport (
+    omp_get_max_threads,
+    omp_get_num_procs,
+    omp_pause_resource_all,
+    omp_pause_soft,
+)
+from libc.stdlib cimport getenv
 
 
 cdef extern from *:
@@ -53,6 +68,12 @@ cdef enum:
 
 if cg_install_fork_guard() != 0:
     raise ImportError("cropgrad: could not install its fork() handler")
+
+# Release the team after each call unless the user set a wait policy of
+# their own (read once, as the OpenMP runtimes read it once).
+cdef bint release_team = (getenv(b"OMP_WAIT_POLICY") == NULL
+                          and getenv(b"GOMP_SPINCOUNT") == NULL
+                          and getenv(b"KMP_BLOCKTIME") == NULL)
 
 
 cdef int resolve_threads(int num_threads) noexcept nogil:
@@ -122,11 +143,18 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
             for t in prange(num_tasks, schedule="static"):
                 fn(ctx, t, threadid())
             cg_fpenv_leave(flush)
+    if release_team:
+        omp_pause_resource_all(omp_pause_soft)
 
 
 def default_threads():
     """The thread count a call with ``num_threads=None`` uses now."""
     return resolve_threads(0)
+
+
+def releases_team():
+    """Whether each call releases its OpenMP team when it is done."""
+    return bool(release_team)
 
 
 def serial_only():
