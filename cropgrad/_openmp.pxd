@@ -13,7 +13,7 @@ cdef extern from *:
     static int omp_get_num_threads(void) { return 1; }
     static int omp_get_num_procs(void) { return 1; }
     typedef enum { omp_pause_soft = 1, omp_pause_hard = 2 } omp_pause_resource_t;
-    static int omp_pause_resource_all(omp_pause_resource_t kind) { (void)kind; return 0; }
+    static int omp_pause_resource_all(omp_pause_resource_t k) { (void)k; return 0; }
     #endif
     """
     const bint CROPGRAD_HAVE_OPENMP
