@@ -11,14 +11,13 @@ Thread policy
   cores, and a team the system cannot start ends the process inside the
   OpenMP runtime, where no error can be reported.
 - Idle workers: after a parallel region OpenMP's workers keep spinning for
-  a while (GNU OpenMP about 300,000 iterations, LLVM's 200 ms) in case
-  another region follows, burning a core that the caller's next step
-  (NumPy, another library) would use.  Unless the user chose a policy
-  (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set),
-  cropgrad releases its team after each call with
-  ``omp_pause_resource_all(omp_pause_soft)``: the workers stop at once and
-  the next call starts them again (tens of microseconds, against calls of
-  milliseconds: a call only uses a team above ``SERIAL_WORK``).
+  a while in case another region follows, burning a core that the
+  caller's next step (NumPy, another library) would use.  Unless the user
+  chose a policy (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or
+  ``KMP_BLOCKTIME`` set), cropgrad shortens the wait: GNU OpenMP's spin
+  count is set when the runtime loads (``cropgrad/_wait_policy.py``), and
+  LLVM's OpenMP gets ``kmp_set_blocktime(0)`` on the calling thread before
+  each team starts.
 - fork(): GNU OpenMP keeps a thread pool that does not survive ``fork()``; a
   child forked after this process ran a team would hang in its next
   parallel region.  A ``pthread_atfork`` handler marks such a child, which
@@ -28,13 +27,7 @@ Thread policy
 from cython.parallel cimport parallel, prange, threadid
 
 from cropgrad._cdefs cimport cg_fpenv_enter, cg_fpenv_leave
-from cropgrad._openmp cimport (
-    omp_get_max_threads,
-    omp_get_num_procs,
-    omp_pause_resource_all,
-    omp_pause_soft,
-)
-from libc.stdlib cimport getenv
+from cropgrad._openmp cimport omp_get_max_threads, omp_get_num_procs
 
 
 cdef extern from *:
@@ -61,6 +54,19 @@ cdef extern from *:
     int cg_serial_only
     int cg_install_fork_guard() noexcept nogil
 
+cdef extern from *:
+    """
+    /* LLVM's OpenMP: workers sleep as soon as a region ends on this thread
+       (its default keeps them spinning for 200 ms).  GNU OpenMP has no such
+       call: its spin count is set when it loads (see _wait_policy.py). */
+    #if defined(_OPENMP) && defined(KMP_VERSION_MAJOR)
+    static void cg_short_wait(void) { kmp_set_blocktime(0); }
+    #else
+    static void cg_short_wait(void) { }
+    #endif
+    """
+    void cg_short_wait() noexcept nogil
+
 
 cdef enum:
     THREADS_PER_PROC = 4
@@ -69,11 +75,11 @@ cdef enum:
 if cg_install_fork_guard() != 0:
     raise ImportError("cropgrad: could not install its fork() handler")
 
-# Release the team after each call unless the user set a wait policy of
-# their own (read once, as the OpenMP runtimes read it once).
-cdef bint release_team = (getenv(b"OMP_WAIT_POLICY") == NULL
-                          and getenv(b"GOMP_SPINCOUNT") == NULL
-                          and getenv(b"KMP_BLOCKTIME") == NULL)
+# Shorten the workers' wait unless the user set a policy of their own (as
+# the package found the environment before it set GOMP_SPINCOUNT itself).
+from cropgrad import _wait_policy
+
+cdef bint short_wait = not _wait_policy.user_policy
 
 
 cdef int resolve_threads(int num_threads) noexcept nogil:
@@ -131,6 +137,8 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
         return
     global cg_threads_used
     cg_threads_used = 1
+    if short_wait:
+        cg_short_wait()
     if schedule == SCHEDULE_DYNAMIC:
         with parallel(num_threads=team):
             cg_fpenv_enter(flush)
@@ -143,8 +151,6 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
             for t in prange(num_tasks, schedule="static"):
                 fn(ctx, t, threadid())
             cg_fpenv_leave(flush)
-    if release_team:
-        omp_pause_resource_all(omp_pause_soft)
 
 
 def default_threads():
@@ -152,9 +158,9 @@ def default_threads():
     return resolve_threads(0)
 
 
-def releases_team():
-    """Whether each call releases its OpenMP team when it is done."""
-    return bool(release_team)
+def shortens_wait():
+    """Whether cropgrad shortened the idle wait of its OpenMP workers."""
+    return bool(short_wait)
 
 
 def serial_only():
