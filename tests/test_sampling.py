@@ -3,9 +3,9 @@ bit against NumPy float32 arithmetic."""
 
 import numpy as np
 import pytest
-import reference
 
 from cropgrad import _core
+from cropgrad import _reference as reference
 
 
 def _boxes(rng, n=64):
