@@ -1,4 +1,4 @@
-"""The benchmark's plumbing: rows from adapters, targets.
+"""The benchmark's plumbing: rows from adapters, the pipeline row, targets.
 
 Quick runs in this process (the figures themselves are not judged: only
 that every column is measured and reported).
@@ -129,6 +129,36 @@ def test_malformed_rows_are_refused(returned, message):
     ((name, exc),) = errors
     assert name == "m" and isinstance(exc, rows.AdapterError)
     assert message in str(exc)
+
+
+def test_pipeline_row():
+    result = run(
+        ["pipeline"], Settings(quick=True, repeats=1), tensorflow=False, adapters=False
+    )
+    (row,) = result["workloads"]
+    assert row["kind"] == "pipeline" and row["rounds"] == 1
+    times = row["median_s"]
+    for column in (
+        "cropgrad_default",
+        "pipeline",
+        "numpy_pass_after_call",
+        "numpy_pass_after_idle",
+        "cropgrad_after_threads_slept",
+    ):
+        assert 0 < times[column] < 5, column
+    # The whole process, at most every CPU, in a 0.1 s window.
+    assert 0 <= times["cpu_100ms_after_call"] <= 0.1 * result["machine"]["cpu_count"]
+    for key in (
+        "pass_after_call_over_after_idle",
+        "after_sleep_over_back_to_back",
+        "pipeline_over_parts",
+    ):
+        assert row["ratios"][key] > 0, key
+    targets = [t for t in result["targets"] if t["workload"] == "pipeline"]
+    assert len(targets) == 3 and all(t["measured"] is not None for t in targets)
+    text = report.format_pipeline(result)
+    assert "CPU in the 100 ms after a call" in text
+    assert "pipeline" not in report.format_table(result).split("\n-")[1]
 
 
 def test_command_line_leaves_adapters_out(tmp_path):

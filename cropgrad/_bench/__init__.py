@@ -7,6 +7,9 @@ Files, one job each:
 ``columns.py``
     what the main table's columns time: cropgrad calls and the NumPy
     roofline;
+``pipeline.py``
+    the ``pipeline`` row: a call followed by NumPy work, and the CPU the
+    idle OpenMP threads take after a call;
 ``tf_worker.py``
     TensorFlow's columns, in worker processes;
 ``rows.py``
@@ -49,6 +52,8 @@ Each workload is a row, timed in several columns in the same run:
     the process that times cropgrad).  The inputs are TensorFlow tensors made
     once before timing; TensorFlow allocates its output on every call.
 
+The ``pipeline`` row has columns of its own (`cropgrad._bench.pipeline`).
+
 Noise: the columns are measured in rounds.  A round times each column once
 (a block of calls), in an order that rotates from round to round, after
 about 10 ms of untimed calls of the same column (while the previous
@@ -69,7 +74,7 @@ a module of this package listed in `cropgrad._bench.rows.ADAPTERS`:
   and the report says why (``"adapters"`` in the JSON); ``--no-adapters``
   leaves every adapter out.
 - It defines ``extra_rows(workload, quick) -> list of dict``, called once
-  per row of a workload measured (after that row).
+  per op row measured (after that row), never for the ``pipeline`` row.
   `workload` is a `cropgrad._bench.workloads.Workload` (``workload.name``,
   ``.op``, ``.image_size``, ``.crop``, ``.dtype``); ``workload.problem()``
   returns its arrays (``grads``, ``boxes``, ``box_ind``, ``image`` as the op

@@ -6,7 +6,7 @@ import sys
 import cropgrad
 from cropgrad._selfcheck import check
 
-from .report import format_table, format_targets, write_json
+from .report import format_pipeline, format_table, format_targets, write_json
 from .run import run
 from .timing import Settings
 from .workloads import WORKLOADS
@@ -123,7 +123,9 @@ def _parser():
         "(each in a worker process; 'n/a' when TensorFlow is not installed). "
         "Ratios: TF default / cropgrad default, TF deterministic / cropgrad 1 "
         "thread, cropgrad default / roofline, 1 thread / default threads. "
-        "Installed adapters (JAX, PyTorch) add rows of their own. "
+        "The 'pipeline' workload times a call followed by NumPy work, and the "
+        "CPU time the idle OpenMP threads take after a call; installed "
+        "adapters (JAX, PyTorch) add rows of their own. "
         "Progress goes to stderr, the table to stdout."
     )
     parser = argparse.ArgumentParser(
@@ -168,10 +170,10 @@ def _run_bench(args):
         args.workloads, settings, tensorflow=args.tensorflow, adapters=args.adapters
     )
     print(format_table(report))
-    targets = format_targets(report)
-    if targets:
-        print()
-        print(targets)
+    for section in (format_pipeline(report), format_targets(report)):
+        if section:
+            print()
+            print(section)
     if args.json:
         write_json(report, args.json)
         print(f"results written to {args.json}", file=sys.stderr)

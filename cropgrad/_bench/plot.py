@@ -18,7 +18,7 @@ def plot(report, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = report["workloads"]
+    results = [r for r in report["workloads"] if r.get("kind") != "pipeline"]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.5 * len(results) + 2), 5.0))
     width = 0.8 / len(PLOT_COLUMNS)
     colours = ("#9ecae1", "#3182bd", "#bdbdbd", "#fdae6b", "#e6550d")

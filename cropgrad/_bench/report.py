@@ -1,9 +1,10 @@
-"""The results as text (the table, the targets) and JSON."""
+"""The results as text (the table, the pipeline row, the targets) and JSON."""
 
 import json
 import sys
 import textwrap
 
+from . import pipeline
 from .columns import CG1, CGD, CGN, COLUMNS, ROOF, TFD, TFX
 from .machine import NOISY
 
@@ -69,6 +70,8 @@ def format_table(report):
     ]
     rows, extra = [], []
     for r in report["workloads"]:
+        if r.get("kind") == "pipeline":
+            continue
         m, q = r["median_s"], r["ratios"]
         rows.append(
             [
@@ -127,6 +130,34 @@ def format_table(report):
         f"{machine['cpu_count']} CPUs ({machine['cpu_model']}), "
         f"{report['total_seconds']:.0f} s"
     )
+    return "\n".join(out)
+
+
+def format_pipeline(report):
+    """The pipeline row: what the idle threads cost the work after a call."""
+    rows = [r for r in report["workloads"] if r.get("kind") == "pipeline"]
+    if not rows:
+        return ""
+    us = _micro()
+    threads = report["default_threads"]
+    out = [f"Idle threads ({threads} threads; medians over rounds):"]
+    for r in rows:
+        m, q = r["median_s"], r["ratios"]
+        lines = [
+            ("call, back to back", m[CGD], None),
+            ("call, after the threads slept", m[pipeline.AFTER_SLEEP], None),
+            ("  / back to back", None, q["after_sleep_over_back_to_back"]),
+            ("NumPy pass after idle", m[pipeline.PASS_AFTER_IDLE], None),
+            ("NumPy pass right after a call", m[pipeline.PASS_AFTER_CALL], None),
+            ("  / after idle", None, q["pass_after_call_over_after_idle"]),
+            ("call + pass, timed as a whole", m[pipeline.PIPE], None),
+            ("  / (call + pass after idle)", None, q["pipeline_over_parts"]),
+            ("CPU in the 100 ms after a call", m[pipeline.CPU_AFTER_CALL], None),
+        ]
+        for label, seconds, ratio in lines:
+            value = format_time(seconds, us) if ratio is None else format_ratio(ratio)
+            out.append(f"  {label:<32} {value:>9}")
+        out.append(f"  (other processes: {format_ratio(r['load']['other_cpus'])} CPUs)")
     return "\n".join(out)
 
 

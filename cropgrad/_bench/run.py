@@ -10,6 +10,7 @@ import numpy as np
 
 import cropgrad
 
+from . import pipeline
 from .columns import (
     CG32,
     CGD,
@@ -94,17 +95,18 @@ class _Run:
 
     # ----------------------------------------------------------------------
 
-    def measure(self, name, workload, build, finish):
+    def measure(self, name, workload, build, finish, tensorflow=True):
         """One row, measured again while other processes disturb it.
 
-        `build(problem)` returns the local columns ({name: callable});
-        `finish(result, samples)` adds the medians and ratios.
+        `build(problem)` returns the local columns ({name: callable or
+        sampler}); `finish(result, samples)` adds the medians and ratios.
         """
         attempts = []
         while True:
             t0 = time.perf_counter()
+            workers = self.workers if tensorflow else {}
             try:
-                result = self._measure_once(name, workload, build, finish)
+                result = self._measure_once(name, workload, build, finish, workers)
             except WorkerError as exc:
                 # Go on without TensorFlow rather than lose the cropgrad figures.
                 self.progress(f"    {exc}\n    measuring the rest without TensorFlow")
@@ -137,9 +139,8 @@ class _Run:
         ]
         return result
 
-    def _measure_once(self, name, workload, build, finish):
+    def _measure_once(self, name, workload, build, finish, workers):
         settings = self.settings
-        workers = self.workers
         meter = CpuMeter([w.proc.pid for w in workers.values()])
         for worker in workers.values():
             worker.load(workload.name)
@@ -147,7 +148,10 @@ class _Run:
         local = build(problem)
         for worker in workers.values():
             worker.loaded()
-        columns = [Column(n, fn=v) for n, v in local.items()]
+        columns = [
+            Column(n, sampler=v) if hasattr(v, "sample") else Column(n, fn=v)
+            for n, v in local.items()
+        ]
         columns += [Column(n, worker=w) for n, w in workers.items()]
         for column in columns:  # one at a time: nothing else runs meanwhile
             column.calibrate(settings)
@@ -160,13 +164,15 @@ class _Run:
         samples = {c.name: c.samples for c in columns}
         result = workload.as_dict()
         result["name"] = name
-        result["kind"] = "op"
+        result["kind"] = workload.kind
         result["load"] = meter.stop()
         result["bytes"] = {k: int(v.nbytes) for k, v in problem.items()}
         shape, dtype = output_shape(workload)
         result["bytes"]["output"] = int(np.prod(shape)) * dtype.itemsize
         result["rounds"] = rounds
-        result["calls_per_block"] = {c.name: c.inner for c in columns}
+        result["calls_per_block"] = {
+            c.name: c.inner for c in columns if c.sampler is None
+        }
         finish(result, samples)
         result["min_s"] = {
             key: (min(samples[key]) if samples.get(key) else None)
@@ -185,6 +191,19 @@ class _Run:
             _op_figures(result, samples, workload)
 
         return self.measure(workload.name, workload, build, finish)
+
+    def pipeline_row(self, workload):
+        def build(problem):
+            return pipeline.pipeline_columns(workload, problem, self.pool, self.threads)
+
+        def finish(result, samples):
+            result["median_s"] = {
+                key: _median(samples.get(key, [])) for key in pipeline.COLUMNS
+            }
+            result["ratios"] = pipeline.pipeline_ratios(samples, _paired_ratio)
+
+        # TensorFlow's workers stay idle: this row is about cropgrad's threads.
+        return self.measure(workload.name, workload, build, finish, tensorflow=False)
 
     def adapter_row(self, adapter, row, workload):
         def build(problem):
@@ -263,6 +282,9 @@ def run(names, settings, tensorflow=True, adapters=True, progress=None):
         for i, name in enumerate(names, 1):
             workload = WORKLOADS[name]
             progress(f"[{i}/{len(names)}] {name}: {workload.describe()}")
+            if workload.kind == "pipeline":
+                results.append(state.pipeline_row(workload))
+                continue
             results.append(state.op_row(workload))
             rows, errors = adapter_rows(modules, workload, settings.quick)
             for adapter, exc in errors:
@@ -291,6 +313,11 @@ def run(names, settings, tensorflow=True, adapters=True, progress=None):
         "settings": settings.as_dict(),
         "columns": list(COLUMNS),
         "ratios": {k: list(v) for k, v in RATIOS.items()},
+        "pipeline": {
+            "columns": list(pipeline.COLUMNS),
+            "idle_wait_s": pipeline.IDLE_WAIT,
+            "window_s": pipeline.WINDOW,
+        },
         "load": {
             "loadavg_at_start": load_start,
             "other_cpus_max": max(

@@ -87,31 +87,44 @@ def calibrate(fn, block):
 
 
 class Column:
-    """A timed column of a row, run here (``fn``) or in a worker process.
+    """A timed column of a row: run here, in a worker process, or by a sampler.
 
-    ``fn`` is a no-argument callable doing one complete call, timed in
-    blocks of back-to-back calls after untimed warm-up calls
-    (`time_block`); a ``worker`` times its own callable the same way
-    (`cropgrad._bench.tf_worker.TensorFlowWorker`).
+    Exactly one of:
+
+    ``fn``
+        a no-argument callable doing one complete call; timed in blocks of
+        back-to-back calls after untimed warm-up calls (`time_block`);
+    ``worker``
+        a worker process that times its own callable the same way
+        (`cropgrad._bench.tf_worker.TensorFlowWorker`);
+    ``sampler``
+        an object with ``sample(settings) -> seconds`` (one sample, taking
+        care of its own waiting) and ``cost(settings) -> seconds`` (the wall
+        time a sample takes): the measurements that must not be warmed up
+        like the others (`cropgrad._bench.pipeline`).
     """
 
-    def __init__(self, name, fn=None, worker=None):
+    def __init__(self, name, fn=None, worker=None, sampler=None):
         self.name = name
         self.fn = fn
         self.worker = worker
+        self.sampler = sampler
         self.inner = 1
         self.estimate = 0.0
         self.samples = []
 
     def calibrate(self, settings):
-        if self.worker is not None:
+        if self.sampler is not None:
+            self.sampler.sample(settings)  # first-call costs out of the way
+            self.estimate = self.sampler.cost(settings)
+        elif self.worker is not None:
             self.inner, self.estimate = self.worker.calibrate(settings.block)
         else:
             self.inner, self.estimate = calibrate(self.fn, settings.block)
 
     def warm(self, settings):
         """Untimed calls before a block."""
-        if self.estimate >= settings.warm_limit:
+        if self.sampler is not None or self.estimate >= settings.warm_limit:
             return 0
         return min(
             100_000, max(1, math.ceil(settings.warm_time / max(self.estimate, 1e-8)))
@@ -119,10 +132,14 @@ class Column:
 
     def cost(self, settings):
         """Estimated seconds of one block of this column."""
+        if self.sampler is not None:
+            return self.estimate
         return (self.inner + self.warm(settings)) * self.estimate
 
     def measure(self, settings):
-        if self.worker is not None:
+        if self.sampler is not None:
+            value = self.sampler.sample(settings)
+        elif self.worker is not None:
             value = self.worker.time(self.warm(settings))
         else:
             value = time_block(self.fn, self.inner, self.warm(settings))

@@ -8,7 +8,12 @@ GRAD_IMAGE, FORWARD, GRAD_BOXES = "grad_image", "forward", "grad_boxes"
 
 
 class Workload:
-    """One benchmark problem: an op, its shapes and its output dtype."""
+    """One benchmark problem: an op, its shapes and its output dtype.
+
+    ``kind`` says how the row is measured: ``"op"`` (the columns of the
+    main table) or ``"pipeline"`` (the idle-thread measurements of
+    `cropgrad._bench.pipeline` on the same problem).
+    """
 
     def __init__(
         self,
@@ -22,6 +27,7 @@ class Workload:
         crop,
         dtype="float32",
         about="",
+        kind="op",
     ):
         self.name = name
         self.op = op
@@ -30,6 +36,7 @@ class Workload:
         self.crop = tuple(crop)
         self.dtype = np.dtype(dtype)
         self.about = about
+        self.kind = kind
 
     def describe(self):
         b, h, w, d = self.image_size
@@ -115,6 +122,11 @@ WORKLOADS = {
             "detector-grad-boxes",
             GRAD_BOXES,
             about="crop_and_resize_grad_boxes on the detector's problem",
+        ),
+        _detector(
+            "pipeline",
+            kind="pipeline",
+            about="a detector call, then NumPy work: what the idle threads cost",
         ),
     )
 }
