@@ -18,21 +18,26 @@ same machine code for any banding (even the bits of NaN results agree).
 """
 
 from libc.stdint cimport int64_t, uint16_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
 from cropgrad._cdefs cimport (
+    CG_SIMD_BASELINE,
     cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_prefetch,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
+    cg_simd_select,
+    cg_simd_supported,
+    cg_simd_target,
 )
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._grad_image_nchw cimport (
     planes_task,
+    use_simd,
     stage_rows,
     tile_channels,
     tile_rows,
@@ -65,6 +70,35 @@ cdef enum:
 # threads never write the same 64-byte cache line within a pixel.
 cdef enum:
     CHANNEL_ALIGN = 16
+
+
+# The deep scatter's instruction set: the widest this CPU runs, unless the
+# environment variable CROPGRAD_SIMD names one (the tests run the fixtures
+# on every target this way; every target gives the same bits).
+cdef int _select_simd() except -1:
+    cdef const char* requested = getenv(b"CROPGRAD_SIMD")
+    if cg_simd_select(requested) != 0:
+        raise ImportError(
+            f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
+            f"cannot run it; choose from {simd_targets()} or 'auto'"
+        )
+    # The NCHW tiles run the same corner loop: the same clone.
+    use_simd(cg_simd_target)
+    return 0
+
+
+def simd_targets():
+    """The instruction sets of the deep scatter this CPU can run."""
+    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512")
+            if cg_simd_supported(t.encode())]
+
+
+def simd_target():
+    """The instruction set the deep scatter uses in this process."""
+    return cg_simd_target.decode()
+
+
+_select_simd()
 
 
 cdef void _group_boxes(Plan* p, const int64_t* box_ind) noexcept nogil:

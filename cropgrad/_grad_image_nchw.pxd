@@ -1,6 +1,7 @@
 # cython: language_level=3
 # The NCHW tasks of the image gradient (see _grad_image_nchw.pyx).
 
+cdef int use_simd(const char* target) noexcept nogil
 cdef Py_ssize_t tile_channels(Py_ssize_t width, Py_ssize_t depth,
                               size_t acc_size) noexcept nogil
 cdef Py_ssize_t tile_rows(Py_ssize_t width, Py_ssize_t channels,

@@ -49,6 +49,7 @@ from cropgrad._cdefs cimport (
     cg_prefetch_outer,
     cg_shallow_rows_d_planes,
     cg_shallow_rows_f_planes,
+    cg_simd_select,
 )
 from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_quad
 from cropgrad._types cimport acc_t
@@ -66,6 +67,14 @@ cdef enum:
 # tile, read plane by plane as contiguous runs.
 cdef enum:
     STAGE_BYTES = 1 << 14
+
+
+cdef int use_simd(const char* target) noexcept nogil:
+    """Make this module's deep scatter (the tiles' corner updates) run on
+    `target`, the instruction set _grad_image chose: each module holds its
+    own pointers to the clones of cg_scatter.h.  Returns 0, or -1 when this
+    CPU cannot run it."""
+    return cg_simd_select(target)
 
 
 cdef inline size_t _round64(size_t n) noexcept nogil:

@@ -220,12 +220,13 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
                  "grads dimensions must be positive: crop_height and crop_width "
                  "are %lld and %lld", <long long>g[1], <long long>g[2])
         return _fail(err, CG_ERR_VALUE, -1)
-    _format_shape(dims, sizeof(dims), image_size)
     if s[1] <= 0 or s[2] <= 0:
+        _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image dimensions must be positive: image_size = %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if s[0] < 0 or s[3] < 0:
+        _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image_size: batch and depth must be non-negative, got %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)

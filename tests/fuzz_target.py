@@ -9,7 +9,10 @@ it broke, which gives an oracle:
 
 - all arguments valid: the call must succeed (a ``MemoryError`` is only
   allowed for a big output), return the right shape and dtype (and `out`
-  itself when given), and the same bits with one thread;
+  itself when given), the bits of the NumPy reference
+  (``cropgrad._reference`` in its exact arithmetic, flushing subnormals as
+  the call asks; for outputs and ``grads`` small enough to compute it in
+  milliseconds) and the same bits with one thread;
 - some argument broken: the call must raise ``ValueError``, ``TypeError``,
   ``IndexError`` or ``MemoryError`` with a non-empty message naming one of
   the broken arguments;
@@ -43,6 +46,7 @@ import warnings
 import numpy as np
 
 import cropgrad
+from cropgrad import _reference as reference
 from cropgrad import raw_ops
 
 ALLOWED = (ValueError, TypeError, IndexError, MemoryError)
@@ -768,6 +772,59 @@ def _bits(arr):
     return np.ascontiguousarray(arr).tobytes()
 
 
+def _differing(actual, expected):
+    """Where the bits differ, NaN matching any NaN (payloads may differ)."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return np.ones(actual.shape, bool)
+    bits = f"u{actual.itemsize}"
+    same = actual.view(bits) == expected.view(bits)
+    return ~(same | (np.isnan(actual) & np.isnan(expected)))
+
+
+def _array(value):
+    # As the library reads it: NumPy's own conversion of lists first.
+    return np.asarray(value)
+
+
+def expected_result(call):
+    """The NumPy reference's result of a valid call (cropgrad._reference).
+
+    Exact arithmetic in the serial order, flush-to-zero as the call asks
+    (the raw ops always flush); float16 output is the float32 result rounded
+    once.
+    """
+    kw, op = call.kwargs, call.op
+    flush = True if op.startswith("raw_") else bool(kw.get("flush_denormals", False))
+    method = str(kw.get("method", "bilinear"))
+    common = dict(method=method, exact=True, flush=flush)
+    boxes, box_ind = _array(kw["boxes"]), _array(kw["box_ind"])
+    with np.errstate(all="ignore"):
+        if op.endswith("grad_image"):
+            dtype = call.expect_dtype
+            size = [int(v) for v in _array(kw["image_size"]).tolist()]
+            acc = np.float32 if dtype == np.float16 else dtype
+            out = reference.grad_image(
+                _array(kw["grads"]), boxes, box_ind, size, dtype=acc, **common
+            )
+            return out.astype(dtype)
+        if op.endswith("forward"):
+            fill = kw.get("extrapolation_value", 0.0)
+            if isinstance(fill, np.ndarray):
+                fill = fill[()]
+            crop = [int(v) for v in _array(kw["crop_size"]).tolist()]
+            return reference.crop_and_resize(
+                _array(kw["image"]),
+                boxes,
+                box_ind,
+                crop,
+                extrapolation_value=np.float32(fill),
+                **common,
+            )
+        return reference.grad_boxes(
+            _array(kw["grads"]), _array(kw["image"]), boxes, box_ind, **common
+        )
+
+
 def execute(data):
     """Run the call `data` decodes to; return an outcome label or raise Finding."""
     call = decode(data)
@@ -823,6 +880,19 @@ def execute(data):
         )
     if call.out is not None and "out" in call.kwargs and result is not call.out:
         raise Finding(f"out= given but another array returned: {call.describe()}")
+    # The NumPy reference's bits (NaN for NaN), where it has work to check
+    # that it can do in a few milliseconds.
+    work = np.size(call.kwargs.get("grads", result))
+    if valid and 0 < result.size <= 1 << 16 and work <= 1 << 14:
+        expected = expected_result(call)
+        differ = _differing(result, expected)
+        if differ.any():
+            first = tuple(np.argwhere(differ)[0])
+            raise Finding(
+                f"{int(differ.sum())} elements differ from the NumPy reference, "
+                f"first at {first}: {result[first]!r} != {expected[first]!r}: "
+                f"{call.describe()}"
+            )
     # The same bits on one thread (public ops only: raw ops have no num_threads).
     if not call.op.startswith("raw_") and result.size <= 1 << 16:
         kwargs = dict(call.kwargs, num_threads=1)

@@ -4,11 +4,11 @@ differences)."""
 
 import numpy as np
 import pytest
-import reference
 from conftest import load_cases
 from test_grad_image import assert_same_bits
 
 import cropgrad
+from cropgrad import _reference as reference
 
 FORWARD = load_cases("forward.npz")
 GRAD_BOXES = load_cases("grad_boxes.npz")

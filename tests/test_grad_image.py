@@ -4,10 +4,10 @@ import threading
 
 import numpy as np
 import pytest
-import reference
 from conftest import load_cases, random_problem
 
 import cropgrad
+from cropgrad import _reference as reference
 
 GRAD_IMAGE = load_cases("grad_image.npz")
 SUBNORMAL = sorted(n for n in GRAD_IMAGE if "subnormal" in n)

@@ -22,12 +22,12 @@ valgrind).
 import os
 
 import numpy as np
-import reference
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import cropgrad
+from cropgrad import _reference as reference
 
 _COMMON = dict(
     deadline=None,

@@ -3,8 +3,8 @@ bit against NumPy float32 arithmetic."""
 
 import numpy as np
 import pytest
-import reference
 
+from cropgrad import _reference as reference
 from cropgrad import _testing
 
 

@@ -1,7 +1,7 @@
 """Bad input, argument by argument: the documented exception, never a crash.
 
-Every row of SPEC.md's validation table and more, for the three operations
-and their ``raw_ops`` drop-ins.  Each case must
+Every row of the validation table of docs/semantics.md and more, for the three
+operations and their ``raw_ops`` drop-ins.  Each case must
 
 - raise the documented exception type (``ValueError``, ``TypeError``,
   ``IndexError`` or ``MemoryError``),
@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 import pytest
-import reference
 
 import cropgrad
+from cropgrad import _reference as reference
 from cropgrad import raw_ops
 
 # Boxes finite in float64 but not in float32 overflow in the (documented)

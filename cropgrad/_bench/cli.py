@@ -1,0 +1,197 @@
+"""The command line of ``python -m cropgrad``: the self-check and the benchmark."""
+
+import argparse
+import sys
+
+import cropgrad
+from cropgrad._selfcheck import check
+
+from .report import format_pipeline, format_table, format_targets, write_json
+from .run import run
+from .timing import Settings
+from .workloads import WORKLOADS
+
+
+def _workload_list(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown workload(s) {', '.join(unknown) or '(none given)'}; choose from "
+            f"{', '.join(WORKLOADS)} or all"
+        )
+    return names
+
+
+def _positive_parser(convert, unparsed, nonpositive):
+    """An argparse type: `convert` the text, then require a value above 0."""
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {unparsed}, got {text!r}"
+            ) from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {nonpositive}, got {value}")
+        return value
+
+    return parse
+
+
+_positive = _positive_parser(int, "a positive integer", "a positive integer")
+_seconds = _positive_parser(float, "seconds", "a positive number of seconds")
+
+
+def _bench_options(parser, top_level):
+    """The benchmark's options; on the subcommand they only override what is given."""
+
+    def default(value):
+        return value if top_level else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--workloads",
+        type=_workload_list,
+        default=default(list(WORKLOADS)),
+        metavar="A,B,...",
+        help="comma-separated workloads to run, or 'all' (default): "
+        + ", ".join(WORKLOADS),
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        default=default(None),
+        metavar="N",
+        help="measure exactly N rounds per workload (default: as many as fit in "
+        "the time budget, 7 to 60)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=_seconds,
+        default=default(None),
+        metavar="SECONDS",
+        help="seconds of timed rounds per workload when --repeats is not given "
+        "(default 9, or 0.3 with --quick)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        default=default(False),
+        help="a fast, rough run: short blocks and few rounds",
+    )
+    parser.add_argument(
+        "--no-tensorflow",
+        dest="tensorflow",
+        action="store_false",
+        default=default(True),
+        help="leave TensorFlow out even when it is installed",
+    )
+    parser.add_argument(
+        "--no-adapters",
+        dest="adapters",
+        action="store_false",
+        default=default(True),
+        help="leave out the rows that installed adapters (JAX, PyTorch) add",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default=default(None),
+        help="also write all results (medians, samples, ratios, machine) as JSON",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=default(None),
+        help="also draw the times per workload on a log axis (needs matplotlib)",
+    )
+
+
+def _parser():
+    description = (
+        "Self-check and benchmark of cropgrad. Without a command: the "
+        "self-check, then the benchmark (stops if the check fails)."
+    )
+    epilog = (
+        "benchmark columns: cropgrad on 1 thread and on the default threads "
+        "(into a preallocated out=); cropgrad allocating its result; a NumPy "
+        "roofline (reading the inputs once plus zeroing the output); "
+        "TensorFlow's tf.raw_ops in its default mode and with op determinism "
+        "(each in a worker process; 'n/a' when TensorFlow is not installed). "
+        "Ratios: TF default / cropgrad default, TF deterministic / cropgrad 1 "
+        "thread, cropgrad default / roofline, 1 thread / default threads. "
+        "The 'pipeline' workload times a call followed by NumPy work, and the "
+        "CPU time the idle OpenMP threads take after a call; installed "
+        "adapters (JAX, PyTorch) add rows of their own. "
+        "Progress goes to stderr, the table to stdout."
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m cropgrad", description=description, epilog=epilog
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"cropgrad {cropgrad.__version__}"
+    )
+    _bench_options(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", metavar="{check,bench}")
+    commands.add_parser(
+        "check",
+        help="self-check against a NumPy reference and across thread counts",
+        description="Compare the three ops with a float64 NumPy reference on small "
+        "random problems (both methods, every output dtype) and check "
+        "that 1 to 4 threads give the same bits. Exit status 1 on failure.",
+    )
+    bench = commands.add_parser(
+        "bench",
+        help="run the benchmark only",
+        description=description.split(".")[0] + ": the benchmark only.",
+        epilog=epilog,
+    )
+    _bench_options(bench, top_level=False)
+    return parser
+
+
+def _run_bench(args):
+    """Run the benchmark as `args` say; return the exit status."""
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(
+                "error: --plot needs matplotlib, which is not installed "
+                "(pip install matplotlib)",
+                file=sys.stderr,
+            )
+            return 2
+    settings = Settings(quick=args.quick, repeats=args.repeats, budget=args.budget)
+    report = run(
+        args.workloads, settings, tensorflow=args.tensorflow, adapters=args.adapters
+    )
+    print(format_table(report))
+    for section in (format_pipeline(report), format_targets(report)):
+        if section:
+            print()
+            print(section)
+    if args.json:
+        write_json(report, args.json)
+        print(f"results written to {args.json}", file=sys.stderr)
+    if args.plot:
+        from .plot import plot
+
+        plot(report, args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def main(argv=None):
+    """``python -m cropgrad [check | bench] [options]``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command in (None, "check"):
+        if not check():
+            return 1
+        if args.command == "check":
+            return 0
+        print()
+    return _run_bench(args)

@@ -1,0 +1,86 @@
+"""The machine: what it is, and how busy other processes keep it."""
+
+import os
+import platform
+import time
+
+# Other processes using more CPUs than this during a workload make it noisy.
+NOISY = 0.2
+
+
+def machine_info():
+    info = {
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else None,
+        "cpu_model": None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    if info["cpu_model"] is None:
+        info["cpu_model"] = platform.processor() or None
+    return info
+
+
+class CpuMeter:
+    """How busy the machine was meanwhile, apart from this benchmark (Linux).
+
+    Reads the kernel's CPU counters (``/proc/stat``) and the CPU time of this
+    process and of the worker processes; `stop` returns the CPU seconds that
+    other processes used per second of wall time (1.0 = one whole CPU) and
+    the share of time the hypervisor stole.  None where ``/proc`` is missing.
+    """
+
+    def __init__(self, pids=()):
+        self.pids = list(pids)
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.start = self._read()
+
+    def _read(self):
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+            ours = time.process_time()
+            for pid in self.pids:
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
+                ours += (int(stat[11]) + int(stat[12])) / self.tick
+        except (OSError, ValueError, IndexError):
+            return None
+        # user nice system idle iowait irq softirq steal ...
+        busy = sum(fields[i] for i in (0, 1, 2, 5, 6) if i < len(fields)) / self.tick
+        steal = (fields[7] if len(fields) > 7 else 0) / self.tick
+        return time.monotonic(), busy, steal, ours
+
+    def stop(self):
+        end = self._read()
+        if self.start is None or end is None:
+            return {"other_cpus": None, "steal": None}
+        wall = max(end[0] - self.start[0], 1e-9)
+        others = (end[1] - self.start[1]) - (end[3] - self.start[3])
+        return {
+            "other_cpus": round(max(0.0, others / wall), 3),
+            "steal": round((end[2] - self.start[2]) / wall, 3),
+        }
+
+
+def wait_until_quiet(limit):
+    """Wait up to `limit` seconds for half a second in which others stay idle."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        meter = CpuMeter()
+        time.sleep(0.5)
+        other = meter.stop()["other_cpus"]
+        if other is None or other <= NOISY / 2:
+            return True
+    return False

@@ -1,0 +1,189 @@
+"""The results as text (the table, the pipeline row, the targets) and JSON."""
+
+import json
+import sys
+import textwrap
+
+from . import pipeline
+from .columns import CG1, CGD, CGN, COLUMNS, ROOF, TFD, TFX
+from .machine import NOISY
+
+
+def _micro():
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        "\u00b5".encode(encoding)
+        return "\u00b5s"
+    except (UnicodeEncodeError, LookupError):
+        return "us"
+
+
+def format_time(seconds, unit_us=None):
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} {unit_us or _micro()}"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.3f} s"
+
+
+def format_ratio(value):
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _aligned(heads, rows):
+    """Lines of a table: the first column left-aligned, the others right."""
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(heads)
+    ]
+
+    def line(cells):
+        return "  ".join(
+            c.ljust(widths[0]) if i == 0 else c.rjust(widths[i])
+            for i, c in enumerate(cells)
+        )
+
+    return [line(heads), "  ".join("-" * w for w in widths)] + [
+        line(row) for row in rows
+    ]
+
+
+def format_table(report):
+    """The op rows (and the rows adapters add) as a text table with a legend."""
+    threads = report["default_threads"]
+    us = _micro()
+    heads = [
+        "workload",
+        "cg 1 thr",
+        f"cg {threads} thr",
+        "cg new out",
+        "roofline",
+        "TF default",
+        "TF determ",
+        "TF/cg",
+        "TFdet/cg1",
+        "cg/roof",
+        "scaling",
+        "other",
+    ]
+    rows, extra = [], []
+    for r in report["workloads"]:
+        if r.get("kind") == "pipeline":
+            continue
+        m, q = r["median_s"], r["ratios"]
+        rows.append(
+            [
+                r["name"],
+                *(format_time(m[c], us) for c in (CG1, CGD, CGN, ROOF, TFD, TFX)),
+                *(
+                    format_ratio(q[k])
+                    for k in (
+                        "tf_default_over_cropgrad_default",
+                        "tf_deterministic_over_cropgrad_1thread",
+                        "cropgrad_default_over_roofline",
+                        "scaling_1thread_over_default",
+                    )
+                ),
+                format_ratio(r["load"]["other_cpus"]),
+            ]
+        )
+        extra += [
+            f"  {r['name']}: {column} {format_time(value, us)}"
+            for column, value in m.items()
+            if column not in COLUMNS
+        ]
+    out = _aligned(heads, rows)
+    tf = report["tensorflow"]
+    out.append("")
+    if not tf["available"]:
+        out.append(f"TensorFlow columns: {tf['reason']}")
+    else:
+        out.append(
+            f"TensorFlow {tf['version']} (tf.raw_ops, inputs as tensors made "
+            "before timing)"
+        )
+    legend = (
+        "Times are medians over rounds of interleaved measurements; ratios are "
+        "medians of the per-round ratios. cg: cropgrad into a preallocated out= "
+        f"(1 thread / default {threads}); cg new out: default threads, allocating "
+        "the result; roofline: NumPy reading the inputs once plus zeroing the "
+        f"output (the faster of 1 and {threads} threads); TF/cg: TF default / cg "
+        "default; TFdet/cg1: TF with op determinism / cg 1 thread; cg/roof: cg "
+        "default / roofline; scaling: cg 1 thread / cg default; other: CPUs that "
+        f"other processes kept busy meanwhile (above {NOISY} the row is noisy)."
+    )
+    out += textwrap.wrap(legend, 88)
+    if extra:
+        out += ["Other columns of the rows adapters add:", *extra]
+    adapters = report.get("adapters", {})
+    if adapters:
+        out.append(
+            "Adapter rows: "
+            + "; ".join(f"{name} {status}" for name, status in adapters.items())
+        )
+    machine = report["machine"]
+    out.append(
+        f"cropgrad {report['versions']['cropgrad']}, "
+        f"NumPy {report['versions']['numpy']}, "
+        f"{machine['cpu_count']} CPUs ({machine['cpu_model']}), "
+        f"{report['total_seconds']:.0f} s"
+    )
+    return "\n".join(out)
+
+
+def format_pipeline(report):
+    """The pipeline row: what the idle threads cost the work after a call."""
+    rows = [r for r in report["workloads"] if r.get("kind") == "pipeline"]
+    if not rows:
+        return ""
+    us = _micro()
+    threads = report["default_threads"]
+    out = [f"Idle threads ({threads} threads; medians over rounds):"]
+    for r in rows:
+        m, q = r["median_s"], r["ratios"]
+        lines = [
+            ("call, back to back", m[CGD], None),
+            ("call, after the threads slept", m[pipeline.AFTER_SLEEP], None),
+            ("  / back to back", None, q["after_sleep_over_back_to_back"]),
+            ("NumPy pass after idle", m[pipeline.PASS_AFTER_IDLE], None),
+            ("NumPy pass right after a call", m[pipeline.PASS_AFTER_CALL], None),
+            ("  / after idle", None, q["pass_after_call_over_after_idle"]),
+            ("call + pass, timed as a whole", m[pipeline.PIPE], None),
+            ("  / (call + pass after idle)", None, q["pipeline_over_parts"]),
+            ("CPU in the 100 ms after a call", m[pipeline.CPU_AFTER_CALL], None),
+        ]
+        for label, seconds, ratio in lines:
+            value = format_time(seconds, us) if ratio is None else format_ratio(ratio)
+            out.append(f"  {label:<32} {value:>9}")
+        out.append(f"  (other processes: {format_ratio(r['load']['other_cpus'])} CPUs)")
+    return "\n".join(out)
+
+
+def format_targets(report):
+    """Each target with its measured figure and verdict."""
+    rows = report["targets"]
+    if not rows:
+        return ""
+    out = ["Performance targets:"]
+    us = _micro()
+    for row in rows:
+        value = row["measured"]
+        if row.get("unit") == "s":
+            shown = format_time(value, us)
+            bound = format_time(row["bound"], us)
+        else:
+            shown, bound = format_ratio(value), f"{row['bound']:g}"
+        verdict = "n/a" if row["met"] is None else ("met" if row["met"] else "MISSED")
+        out.append(
+            f"  {row['workload']:<19} {row['target']:<44} {shown:>9} "
+            f"({row['sense']} {bound}) {verdict}"
+        )
+    return "\n".join(out)
+
+
+def write_json(report, path):
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+        f.write("\n")

@@ -1,0 +1,71 @@
+"""The performance targets, and each one's measured figure."""
+
+from .columns import CGD
+from .pipeline import CPU_AFTER_CALL
+
+# (workload, what, ratio or column, bound, "<=" or ">=").  A key among a
+# row's ratios is a ratio; otherwise it is a column's median time (seconds).
+_TF_DET = "tf_deterministic_over_cropgrad_1thread"
+_TF_DEF = "tf_default_over_cropgrad_default"
+_ROOF = "cropgrad_default_over_roofline"
+_SCALING = "scaling_1thread_over_default"
+_F16, _F64 = "float16_over_float32", "float64_over_float32"
+_AFTER_CALL = "pass_after_call_over_after_idle"
+_AFTER_SLEEP = "after_sleep_over_back_to_back"
+_SINGLE = ("detector", "augment", "dense", "tiny", "detector-float16")
+TARGETS = (
+    ("detector", "cropgrad default <= 1.4 x roofline", _ROOF, 1.4, "<="),
+    ("detector", "TF default / cropgrad default >= 2", _TF_DEF, 2.0, ">="),
+    ("augment", "TF default / cropgrad default >= 4", _TF_DEF, 4.0, ">="),
+    ("augment", "scaling 1 thread -> default >= 1.6", _SCALING, 1.6, ">="),
+    ("dense", "TF default / cropgrad default >= 4", _TF_DEF, 4.0, ">="),
+    ("dense", "scaling 1 thread -> default >= 1.6", _SCALING, 1.6, ">="),
+    *(
+        (name, "TF deterministic / cropgrad 1 thread >= 2", _TF_DET, 2.0, ">=")
+        for name in (*_SINGLE, "detector-float64")
+    ),
+    ("tiny", "cropgrad default median call <= 4 us", CGD, 4e-6, "<="),
+    ("tiny", "TF default / cropgrad default >= 4", _TF_DEF, 4.0, ">="),
+    ("detector-float16", "float16 time <= 1.3 x float32 time", _F16, 1.3, "<="),
+    ("detector-float64", "TF default / cropgrad default >= 1.5", _TF_DEF, 1.5, ">="),
+    ("detector-float64", "float64 time <= 1.8 x float32 time", _F64, 1.8, "<="),
+    ("detector-grad-boxes", "TF default / cropgrad default >= 6", _TF_DEF, 6.0, ">="),
+    ("pipeline", "CPU in the 100 ms after a call <= 1 ms", CPU_AFTER_CALL, 1e-3, "<="),
+    ("pipeline", "NumPy pass after a call <= 1.1 x after idle", _AFTER_CALL, 1.1, "<="),
+    ("pipeline", "call after sleep <= 1.05 x back-to-back", _AFTER_SLEEP, 1.05, "<="),
+)  # fmt: skip
+
+
+def check_targets(results, extra=()):
+    """Each performance target with its measured figure: a list of dicts.
+
+    `extra` holds targets that adapter rows bring, in the same form.
+    """
+    by_name = {r["name"]: r for r in results}
+    position = {r["name"]: i for i, r in enumerate(results)}
+    rows = []
+    for name, what, key, bound, sense in sorted(
+        (*TARGETS, *extra), key=lambda t: position.get(t[0], 0)
+    ):
+        if name not in by_name:
+            continue
+        r = by_name[name]
+        is_ratio = key in r["ratios"]
+        value = r["ratios"][key] if is_ratio else r["median_s"].get(key)
+        met = (
+            None
+            if value is None
+            else (value <= bound if sense == "<=" else value >= bound)
+        )
+        rows.append(
+            {
+                "workload": name,
+                "target": what,
+                "measured": value,
+                "bound": bound,
+                "sense": sense,
+                "met": met,
+                "unit": "ratio" if is_ratio else "s",
+            }
+        )
+    return rows
