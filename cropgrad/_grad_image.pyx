@@ -21,6 +21,7 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
+from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
     cg_float_to_half,
@@ -99,31 +100,6 @@ def simd_target():
 
 
 _select_simd()
-
-
-cdef void _group_boxes(Plan* p, const int64_t* box_ind) noexcept nogil:
-    """Group the boxes by image, keeping their order within an image.
-
-    A stable counting sort: ``order[starts[i]:starts[i + 1]]`` are the boxes
-    of image ``i`` in increasing box number.
-    """
-    cdef Py_ssize_t b, i, n = p.g.num_boxes, batch = p.g.batch
-    cdef int64_t v
-    for i in range(batch + 1):
-        p.starts[i] = 0
-    for b in range(n):
-        p.starts[box_ind[b] + 1] += 1
-    for i in range(batch):
-        p.starts[i + 1] += p.starts[i]
-    # Place each box at its image's cursor, then shift the cursors (which
-    # ended at the next image's start) back into starts.
-    for b in range(n):
-        v = box_ind[b]
-        p.order[p.starts[v]] = b
-        p.starts[v] += 1
-    for i in range(batch, 0, -1):
-        p.starts[i] = p.starts[i - 1]
-    p.starts[0] = 0
 
 
 cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
@@ -525,7 +501,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         p.spare = <char*>(p.col_w_hi + n_cols)
         p.spare = p.spare + (64 - <size_t>p.spare % 64) % 64
 
-    _group_boxes(&p, box_ind)
+    group_boxes(box_ind, N, geo.batch, p.order, p.starts)
     cg_fpenv_enter(flush)
     _plan_taps(&p, boxes)
     cg_fpenv_leave(flush)
