@@ -334,6 +334,8 @@ cdef int cg_crop_and_resize(
     cdef const int64_t* index
     cdef int64_t* owned
     cdef int64_t s[4]
+    cdef size_t failed = 0
+    cdef int status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
                       method, layout, num_threads, error) != CG_OK:
         return error.status
@@ -354,10 +356,12 @@ cdef int cg_crop_and_resize(
     geo.depth = s[3]
     geo.nearest = method == CG_NEAREST
     geo.nchw = layout == CG_NCHW
-    crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
-                    extrapolation_value, resolve_threads(num_threads),
-                    flush_denormals != 0)
+    status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
+                             extrapolation_value, resolve_threads(num_threads),
+                             flush_denormals != 0, &failed)
     free(owned)
+    if status != 0:
+        return _memory_error(error, "crop_and_resize", failed, "scratch")
     return _ok(error)
 
 
