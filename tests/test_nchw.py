@@ -419,3 +419,26 @@ def test_nchw_shapes_of_results():
     assert out.shape == image.shape
     # The adjoint identity <crop(x), g> = <x, grad_image(g)> on ones.
     assert np.isclose(out.sum(dtype=np.float64), crops.sum(dtype=np.float64))
+
+
+# --------------------------------------------------------------------------
+# The benchmark's NCHW rows
+
+
+def test_nchw_benchmark_rows():
+    from cropgrad._bench import nchw_rows, rows
+    from cropgrad._bench.workloads import GRAD_IMAGE, Workload
+
+    small = Workload("dense", GRAD_IMAGE, 1, 12, 10, 8, 9, (3, 4))
+    made, errors = rows.adapter_rows({"nchw": nchw_rows}, small, True)
+    assert not errors
+    ((_, row),) = made
+    assert row["name"] == "dense-nchw"
+    out = row["columns"]["cropgrad_default_new_output"]()
+    nhwc = row["columns"]["nhwc_default"]()
+    np.testing.assert_array_equal(out, nchw(nhwc))
+    assert row["targets"][0][1] == "nchw_over_nhwc"
+    assert (
+        nchw_rows.extra_rows(Workload("tiny", GRAD_IMAGE, 1, 8, 8, 2, 1, (2, 2)), True)
+        == []
+    )

@@ -858,29 +858,36 @@ def test_readme_example_runs():
 
 @needs_torch
 def test_benchmark_rows_on_a_small_detector():
-    from types import SimpleNamespace
+    from cropgrad._bench import rows, torch_rows
+    from cropgrad._bench.workloads import FORWARD, GRAD_IMAGE, Workload
 
-    from cropgrad._bench_torch_rows import extra_rows
-
-    small = SimpleNamespace(
-        name="detector", image_size=(2, 12, 10, 8), num_boxes=9, crop=(3, 4)
-    )
-    rows = extra_rows(small, quick=True)
-    assert [r["name"] for r in rows] == [
-        "detector-torch-forward",
-        "detector-torch-forward_backward",
-    ]
-    for row in rows:
-        assert row["data_format"] == "NCHW"
-        assert set(row["median_s"]) == {"torch_op", "numpy_api", "grid_sample"}
-        assert all(t > 0 for t in row["median_s"].values())
-        assert all(r > 0 for r in row["ratios"].values())
+    assert rows.ADAPTERS["torch"] == "cropgrad._bench.torch_rows"
+    found = []
+    for name, op in (("detector-forward", FORWARD), ("detector", GRAD_IMAGE)):
+        small = Workload(name, op, 2, 12, 10, 8, 9, (3, 4))
+        made, errors = rows.adapter_rows({"torch": torch_rows}, small, True)
+        assert not errors
+        found += [row for _, row in made]
+    forward, both = found
+    assert forward["name"] == "detector-forward-torch"
+    assert both["name"] == "detector-torch-forward-backward"
+    for row in found:
+        for column, call in row["columns"].items():
+            call()  # every column runs
+        for num, den in row["ratios"].values():
+            assert num in row["columns"] and den in row["columns"]
     # grid_sample agrees with TensorFlow's op up to rounding where a sample
     # lies inside the image (which shows the affine grid is the right one);
     # near the border, where it blends in zeros, it does not.
-    forward, both = (row["max_abs_diff"] for row in rows)
-    assert forward["crops_inside_samples"] < 1e-5
-    assert forward["crops"] > 1e-2
-    assert both["d_image_inside_samples"] < 1e-5
-    assert both["d_boxes_inside_samples_relative"] < 1e-5
-    assert extra_rows(SimpleNamespace(name="dense"), quick=True) == []
+    f, b = forward["figures"], both["figures"]
+    assert f["max_abs_diff_grid_sample_inside"] < 1e-5
+    assert f["max_abs_diff_grid_sample"] > 1e-2
+    assert b["max_abs_diff_grid_sample_d_image_inside"] < 1e-5
+    assert b["max_rel_diff_grid_sample_d_boxes_inside"] < 1e-5
+    assert b["max_abs_diff_grid_sample_d_image"] > 1e-2
+    assert (
+        torch_rows.extra_rows(
+            Workload("dense", GRAD_IMAGE, 1, 8, 8, 2, 3, (2, 2)), True
+        )
+        == []
+    )
