@@ -28,6 +28,10 @@ else:
     import cropgrad.torch as cgt
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+# torch.compile's own machinery warns about a deprecated part of torch.jit.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+)
 
 # NCHW <-> NHWC
 TO_NHWC = (0, 2, 3, 1)
