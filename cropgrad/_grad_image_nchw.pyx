@@ -236,9 +236,8 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, g_lane = ch * cw
     cdef Py_ssize_t row_size = W * n
     cdef Py_ssize_t bi, r0, r1, j, b, y, y0, y_lo, y_hi, m, k, x, top, bottom
-    cdef Py_ssize_t col, right, nj, ahead = 0, lines, _
-    cdef const float* next_grads = NULL
-    cdef const float* next_end = NULL
+    cdef Py_ssize_t col, right, nj, ahead = 0, ny_lo, ny_hi
+    cdef Ahead next_box
     cdef bint do_top, do_bottom
     cdef acc_t* top_row = NULL
     cdef acc_t* bottom_row = NULL
@@ -270,13 +269,24 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
             while nj < p.starts[bi + 1] and (p.box_row_max[p.order[nj]] < r0
                                              or p.box_row_min[p.order[nj]] >= r1):
                 nj += 1
-            next_grads = next_end = NULL
+            next_box.planes = 0
             ahead = 0
             if nj < p.starts[bi + 1] and y_hi >= y_lo:
-                next_grads = p.grads + (p.order[nj] * D + c0) * g_lane
-                next_end = next_grads + n * g_lane
-                lines = (n * g_lane + 15) // 16
-                ahead = (lines + (y_hi - y_lo + 1) * cw - 1) // ((y_hi - y_lo + 1) * cw)
+                # Just the next box's crop rows that touch the tile.
+                ny_lo = ch
+                ny_hi = -1
+                for y in range(ch):
+                    if _touches(p, p.order[nj] * ch + y, r0, r1):
+                        ny_lo = min(ny_lo, y)
+                        ny_hi = y
+                if ny_hi >= ny_lo:
+                    next_box.start = p.grads + ((p.order[nj] * D + c0) * ch + ny_lo) * cw
+                    next_box.lane = g_lane
+                    next_box.length = (ny_hi - ny_lo + 1) * cw
+                    next_box.planes = n
+                    next_box.plane = next_box.pos = 0
+                    ahead = (n * ((next_box.length + 15) // 16)
+                             + (y_hi - y_lo + 1) * cw - 1) // ((y_hi - y_lo + 1) * cw)
             y0 = y_lo
             while y0 <= y_hi:
                 m = min(p.stage_rows, y_hi + 1 - y0)
@@ -299,10 +309,7 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                         col = p.col_lo[b * cw + x]
                         if col < 0:
                             continue
-                        for _ in range(ahead):
-                            if next_grads < next_end:
-                                cg_prefetch_outer(next_grads)
-                                next_grads += 16
+                        _ask(&next_box, ahead)
                         if p.g.nearest:
                             scatter_one(top_row + col * n, g + x * n, n)
                             continue
@@ -319,6 +326,27 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                                      p.col_w_hi[b * cw + x], n,
                                      col != right and top != bottom)
                 y0 += m
+
+
+ctypedef struct Ahead:
+    # Cache lines to ask for: `planes` runs of `length` floats, `lane` apart
+    const float* start
+    Py_ssize_t lane
+    Py_ssize_t length
+    Py_ssize_t planes
+    Py_ssize_t plane         # the next line: run `plane`, float `pos`
+    Py_ssize_t pos
+
+
+cdef inline void _ask(Ahead* a, Py_ssize_t count) noexcept nogil:
+    """Ask for the next `count` cache lines of `a` (into the outer caches)."""
+    while count > 0 and a.plane < a.planes:
+        cg_prefetch_outer(a.start + a.plane * a.lane + a.pos)
+        a.pos += 16
+        if a.pos >= a.length:
+            a.plane += 1
+            a.pos = 0
+        count -= 1
 
 
 cdef inline bint _touches(const Plan* p, Py_ssize_t k, Py_ssize_t r0,
