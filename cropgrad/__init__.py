@@ -20,8 +20,7 @@ import numpy as np
 
 from cropgrad import _core
 from cropgrad import _validation as _v
-
-__version__ = "0.1.0"
+from cropgrad._version import __version__
 
 # Cython's fused functions pick a specialization by inspecting the arguments
 # on every call; look the image gradient's up once instead.
