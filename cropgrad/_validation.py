@@ -106,7 +106,10 @@ def real_scalar(value, name):
             f"{name} must be a real number, got {type(value).__name__} {value!r}"
         )
     try:
-        return np.float32(value)
+        # A float beyond float32 becomes an infinity, as in TensorFlow's
+        # float attributes: not worth NumPy's overflow warning.
+        with np.errstate(over="ignore"):
+            return np.float32(value)
     except OverflowError:
         raise ValueError(f"{name} = {value!r} is too large for float32") from None
 
@@ -183,7 +186,11 @@ def float32_array(value, name):
     arr = real_array(value, name)
     if arr.dtype == np.float32 and arr.flags.c_contiguous:
         return arr
-    return np.ascontiguousarray(arr, dtype=np.float32)
+    # Values beyond float32 become infinities (the documented conversion):
+    # a box is then refused by check_boxes, a gradient propagates as IEEE
+    # arithmetic does.  NumPy's overflow warning would only repeat that.
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(arr, dtype=np.float32)
 
 
 def grads_array(grads):
@@ -336,7 +343,8 @@ def image_size(value):
     )
     if height <= 0 or width <= 0:
         raise ValueError(
-            f"image dimensions must be positive: image_size = {[batch, height, width, depth]}"
+            "image dimensions must be positive: image_size = "
+            f"{[batch, height, width, depth]}"
         )
     if batch < 0 or depth < 0:
         raise ValueError(
