@@ -54,7 +54,8 @@ def run_child(body, timeout=240):
         timeout=timeout,
     )
     assert proc.returncode == 0, (
-        f"child exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        f"child exited with {proc.returncode}\n"
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     print(result)
@@ -107,7 +108,8 @@ def test_grad_image_output_beyond_2_31_elements():
         for method, threads in (("bilinear", 2), ("nearest", 1)):
             # The second call overwrites the first call's out= entirely.
             out = cropgrad.crop_and_resize_grad_image(
-                grads, boxes, box_ind, size, method=method, num_threads=threads, out=out)
+                grads, boxes, box_ind, size, method=method, num_threads=threads,
+                out=out)
             assert out.shape == tuple(size) and out.size > 2**31
             want = expected(method)
             beyond = 0
@@ -204,7 +206,8 @@ def test_grad_boxes_gradient_input_beyond_2_31_elements():
         # 0.5 * (W - 1) of a one-column crop, and the y derivative
         # 0.5 * (bl - tl) + 0.5 * (br - tr) is 0.
         expected_dx = 2.0 * 0.5 * depth
-        np.testing.assert_allclose(out[0], [0.0, expected_dx, 0.0, expected_dx], rtol=1e-6)
+        np.testing.assert_allclose(
+            out[0], [0.0, expected_dx, 0.0, expected_dx], rtol=1e-6)
         result["grads_elements"] = int(grads.size)
     """)
     assert result["seconds"] < 60
@@ -220,10 +223,10 @@ def test_sizes_that_cannot_be_allocated_fail_before_any_work():
         calls = [
             lambda: cropgrad.crop_and_resize_grad_image(g, [[0, 0, 1, 1]], [0],
                                                         [2**40, 2**20, 1, 1]),
-            lambda: cropgrad.crop_and_resize_grad_image(g, [[0, 0, 1, 1]], [0],
-                                                        [1, 2**40, 2**20, 1], "float16"),
-            lambda: cropgrad.crop_and_resize_grad_image(g, [[0, 0, 1, 1]], [0],
-                                                        [1, 2**36, 2**10, 1], "float64"),
+            lambda: cropgrad.crop_and_resize_grad_image(
+                g, [[0, 0, 1, 1]], [0], [1, 2**40, 2**20, 1], "float16"),
+            lambda: cropgrad.crop_and_resize_grad_image(
+                g, [[0, 0, 1, 1]], [0], [1, 2**36, 2**10, 1], "float64"),
             lambda: cropgrad.crop_and_resize_grad_image(g, [[0, 0, 1, 1]], [0],
                                                         [2**62, 2**62, 1, 1]),
             lambda: cropgrad.crop_and_resize(img, [[0, 0, 1, 1]], [0], [2**31, 2**31]),
