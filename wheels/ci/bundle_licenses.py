@@ -159,7 +159,7 @@ def check(wheel):
         if row
     }
     for name in names:
-        if name == record_name:
+        if name == record_name or name.endswith("/"):  # RECORD lists files only
             continue
         if recorded.get(name) != _record_line(name, contents[name]):
             problems.append(f"RECORD has a wrong hash or size for {name}")

@@ -238,7 +238,7 @@ def record(entries):
     return lines
 def rewrite(dest, rename=None, extra=()):
     with zipfile.ZipFile(sys.argv[1]) as z:
-        entries = {n: z.read(n) for n in z.namelist() if not n.endswith("/RECORD")}
+        entries = {n: z.read(n) for n in z.namelist() if not n.endswith(("/RECORD", "/"))}
         record_name = next(n for n in z.namelist() if n.endswith("/RECORD"))
     for old in [n for n in entries if n.startswith("cropgrad.libs/")]:
         data = entries.pop(old)
