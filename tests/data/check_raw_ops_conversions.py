@@ -49,7 +49,14 @@ NUM_BOXES, CROP_H, CROP_W = 2, 3, 2
 
 OPS = ("CropAndResizeGradImage", "CropAndResize", "CropAndResizeGradBoxes")
 ARGS = {
-    "CropAndResizeGradImage": ("grads", "boxes", "box_ind", "image_size", "T"),
+    "CropAndResizeGradImage": (
+        "grads",
+        "boxes",
+        "box_ind",
+        "image_size",
+        "T",
+        "method",
+    ),
     "CropAndResize": (
         "image",
         "boxes",
