@@ -189,7 +189,13 @@ extensions = [
             "cropgrad/_shallow_rows.h",
         ],
         include_dirs=["cropgrad"],
-    )
+    ),
+    # XLA FFI handlers for cropgrad.jax; built without JAX (see _xla_ffi.pxd).
+    Extension(
+        "cropgrad._xla",
+        ["cropgrad/_xla.pyx"],
+        depends=["cropgrad/_xla_ffi.pxd", "cropgrad/capi.pxd"],
+    ),
 ]
 
 setup(
