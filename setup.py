@@ -1,7 +1,7 @@
 """Build the cropgrad extension.
 
 Metadata lives in ``pyproject.toml``; this file only knows how to compile
-``cropgrad/_core.pyx``.
+the extension modules ``cropgrad/*.pyx``.
 
 OpenMP is probed, not guessed: the compiler that will build the extension
 compiles, links and runs a tiny OpenMP program first.  The environment
@@ -22,6 +22,7 @@ the extension is distributed.  ``CROPGRAD_CYTHON_DEBUG=1`` turns Cython's
 bounds and wraparound checks on for a debug build.
 """
 
+import glob
 import os
 import shlex
 import subprocess
@@ -144,9 +145,9 @@ class BuildExt(build_ext):
             ext.extra_compile_args = list(fp_flags)
             ext.extra_link_args = []
             ext.define_macros = list(ext.define_macros or []) + [
-                ("CROPGRAD_COMPILER", f'"{compiler_name}"'),
+                ("CG_COMPILER", f'"{compiler_name}"'),
                 (
-                    "CROPGRAD_CFLAGS",
+                    "CG_CFLAGS",
                     '"'
                     + " ".join(fp_flags + (omp_compile if use_openmp else []))
                     + '"',
@@ -175,27 +176,30 @@ def _directives():
     }
 
 
+# One module per job; the kernels reach each other through their .pxd files.
+# (cropgrad.capi is also the C-level API other compiled code cimports;
+# cropgrad._xla holds the XLA FFI handlers of cropgrad.jax, built without JAX.)
+_MODULES = [
+    "_parallel",
+    "_forward",
+    "_grad_image",
+    "_grad_boxes",
+    "capi",
+    "_testing",
+    "_xla",
+]
+_DEPENDS = sorted(
+    glob.glob(os.path.join("cropgrad", "*.pxd"))
+    + glob.glob(os.path.join("cropgrad", "src", "cg_*"))
+)
 extensions = [
     Extension(
-        "cropgrad._core",
-        ["cropgrad/_core.pyx"],
-        depends=[
-            "cropgrad/_sampling.pxd",
-            "cropgrad/_openmp.pxd",
-            "cropgrad/_fpenv.h",
-            "cropgrad/_half.h",
-            "cropgrad/_scatter.h",
-            "cropgrad/_shallow.h",
-            "cropgrad/_shallow_rows.h",
-        ],
-        include_dirs=["cropgrad"],
-    ),
-    # XLA FFI handlers for cropgrad.jax; built without JAX (see _xla_ffi.pxd).
-    Extension(
-        "cropgrad._xla",
-        ["cropgrad/_xla.pyx"],
-        depends=["cropgrad/_xla_ffi.pxd", "cropgrad/capi.pxd"],
-    ),
+        f"cropgrad.{name}",
+        [f"cropgrad/{name}.pyx"],
+        depends=_DEPENDS,
+        include_dirs=["cropgrad/src"],
+    )
+    for name in _MODULES
 ]
 
 setup(

@@ -1,11 +1,10 @@
-from typing import Any, Literal
-
-import numpy as np
-import numpy.typing as npt
-
 from cropgrad import raw_ops as raw_ops
+from cropgrad._api import crop_and_resize as crop_and_resize
+from cropgrad._api import crop_and_resize_grad_boxes as crop_and_resize_grad_boxes
+from cropgrad._api import crop_and_resize_grad_image as crop_and_resize_grad_image
+from cropgrad._api import show_config as show_config
+from cropgrad._version import __version__ as __version__
 
-__version__: str
 __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
@@ -13,41 +12,3 @@ __all__ = [
     "raw_ops",
     "show_config",
 ]
-
-_Method = Literal["bilinear", "nearest"]
-
-def crop_and_resize_grad_image(
-    grads: npt.ArrayLike,
-    boxes: npt.ArrayLike,
-    box_ind: npt.ArrayLike,
-    image_size: npt.ArrayLike,
-    dtype: npt.DTypeLike | Any = ...,
-    method: _Method = ...,
-    *,
-    out: npt.NDArray[np.floating[Any]] | None = ...,
-    num_threads: int | None = ...,
-    flush_denormals: bool = ...,
-) -> npt.NDArray[np.floating[Any]]: ...
-def crop_and_resize(
-    image: npt.ArrayLike,
-    boxes: npt.ArrayLike,
-    box_ind: npt.ArrayLike,
-    crop_size: npt.ArrayLike,
-    method: _Method = ...,
-    extrapolation_value: float = ...,
-    *,
-    out: npt.NDArray[np.float32] | None = ...,
-    num_threads: int | None = ...,
-    flush_denormals: bool = ...,
-) -> npt.NDArray[np.float32]: ...
-def crop_and_resize_grad_boxes(
-    grads: npt.ArrayLike,
-    image: npt.ArrayLike,
-    boxes: npt.ArrayLike,
-    box_ind: npt.ArrayLike,
-    method: Literal["bilinear"] = ...,
-    *,
-    num_threads: int | None = ...,
-    flush_denormals: bool = ...,
-) -> npt.NDArray[np.float32]: ...
-def show_config(mode: Literal["stdout", "dicts"] = ...) -> dict[str, Any] | None: ...

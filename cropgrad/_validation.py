@@ -6,12 +6,11 @@ see arrays that passed these checks.
 """
 
 import operator
-import os
 import sys
 
 import numpy as np
 
-from cropgrad import _core
+from cropgrad import _parallel, capi
 
 __all__ = []
 
@@ -39,48 +38,43 @@ _KIND_NAMES = {
     "V": "structured",
 }
 
-# --------------------------------------------------------------------------
-# fork(): GNU OpenMP keeps a thread pool that does not survive fork().  A child
-# forked after this process ran a thread team must never enter OpenMP again,
-# so it runs every kernel on its own thread.
-_state = {"threads_used": False, "serial_only": False}
-
-
-def _after_fork_in_child():
-    if _state["threads_used"]:
-        _state["serial_only"] = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Codes of the C-level API (cropgrad/capi.pxd).
+CODES = capi._CODES
+METHOD_CODES = {"bilinear": CODES["CG_BILINEAR"], "nearest": CODES["CG_NEAREST"]}
+LAYOUT_CODES = {"NHWC": CODES["CG_NHWC"], "NCHW": CODES["CG_NCHW"]}
+DTYPE_CODES = {
+    np.dtype(np.uint8): CODES["CG_UINT8"],
+    np.dtype(np.int8): CODES["CG_INT8"],
+    np.dtype(np.uint16): CODES["CG_UINT16"],
+    np.dtype(np.int16): CODES["CG_INT16"],
+    np.dtype(np.int32): CODES["CG_INT32"],
+    np.dtype(np.int64): CODES["CG_INT64"],
+    np.dtype(np.float16): CODES["CG_FLOAT16"],
+    np.dtype(np.float32): CODES["CG_FLOAT32"],
+    np.dtype(np.float64): CODES["CG_FLOAT64"],
+}
 
 
 def default_threads():
     """The thread count used when ``num_threads`` is None."""
-    if _state["serial_only"]:
-        return 1
-    return _core.max_threads()
+    return _parallel.default_threads()
 
 
 def threads(num_threads):
-    """Check ``num_threads`` and return the count to pass to a kernel."""
+    """Check ``num_threads``; return the count for the C-level API (0: default).
+
+    The C-level API applies the default and the fork guard.
+    """
     if num_threads is None:
-        n = default_threads()
-    else:
-        if isinstance(num_threads, bool) or not isinstance(
-            num_threads, (int, np.integer)
-        ):
-            raise TypeError(
-                "num_threads must be None or an int from 1 to "
-                f"{MAX_THREADS}, got {type(num_threads).__name__} {num_threads!r}"
-            )
-        n = operator.index(num_threads)
-        if not 1 <= n <= MAX_THREADS:
-            raise ValueError(f"num_threads must be from 1 to {MAX_THREADS}, got {n}")
-        if _state["serial_only"]:
-            n = 1
-    if n > 1:
-        _state["threads_used"] = True
+        return 0
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
+        raise TypeError(
+            "num_threads must be None or an int from 1 to "
+            f"{MAX_THREADS}, got {type(num_threads).__name__} {num_threads!r}"
+        )
+    n = operator.index(num_threads)
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"num_threads must be from 1 to {MAX_THREADS}, got {n}")
     return n
 
 
@@ -112,7 +106,7 @@ def real_scalar(value, name):
 
 
 def method(value, allowed=METHODS):
-    """Return True for nearest-neighbour sampling, False for bilinear."""
+    """The C-level API's code of the sampling method `value`."""
     if isinstance(value, bytes):
         try:
             value = value.decode("ascii")
@@ -121,7 +115,14 @@ def method(value, allowed=METHODS):
     if not isinstance(value, str) or value not in allowed:
         choices = ", ".join(repr(m) for m in allowed)
         raise ValueError(f"method must be one of {choices}, got {value!r}")
-    return value == "nearest"
+    return METHOD_CODES[value]
+
+
+def data_format(value):
+    """The C-level API's layout code of ``data_format`` ("NHWC" or "NCHW")."""
+    if isinstance(value, str) and value in LAYOUT_CODES:
+        return LAYOUT_CODES[value]
+    raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {value!r}")
 
 
 _RESOLVED: dict = {}
@@ -187,17 +188,12 @@ def float32_array(value, name):
 
 
 def grads_array(grads):
-    """Check ``grads`` (4-D, positive crop size) as a C-contiguous float32 array."""
+    """``grads`` as a 4-D C-contiguous float32 array (copied only when needed)."""
     grads = float32_array(grads, "grads")
     if grads.ndim != 4:
         raise ValueError(
             "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
             f"got shape {grads.shape}"
-        )
-    if grads.shape[1] == 0 or grads.shape[2] == 0:
-        raise ValueError(
-            "grads dimensions must be positive: crop_height and crop_width "
-            f"are {grads.shape[1]} and {grads.shape[2]}"
         )
     return grads
 
@@ -205,8 +201,8 @@ def grads_array(grads):
 def image_array(image):
     """Check the image of the forward op and the boxes gradient.
 
-    Returns the C-contiguous array to pass to a kernel (float16 as its uint16
-    bits) and whether it is float16.
+    Returns the C-contiguous array to pass to the C-level API (native byte
+    order, used in place when it already is) and its dtype code.
     """
     image = real_array(image, "image")
     if image.ndim != 4:
@@ -214,20 +210,16 @@ def image_array(image):
             "image must be 4-D [batch, image_height, image_width, depth], got "
             f"shape {image.shape}"
         )
-    if image.shape[1] == 0 or image.shape[2] == 0:
-        raise ValueError(f"image dimensions must be positive, got shape {image.shape}")
-    if image.dtype.kind == "u" and image.dtype.itemsize > 2:
+    native = image.dtype.newbyteorder("=")
+    code = DTYPE_CODES.get(native)
+    if code is None:
         raise TypeError(
             "image must be uint8, uint16, int8, int16, int32, int64, float16, "
             f"float32 or float64, got {image.dtype}"
         )
-    if image.dtype.kind == "f" and image.dtype.itemsize not in (2, 4, 8):
-        raise TypeError(f"image dtype {image.dtype} is not supported")
-    native = image.dtype.newbyteorder("=")
-    image = np.ascontiguousarray(image, dtype=native)
-    if native == np.float16:
-        return image.view(np.uint16), True
-    return image, False
+    if image.dtype != native or not image.flags.c_contiguous:
+        image = np.ascontiguousarray(image, dtype=native)
+    return image, code
 
 
 def boxes_and_index(boxes, box_ind):
@@ -253,36 +245,18 @@ def boxes_and_index(boxes, box_ind):
 
 
 def native_index(box_ind):
-    """box_ind as C-contiguous int32 or int64 (used in place when it is)."""
-    if box_ind.dtype in (np.int32, np.int64) and box_ind.dtype.isnative:
-        return np.ascontiguousarray(box_ind)
-    if box_ind.dtype.kind == "u" and box_ind.dtype.itemsize == 8:
-        # Values beyond int64 are out of range anyway; keep them out of range.
-        box_ind = np.minimum(box_ind, np.iinfo(np.int64).max)
-    return np.ascontiguousarray(box_ind, dtype=np.int64)
+    """box_ind as C-contiguous int32 or int64 (used in place when it is).
 
-
-# Fused kernels looked up once (Cython's dispatch inspects every call).
-_FIRST_BAD_INDEX = {
-    np.dtype(np.int32): _core.first_bad_index.__signatures__["int32_t"],  # type: ignore[attr-defined]
-    np.dtype(np.int64): _core.first_bad_index.__signatures__["int64_t"],  # type: ignore[attr-defined]
-}
-
-
-def check_boxes(boxes, box_ind, index, batch):
-    """Raise for box indices outside ``[0, batch)`` and non-finite boxes."""
-    bad = _FIRST_BAD_INDEX[index.dtype](index, batch)
-    if bad >= 0:
-        raise IndexError(
-            f"box_ind has values outside [0, batch_size) = [0, {batch}): "
-            f"box_ind[{bad}] = {box_ind[bad]}"
-        )
-    bad = _core.first_nonfinite_box(boxes)
-    if bad >= 0:
-        raise ValueError(
-            f"boxes must be finite: boxes[{bad}] = {boxes[bad].tolist()} (as "
-            "float32) has a NaN or infinite coordinate"
-        )
+    Returns the array and its dtype code.
+    """
+    if not (box_ind.dtype in (np.int32, np.int64) and box_ind.dtype.isnative):
+        if box_ind.dtype.kind == "u" and box_ind.dtype.itemsize == 8:
+            # Values beyond int64 are out of range anyway; keep them so.
+            box_ind = np.minimum(box_ind, np.iinfo(np.int64).max)
+        box_ind = box_ind.astype(np.int64)
+    elif not box_ind.flags.c_contiguous:
+        box_ind = np.ascontiguousarray(box_ind)
+    return box_ind, DTYPE_CODES[box_ind.dtype]
 
 
 def int_vector(value, length, name, what):
@@ -330,20 +304,10 @@ def _int_values(value, length, name, what):
 
 
 def image_size(value):
-    """Check ``image_size``; return (batch, height, width, depth)."""
-    batch, height, width, depth = int_vector(
-        value, 4, "image_size", "[batch, image_height, image_width, depth]"
+    """``image_size`` as 4 ints (the C-level API checks their values)."""
+    return tuple(
+        int_vector(value, 4, "image_size", "[batch, image_height, image_width, depth]")
     )
-    if height <= 0 or width <= 0:
-        raise ValueError(
-            f"image dimensions must be positive: image_size = {[batch, height, width, depth]}"
-        )
-    if batch < 0 or depth < 0:
-        raise ValueError(
-            "image_size: batch and depth must be non-negative, got "
-            f"{[batch, height, width, depth]}"
-        )
-    return batch, height, width, depth
 
 
 def allocate(shape, dtype, name):

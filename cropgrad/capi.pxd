@@ -81,7 +81,7 @@ ctypedef struct cg_error:
 
 
 cdef int cg_crop_and_resize(
-    const void* image,           # IN  [batch, H, W, depth] (NHWC) or [batch, depth, H, W]
+    const void* image,           # IN  [batch, H, W, depth] or [batch, depth, H, W]
     int image_dtype,             # CG_UINT8 ... CG_FLOAT64
     const int64_t* image_shape,  # IN  4 values, in the layout's order
     const float* boxes,          # IN  [num_boxes, 4]
@@ -93,19 +93,19 @@ cdef int cg_crop_and_resize(
     int method,                  # CG_BILINEAR or CG_NEAREST
     float extrapolation_value,
     int layout,                  # CG_NHWC or CG_NCHW
-    float* crops,                # OUT [num_boxes, crop_height, crop_width, depth] or NCHW
+    float* crops,                # OUT [num_boxes, crop_h, crop_w, depth] or NCHW
     int num_threads,
     int flush_denormals,
     cg_error* error,
 ) noexcept nogil
 
 cdef int cg_crop_and_resize_grad_image(
-    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth] or NCHW
+    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth], NCHW
     const int64_t* grads_shape,  # IN  4 values, in the layout's order
     const float* boxes,          # IN  [num_boxes, 4]
     const void* box_ind,         # IN  [num_boxes]
     int box_ind_dtype,           # CG_INT32 or CG_INT64
-    const int64_t* image_size,   # IN  4 values: the output's shape, in the layout's order
+    const int64_t* image_size,   # IN  4 values: the output shape, layout order
     void* output,                # OUT image_size, of output_dtype
     int output_dtype,            # CG_FLOAT16, CG_FLOAT32 or CG_FLOAT64
     int method,                  # CG_BILINEAR or CG_NEAREST
@@ -116,7 +116,7 @@ cdef int cg_crop_and_resize_grad_image(
 ) noexcept nogil
 
 cdef int cg_crop_and_resize_grad_boxes(
-    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth] or NCHW
+    const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth], NCHW
     const int64_t* grads_shape,  # IN  4 values, in the layout's order
     const void* image,           # IN  [batch, H, W, depth] or NCHW
     int image_dtype,             # CG_UINT8 ... CG_FLOAT64

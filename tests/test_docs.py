@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-import cropgrad
+import cropgrad._api
 import cropgrad.raw_ops
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 
 
 @pytest.mark.parametrize(
-    "module", [cropgrad, cropgrad.raw_ops], ids=lambda m: m.__name__
+    "module", [cropgrad._api, cropgrad.raw_ops], ids=lambda m: m.__name__
 )
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

@@ -290,13 +290,13 @@ def test_contiguous_float32_inputs_are_not_copied(monkeypatch):
     rng = np.random.default_rng(2)
     grads, boxes, box_ind, size = random_problem(rng)
     seen = {}
-    real = cropgrad._GRAD_IMAGE[np.dtype(np.float32)]
+    real = cropgrad.capi._grad_image
 
     def spy(g, b, *args):
         seen["grads"], seen["boxes"] = g, b
         return real(g, b, *args)
 
-    monkeypatch.setitem(cropgrad._GRAD_IMAGE, np.dtype(np.float32), spy)
+    monkeypatch.setattr(cropgrad.capi, "_grad_image", spy)
     cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size)
     assert seen["grads"] is grads
     assert seen["boxes"] is boxes

@@ -627,7 +627,7 @@ for op in ALL_OPS:
         "no_such_argument",
         id="unknown-keyword",
     )
-case(GRAD_BOXES_OPS, {"out": None}, TypeError, "out", id="grad_boxes-has-no-out")
+case(("raw_grad_boxes",), {"out": None}, TypeError, "out", id="raw-has-no-out")
 case(
     GRAD_BOXES_OPS,
     {"extrapolation_value": 0.0},
@@ -774,16 +774,22 @@ def _names_in(message, names):
 
 @pytest.fixture
 def no_kernel(monkeypatch):
-    """Fail if a kernel starts: every check must come before any work."""
+    """Fail if a kernel ran: every check must come before any work.
+
+    The data checks (finite boxes, box_ind in range) are made by the same
+    call into the C-level API that runs the kernel, before it starts it: a
+    call that raised ran no kernel, one that returned did.
+    """
     started = []
-    for name in ("grad_image", "crop_and_resize", "grad_boxes", "group_boxes"):
-        real = getattr(cropgrad._core, name)
+    for name in ("_grad_image", "_crop_and_resize", "_grad_boxes"):
+        real = getattr(cropgrad.capi, name)
 
         def spy(*args, _name=name, _real=real, **kwargs):
+            result = _real(*args, **kwargs)
             started.append(_name)
-            return _real(*args, **kwargs)
+            return result
 
-        monkeypatch.setattr(cropgrad._core, name, spy)
+        monkeypatch.setattr(cropgrad.capi, name, spy)
     return started
 
 
@@ -815,7 +821,11 @@ def test_bad_input_is_rejected(op, changes, exc, names, no_kernel):
 
 # The same cases again with a valid, prefilled out= array: a rejected call
 # must not have written into it either.
-_OUT_SHAPES = {"grad_image": _GI_SHAPE, "forward": _FW_SHAPE}
+_OUT_SHAPES = {
+    "grad_image": _GI_SHAPE,
+    "forward": _FW_SHAPE,
+    "grad_boxes": (NUM_BOXES, 4),
+}
 _SHAPE_ARGS = {
     "out",
     "image_size",
@@ -849,6 +859,22 @@ def test_rejected_call_leaves_valid_out_untouched(op, changes, exc, names, no_ke
     out = np.full(_OUT_SHAPES[op], 1234.5, np.float32)
     _run_case(op, changes, exc, names, no_kernel, extra={"out": out})
     assert np.all(out == np.float32(1234.5))
+
+
+def test_grad_boxes_writes_into_out():
+    args = grad_boxes_args()
+    out = np.full((NUM_BOXES, 4), 1234.5, np.float32)
+    result = cropgrad.crop_and_resize_grad_boxes(**args, out=out)
+    assert result is out
+    np.testing.assert_array_equal(out, cropgrad.crop_and_resize_grad_boxes(**args))
+
+
+@pytest.mark.parametrize("op", PUBLIC_OPS)
+@pytest.mark.parametrize("value", ["nhwc", "NHCW", None, 0, b"NHWC"])
+def test_unknown_data_format_is_rejected(op, value):
+    func, make = OPS[op]
+    with pytest.raises(ValueError, match="data_format"):
+        func(**make(), data_format=value)
 
 
 def test_table_is_not_empty():

@@ -5,7 +5,7 @@
 #
 # EXTENSION.so    the built x86_64 extension (e.g. unzipped from the wheel)
 # GENERATED_CORE.c the C that Cython generated for that build (its folder must
-#                 hold the package's .h files)
+#                 hold the package's src/ headers)
 # CFLAGS          the flags the extension was built with, as recorded in
 #                 show_config()["cflags"]; default the ones setup.py uses with
 #                 GCC and OpenMP
@@ -49,7 +49,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 py_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-common=(-DNDEBUG -fwrapv -fPIC -I "$(dirname "$core_c")" -I "$py_include")
+common=(-DNDEBUG -fwrapv -fPIC -I "$(dirname "$core_c")" -I "$(dirname "$core_c")/src" -I "$py_include")
 read -r -a flags <<<"$cflags"
 no_contract_off=()
 for f in "${flags[@]}"; do

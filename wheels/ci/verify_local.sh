@@ -177,7 +177,9 @@ CROPGRAD_OPENMP=required python -m build --wheel --outdir "$work/dist-omp" "$src
     >"$work/wheel-omp.log" 2>&1 || { tail -n 40 "$work/wheel-omp.log"; fail "wheel build"; }
 grep -E '^cropgrad: building with OpenMP on' "$work/wheel-omp.log" || fail "not built with OpenMP"
 wheel=$(ls "$work"/dist-omp/*.whl)
-python wheels/ci/check_freethreading.py "$src_omp/cropgrad/_core.c"
+for generated in "$src_omp"/cropgrad/*.c; do
+    python wheels/ci/check_freethreading.py "$generated"
+done
 # Control: a module generated without the directive must fail that check.
 printf 'def f(x):\n    return x + 1\n' >"$work/control.pyx"
 cython -3 "$work/control.pyx" -o "$work/control.c" >/dev/null
@@ -204,14 +206,21 @@ import glob, os, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 pkg = [n for n in names if n.startswith("cropgrad/")]
 errors = []
-if not any(n.startswith("cropgrad/_core.") and n.endswith(".so") for n in pkg):
-    errors.append("no compiled cropgrad/_core*.so")
+for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "capi", "_testing"):
+    if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
+        errors.append(f"no compiled cropgrad/{module}*.so")
+if "cropgrad/capi.pxd" not in names:
+    errors.append("the C-level API's cropgrad/capi.pxd is not in the wheel")
 for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
     "cropgrad/" + os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "*.pyi"))
 ]:
     if need not in names:
         errors.append(f"missing {need}")
-errors += [f"source file {n} in the wheel" for n in pkg if n.endswith((".pyx", ".pxd", ".c", ".h"))]
+errors += [
+    f"source file {n} in the wheel"
+    for n in pkg
+    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n != "cropgrad/capi.pxd"
+]
 errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
 print("\n".join(pkg))
 if errors:
@@ -231,9 +240,14 @@ note "installed wheel: $last_passed tests passed (openmp|threads|cflags = $omp_c
 # --------------------------------------------------------------------------
 step "9. FMA check"
 mkdir -p "$work/so"
-(cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/_core.") and n.endswith(".so")]' "$repaired")
-so=$(ls "$work"/so/cropgrad/_core*.so)
-bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/_core.c" "${omp_config##*|}" | tee "$work/fma.txt"
+(cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/") and n.endswith(".so")]' "$repaired")
+# The modules that do floating-point arithmetic: each kernel.
+for module in _forward _grad_image _grad_boxes; do
+    so=$(ls "$work"/so/cropgrad/$module.*.so)
+    bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
+        | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || fail "FMA check of $module"
+done
 note "FMA: $(grep -c ' ok$' "$work/fma.txt") checks ok:"
 while read -r line; do note "  ${line#fma-check: }"; done < <(grep -E ' = [0-9]+ ' "$work/fma.txt")
 
@@ -248,7 +262,7 @@ grep -E '^cropgrad: building with OpenMP off' "$work/wheel-serial.log" || fail "
 serial_wheel=$(ls "$work"/dist-serial/*.whl)
 "$python" -m venv "$work/venv-serial"
 "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check "${serial_wheel}[test]"
-serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._core as c; print(c.__file__)')
+serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._grad_image as c; print(c.__file__)')
 if objdump -p "$serial_so" | grep -E 'NEEDED.*(gomp|omp)'; then fail "the serial extension links an OpenMP runtime"; fi
 run_tests "$work/venv-serial/bin/python" "$src_serial" "$work/tests-serial.log" CROPGRAD_EXPECT_SERIAL=1
 serial_openmp=$(cd "$work" && "$work/venv-serial/bin/python" -P -c 'import cropgrad; print(cropgrad.show_config(mode="dicts")["openmp"])')
@@ -280,7 +294,7 @@ else
     grep -E -- '-Xpreprocessor -fopenmp' "$work/wheel-apple.log" >/dev/null || fail "no -Xpreprocessor -fopenmp"
     apple_wheel=$(ls "$work"/dist-apple/*.whl)
     "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$apple_wheel"
-    apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._core as c; print(c.__file__)')
+    apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._grad_image as c; print(c.__file__)')
     objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
     run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
     note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"

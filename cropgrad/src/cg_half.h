@@ -5,13 +5,13 @@
  * conversion exact and independent of the flush-to-zero mode and of the
  * CPU's conversion instructions.
  */
-#ifndef CROPGRAD_HALF_H
-#define CROPGRAD_HALF_H
+#ifndef CG_HALF_H
+#define CG_HALF_H
 
 #include <stdint.h>
 #include <string.h>
 
-static inline float cropgrad_half_to_float(uint16_t h) {
+static inline float cg_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
@@ -38,7 +38,7 @@ static inline float cropgrad_half_to_float(uint16_t h) {
 /* binary32 -> binary16, rounding to nearest, ties to even (as NumPy's
  * astype and the CPU's conversion instructions do), in integer arithmetic
  * so that the result does not depend on the flush-to-zero mode. */
-static inline uint16_t cropgrad_float_to_half(float value) {
+static inline uint16_t cg_float_to_half(float value) {
     uint32_t bits, magnitude, sign, rounded;
     memcpy(&bits, &value, sizeof bits);
     sign = (bits >> 16) & 0x8000u;

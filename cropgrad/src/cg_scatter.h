@@ -9,8 +9,8 @@
  * vectorises without first checking at run time whether the arrays overlap
  * (that check costs a good part of the work for 64 channels).
  */
-#ifndef CROPGRAD_SCATTER_H
-#define CROPGRAD_SCATTER_H
+#ifndef CG_SCATTER_H
+#define CG_SCATTER_H
 
 #include <stddef.h>
 

@@ -13,8 +13,8 @@
  * -ffp-contract=off), so the vector width changes no bit.  Compilers
  * without GCC's vector extensions get the same code on 4-element structs.
  */
-#ifndef CROPGRAD_SHALLOW_H
-#define CROPGRAD_SHALLOW_H
+#ifndef CG_SHALLOW_H
+#define CG_SHALLOW_H
 
 #include <stddef.h>
 
@@ -30,8 +30,9 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-/* CROPGRAD_PORTABLE_VECTORS selects the struct version (for testing it). */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(CROPGRAD_PORTABLE_VECTORS)
+/* GCC and Clang: vector extensions.  Other compilers (MSVC; no wheel is
+ * built with one) get 4-element structs with the same lane arithmetic. */
+#if defined(__GNUC__) || defined(__clang__)
 typedef float cg_f4 __attribute__((vector_size(16)));
 typedef double cg_d4 __attribute__((vector_size(32)));
 #define CG_SPLAT(x) {(x), (x), (x), (x)}
@@ -84,17 +85,17 @@ static inline cg_f4 cg_f4_acc(cg_f4 acc, cg_f4 term) { return cg_f4_add(acc, ter
 static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_f4_widen(term)); }
 
 /* cg_shallow_rows_f (float accumulator) and cg_shallow_rows_d (double):
- * one body, _shallow_rows.h, included once per accumulator type. */
+ * one body, cg_shallow_rows.inc, included once per accumulator type. */
 #define CG_ACC float
 #define CG_VEC cg_f4
 #define CG_ADD cg_f4_acc
 #define CG_NAME(suffix) cg_shallow_rows_f##suffix
-#include "_shallow_rows.h"
+#include "cg_shallow_rows.inc"
 
 #define CG_ACC double
 #define CG_VEC cg_d4
 #define CG_ADD cg_d4_acc
 #define CG_NAME(suffix) cg_shallow_rows_d##suffix
-#include "_shallow_rows.h"
+#include "cg_shallow_rows.inc"
 
 #endif

@@ -1,0 +1,357 @@
+"""The public NumPy API of cropgrad (re-exported by ``cropgrad``).
+
+Each function checks what it can see without reading the data (argument
+types, dtypes, shapes that relate arrays to each other), converts its
+arguments and allocates the output, then makes one call into the C-level
+API (`cropgrad.capi`), which checks the data (finite boxes, ``box_ind`` in
+range, sizes that overflow) and runs the kernel without the GIL.  An error
+of the C-level API comes back as the exception documented here.
+"""
+
+import numpy as np
+
+from cropgrad import _validation as _v
+from cropgrad import capi
+from cropgrad._version import __version__
+
+__all__ = [
+    "crop_and_resize",
+    "crop_and_resize_grad_boxes",
+    "crop_and_resize_grad_image",
+    "show_config",
+]
+
+
+def crop_and_resize_grad_image(
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype=np.float32,
+    method="bilinear",
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+    data_format="NHWC",
+):
+    """Gradient of crop-and-resize with respect to the image.
+
+    Scatters each crop sample's gradient back to the pixels it was
+    interpolated from, exactly as TensorFlow's ``CropAndResizeGradImage``
+    does with op determinism enabled.
+
+    Parameters
+    ----------
+    grads : array_like of shape (num_boxes, crop_height, crop_width, depth)
+        Gradient flowing into each crop.  Real numbers, converted to float32
+        (the op's arithmetic); a C-contiguous float32 array is used in place.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` per box in normalized coordinates
+        (``0`` is the first pixel, ``1`` the last), converted to float32.
+        ``y1 > y2`` flips the crop; coordinates outside ``[0, 1]`` sample
+        outside the image and contribute nothing.
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of the batch each box was cut from, in ``[0, batch)``.
+    image_size : sequence of 4 ints
+        ``[batch, image_height, image_width, depth]``: the output's shape.
+    dtype : {float32, float16, float64}, default float32
+        Output dtype: a NumPy dtype, a name (``"float32"``, ``"float"``,
+        ``"half"``, ``"double"``, ...) or a TensorFlow DType.  float16
+        accumulates in float32 and is rounded once at the end.
+    method : {"bilinear", "nearest"}, default "bilinear"
+        Sampling method of the forward crop.
+    out : ndarray, optional
+        C-contiguous array of shape `image_size` and dtype `dtype` to
+        overwrite and return instead of a new array.
+    num_threads : int, optional
+        Threads to use, 1 to 1024.  Default: OpenMP's default, which
+        honours ``OMP_NUM_THREADS`` and threadpoolctl.  The result does not
+        depend on it.
+    flush_denormals : bool, default False
+        Compute with flush-to-zero and denormals-are-zero, as TensorFlow's
+        CPU kernels do: subnormal inputs and results count as zero.  With it,
+        float32 and float64 results equal TensorFlow's bits on every input;
+        without it (IEEE arithmetic, as NumPy), wherever no subnormal occurs.
+
+    Returns
+    -------
+    ndarray of shape (batch, image_height, image_width, depth), dtype `dtype`
+        Zero except where crops sampled the image.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite boxes, an unknown method, a bad `out`, or an
+        output too large to index.
+    IndexError
+        A `box_ind` value outside ``[0, batch)``.
+    TypeError
+        Non-numeric, complex or boolean inputs; an unsupported `dtype`.
+    MemoryError
+        The output cannot be allocated.
+
+    Notes
+    -----
+    For box ``b`` with ``crop_height > 1``, crop row ``y`` samples image row
+    ``y1 * (H - 1) + y * (y2 - y1) * (H - 1) / (crop_height - 1)`` in
+    float32; a bilinear sample adds ``(1 - y_lerp) * (1 - x_lerp) * g`` and
+    its three siblings to the four surrounding pixels.  Every output element
+    is summed by one thread in the serial order (box, crop row, crop column,
+    corner), which is why the result is bit-identical for any
+    `num_threads`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> grads = np.ones((1, 2, 2, 1), dtype=np.float32)
+    >>> boxes = np.array([[0.0, 0.0, 1.0, 1.0]], dtype=np.float32)
+    >>> out = cropgrad.crop_and_resize_grad_image(grads, boxes, [0], [1, 3, 3, 1])
+    >>> out[0, :, :, 0]
+    array([[1., 0., 1.],
+           [0., 0., 0.],
+           [1., 0., 1.]], dtype=float32)
+    """
+    method_code = _v.method(method)
+    out_dtype = _v.output_dtype(dtype, "dtype")
+    layout = _v.data_format(data_format)
+    nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
+    grads = _v.grads_array(grads)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    if grads.shape[0] != boxes.shape[0]:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
+            f"but grads has shape {grads.shape}"
+        )
+    shape = _v.image_size(image_size)
+    out_code = _v.DTYPE_CODES[out_dtype]
+    capi._check_grad_image_call(
+        grads.shape, shape, out_code, method_code, layout, nthreads
+    )
+    index, index_code = _v.native_index(box_ind)
+    result = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
+    capi._grad_image(
+        grads,
+        boxes,
+        index,
+        index_code,
+        shape,
+        result,
+        out_code,
+        method_code,
+        layout,
+        nthreads,
+        flush,
+    )
+    return result
+
+
+def crop_and_resize(
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method="bilinear",
+    extrapolation_value=0.0,
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+    data_format="NHWC",
+):
+    """Crop boxes out of a batch of images and resize them to `crop_size`.
+
+    TensorFlow's ``CropAndResize``, bit for bit.
+
+    Parameters
+    ----------
+    image : array_like of shape (batch, image_height, image_width, depth)
+        uint8, uint16, int8, int16, int32, int64, float16, float32 or
+        float64; pixels are converted to float32 as they are read.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` in normalized coordinates (float32).
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of each box, in ``[0, batch)``.
+    crop_size : sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive.
+    method : {"bilinear", "nearest"}, default "bilinear"
+    extrapolation_value : float, default 0.0
+        Value of samples that fall outside the image.
+    out : ndarray, optional
+        C-contiguous float32 array of shape
+        ``(num_boxes, crop_height, crop_width, depth)`` to overwrite.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic (see
+        `crop_and_resize_grad_image`).
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop_height, crop_width, depth), dtype=float32
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> crops = cropgrad.crop_and_resize(image, [[0, 0, 1, 1]], [0], [2, 2])
+    >>> crops[0, :, :, 0]
+    array([[0., 2.],
+           [6., 8.]], dtype=float32)
+    """
+    method_code = _v.method(method)
+    layout = _v.data_format(data_format)
+    nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
+    image, image_code = _v.image_array(image)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    crop_h, crop_w = _v.int_vector(
+        crop_size, 2, "crop_size", "[crop_height, crop_width]"
+    )
+    extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
+    capi._check_forward_call(
+        image.shape,
+        image_code,
+        boxes.shape[0],
+        crop_h,
+        crop_w,
+        method_code,
+        layout,
+        nthreads,
+    )
+    index, index_code = _v.native_index(box_ind)
+    depth = image.shape[1] if data_format == "NCHW" else image.shape[3]
+    if data_format == "NCHW":
+        shape = (boxes.shape[0], depth, crop_h, crop_w)
+    else:
+        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    result = _v.output(out, shape, np.dtype(np.float32), (image, boxes, box_ind))
+    capi._crop_and_resize(
+        image,
+        image_code,
+        boxes,
+        index,
+        index_code,
+        crop_h,
+        crop_w,
+        method_code,
+        float(extrapolation),
+        layout,
+        result,
+        nthreads,
+        flush,
+    )
+    return result
+
+
+def crop_and_resize_grad_boxes(
+    grads,
+    image,
+    boxes,
+    box_ind,
+    method="bilinear",
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+    data_format="NHWC",
+):
+    """Gradient of crop-and-resize with respect to the boxes.
+
+    TensorFlow's ``CropAndResizeGradBoxes``, bit for bit (bilinear only, as
+    there).
+
+    Parameters
+    ----------
+    grads : array_like of shape (num_boxes, crop_height, crop_width, depth)
+        Gradient flowing into each crop (float32 arithmetic).
+    image : array_like of shape (batch, image_height, image_width, depth)
+        The forward op's image, of any dtype `crop_and_resize` accepts.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` in normalized coordinates.
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of each box, in ``[0, batch)``.
+    method : {"bilinear"}
+        Only bilinear sampling has a boxes gradient.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, 4), dtype=float32
+        Gradient with respect to ``[y1, x1, y2, x2]`` of each box.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> grads = np.ones((1, 2, 2, 1), dtype=np.float32)
+    >>> boxes = [[0.25, 0.25, 0.75, 0.75]]
+    >>> cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, [0])
+    array([[12.,  4., 12.,  4.]], dtype=float32)
+    """
+    method_code = _v.method(method, allowed=("bilinear",))
+    layout = _v.data_format(data_format)
+    nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
+    grads = _v.grads_array(grads)
+    image, image_code = _v.image_array(image)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    if grads.shape[0] != boxes.shape[0]:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
+            f"but grads has shape {grads.shape}"
+        )
+    index, index_code = _v.native_index(box_ind)
+    result = _v.output(
+        out, (boxes.shape[0], 4), np.dtype(np.float32), (grads, image, boxes, box_ind)
+    )
+    capi._grad_boxes(
+        grads,
+        image,
+        image_code,
+        boxes,
+        index,
+        index_code,
+        result,
+        method_code,
+        layout,
+        nthreads,
+        flush,
+    )
+    return result
+
+
+def show_config(mode="stdout"):
+    """Show how this cropgrad was built and how it will run.
+
+    Parameters
+    ----------
+    mode : {"stdout", "dicts"}, default "stdout"
+        Print a readable summary, or return it as a dict.
+
+    Returns
+    -------
+    dict or None
+        With ``mode="dicts"``: ``version``, ``openmp`` (compiled with
+        OpenMP), ``compiler``, ``cflags``, ``flush_denormals_supported``,
+        ``default_threads`` and ``numpy``.
+    """
+    info = {"version": __version__}
+    info.update(capi._build_info())
+    info["default_threads"] = _v.default_threads()
+    info["numpy"] = np.__version__
+    if mode == "dicts":
+        return info
+    if mode != "stdout":
+        raise ValueError(f"mode must be 'stdout' or 'dicts', got {mode!r}")
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:>{width}}: {value}")
+    return None

@@ -1,0 +1,56 @@
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from cropgrad._version import __version__ as __version__
+
+__all__ = [
+    "crop_and_resize",
+    "crop_and_resize_grad_boxes",
+    "crop_and_resize_grad_image",
+    "show_config",
+]
+
+_Method = Literal["bilinear", "nearest"]
+_DataFormat = Literal["NHWC", "NCHW"]
+
+def crop_and_resize_grad_image(
+    grads: npt.ArrayLike,
+    boxes: npt.ArrayLike,
+    box_ind: npt.ArrayLike,
+    image_size: npt.ArrayLike,
+    dtype: npt.DTypeLike | Any = ...,
+    method: _Method = ...,
+    *,
+    out: npt.NDArray[np.floating[Any]] | None = ...,
+    num_threads: int | None = ...,
+    flush_denormals: bool = ...,
+    data_format: _DataFormat = ...,
+) -> npt.NDArray[np.floating[Any]]: ...
+def crop_and_resize(
+    image: npt.ArrayLike,
+    boxes: npt.ArrayLike,
+    box_ind: npt.ArrayLike,
+    crop_size: npt.ArrayLike,
+    method: _Method = ...,
+    extrapolation_value: float = ...,
+    *,
+    out: npt.NDArray[np.float32] | None = ...,
+    num_threads: int | None = ...,
+    flush_denormals: bool = ...,
+    data_format: _DataFormat = ...,
+) -> npt.NDArray[np.float32]: ...
+def crop_and_resize_grad_boxes(
+    grads: npt.ArrayLike,
+    image: npt.ArrayLike,
+    boxes: npt.ArrayLike,
+    box_ind: npt.ArrayLike,
+    method: Literal["bilinear"] = ...,
+    *,
+    out: npt.NDArray[np.float32] | None = ...,
+    num_threads: int | None = ...,
+    flush_denormals: bool = ...,
+    data_format: _DataFormat = ...,
+) -> npt.NDArray[np.float32]: ...
+def show_config(mode: Literal["stdout", "dicts"] = ...) -> dict[str, Any] | None: ...

@@ -1,0 +1,55 @@
+# cython: language_level=3
+#
+# Declarations of cropgrad's C headers (cropgrad/src/cg_*.h), in one place.
+
+from libc.stdint cimport uint16_t
+
+
+cdef extern from "cg_build.h" nogil:
+    const char* CG_COMPILER
+    const char* CG_CFLAGS
+    void cg_prefetch(const void* p)
+
+cdef extern from "cg_fpenv.h" nogil:
+    # Flush-to-zero and denormals-are-zero for the calling thread, while
+    # `flush` is non-zero; enter and leave pair up within one thread.
+    const bint CG_FPENV_SUPPORTED
+    void cg_fpenv_enter(int flush)
+    void cg_fpenv_leave(int flush)
+
+cdef extern from "cg_half.h" nogil:
+    # Exact float16 -> float32; float32 -> float16 rounding to nearest even.
+    float cg_half_to_float(uint16_t h)
+    uint16_t cg_float_to_half(float f)
+
+cdef extern from "cg_scatter.h" nogil:
+    # The four corner updates of a bilinear sample into `n` channels.
+    void cg_quad_f(float* top_left, float* top_right, float* bottom_left,
+                   float* bottom_right, const float* g, float w_top,
+                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
+    void cg_quad_d(double* top_left, double* top_right, double* bottom_left,
+                   double* bottom_right, const float* g, float w_top,
+                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
+    void cg_quad_distinct_f(float* top_left, float* top_right,
+                            float* bottom_left, float* bottom_right,
+                            const float* g, float w_top, float w_bottom,
+                            float w_left, float w_right, Py_ssize_t n)
+    void cg_quad_distinct_d(double* top_left, double* top_right,
+                            double* bottom_left, double* bottom_right,
+                            const float* g, float w_top, float w_bottom,
+                            float w_left, float w_right, Py_ssize_t n)
+
+cdef extern from "cg_shallow.h" nogil:
+    # One crop row of bilinear samples into pixels of 1 to 4 channels.
+    void cg_shallow_rows_f(float* top, Py_ssize_t top_step, float* bottom,
+                           Py_ssize_t bottom_step, const float* g,
+                           const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                           const float* w_left, const float* w_right,
+                           Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                           float w_bottom, int same, Py_ssize_t n)
+    void cg_shallow_rows_d(double* top, Py_ssize_t top_step, double* bottom,
+                           Py_ssize_t bottom_step, const float* g,
+                           const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                           const float* w_left, const float* w_right,
+                           Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                           float w_bottom, int same, Py_ssize_t n)

@@ -1,0 +1,144 @@
+# cython: language_level=3
+"""The forward op, CropAndResize (private kernel).
+
+Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
+finiteness first.  Every crop row is written by exactly one task, so the
+result does not depend on the number of threads.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+
+from cropgrad._image cimport load
+from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
+from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from cropgrad._types cimport (
+    DT_FLOAT16,
+    DT_FLOAT32,
+    DT_INT8,
+    DT_INT16,
+    DT_INT32,
+    DT_INT64,
+    DT_UINT8,
+    DT_UINT16,
+    Geometry,
+    image_t,
+)
+
+
+ctypedef struct Plan:
+    const Geometry* g
+    const void* image
+    int image_dtype
+    const float* boxes
+    const int64_t* box_ind
+    float* crops
+    float extrapolation
+
+
+cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task,
+               bint half) noexcept nogil:
+    """Crop row ``task % crop_h`` of box ``task // crop_h``."""
+    cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
+    cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w
+    cdef Py_ssize_t b = task // ch, y = task % ch, x, d, n
+    cdef Py_ssize_t top, bottom, left, right
+    cdef float y1 = p.boxes[4 * b], x1 = p.boxes[4 * b + 1]
+    cdef float y2 = p.boxes[4 * b + 2], x2 = p.boxes[4 * b + 3]
+    cdef float coord, y_lerp, x_lerp, tl, tr, bl, br, upper, lower
+    cdef float extrapolation = p.extrapolation
+    cdef float wscale = crop_scale(x1, x2, W, cw)
+    cdef float* dst = p.crops + (b * ch + y) * cw * D
+    cdef const image_t* img = image + p.box_ind[b] * H * W * D
+    cdef const image_t* p_tl
+    cdef const image_t* p_tr
+    cdef const image_t* p_bl
+    cdef const image_t* p_br
+    coord = sample_coord(y1, y2, crop_scale(y1, y2, H, ch), H, ch, y)
+    if p.g.nearest:
+        if not nearest_tap(coord, H, &top):
+            for n in range(cw * D):
+                dst[n] = extrapolation
+            return
+        for x in range(cw):
+            if not nearest_tap(sample_coord(x1, x2, wscale, W, cw, x), W, &left):
+                for d in range(D):
+                    dst[x * D + d] = extrapolation
+                continue
+            p_tl = img + (top * W + left) * D
+            for d in range(D):
+                dst[x * D + d] = load(p_tl, d, half)
+        return
+    if not linear_taps(coord, H, &top, &bottom, &y_lerp):
+        for n in range(cw * D):
+            dst[n] = extrapolation
+        return
+    for x in range(cw):
+        if not linear_taps(sample_coord(x1, x2, wscale, W, cw, x), W,
+                           &left, &right, &x_lerp):
+            for d in range(D):
+                dst[x * D + d] = extrapolation
+            continue
+        p_tl = img + (top * W + left) * D
+        p_tr = img + (top * W + right) * D
+        p_bl = img + (bottom * W + left) * D
+        p_br = img + (bottom * W + right) * D
+        for d in range(D):
+            # TensorFlow's interpolation, in float32, in this order.
+            tl = load(p_tl, d, half)
+            tr = load(p_tr, d, half)
+            bl = load(p_bl, d, half)
+            br = load(p_br, d, half)
+            upper = tl + (tr - tl) * x_lerp
+            lower = bl + (br - bl) * x_lerp
+            dst[x * D + d] = upper + (lower - upper) * y_lerp
+
+
+cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
+    """Task `t`: one crop row, of the image's dtype."""
+    cdef const Plan* p = <const Plan*>ctx
+    cdef int code = p.image_dtype
+    if code == DT_UINT8:
+        _row(p, <const uint8_t*>p.image, t, False)
+    elif code == DT_INT8:
+        _row(p, <const int8_t*>p.image, t, False)
+    elif code == DT_UINT16:
+        _row(p, <const uint16_t*>p.image, t, False)
+    elif code == DT_FLOAT16:
+        _row(p, <const uint16_t*>p.image, t, True)
+    elif code == DT_INT16:
+        _row(p, <const int16_t*>p.image, t, False)
+    elif code == DT_INT32:
+        _row(p, <const int32_t*>p.image, t, False)
+    elif code == DT_INT64:
+        _row(p, <const int64_t*>p.image, t, False)
+    elif code == DT_FLOAT32:
+        _row(p, <const float*>p.image, t, False)
+    else:
+        _row(p, <const double*>p.image, t, False)
+
+
+cdef void crop_and_resize(const Geometry* geo, const void* image, int image_dtype,
+                          const float* boxes, const int64_t* box_ind,
+                          float* crops, float extrapolation, int nthreads,
+                          bint flush) noexcept nogil:
+    """Crop boxes out of the image and resize them (NHWC).
+
+    Parameters
+    ----------
+    geo : the problem; ``num_boxes * crop_h * crop_w * depth > 0``.
+    image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+    boxes : float32 [num_boxes, 4], finite
+    box_ind : int64 [num_boxes], within [0, batch)
+    crops : float32 [num_boxes, crop_h, crop_w, depth]; every element written.
+    """
+    cdef Plan p
+    p.g = geo
+    p.image = image
+    p.image_dtype = image_dtype
+    p.boxes = boxes
+    p.box_ind = box_ind
+    p.crops = crops
+    p.extrapolation = extrapolation
+    run_tasks(_task, &p, geo.num_boxes * geo.crop_h, nthreads,
+              geo.num_boxes * geo.crop_h * geo.crop_w * geo.depth * 4, flush,
+              SCHEDULE_STATIC)

@@ -1,0 +1,562 @@
+# cython: language_level=3
+"""The image gradient, CropAndResizeGradImage (private kernel).
+
+Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
+finiteness first.
+
+Determinism
+-----------
+Every crop sample scatters into up to four pixels.  The work is split into
+tasks that each *own* a band of output rows (and, when there are few rows,
+a range of channels).  A task zeroes its band, then walks the boxes, crop
+rows, crop columns and corners in the serial order and applies only the
+updates that land in its band, so every output element is summed by one
+thread in the serial order: the bits do not depend on the number of
+threads.  Updates of a crop row that fall outside the band go to per-thread
+scratch pixels instead of being skipped, so every element is updated by the
+same machine code for any banding (even the bits of NaN results agree).
+"""
+
+from libc.stdint cimport int64_t, uint16_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+from cropgrad._cdefs cimport (
+    cg_float_to_half,
+    cg_fpenv_enter,
+    cg_fpenv_leave,
+    cg_prefetch,
+    cg_quad_d,
+    cg_quad_distinct_d,
+    cg_quad_distinct_f,
+    cg_quad_f,
+    cg_shallow_rows_d,
+    cg_shallow_rows_f,
+)
+from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
+from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from cropgrad._types cimport Geometry, acc_t
+
+# Tasks per thread: more, smaller bands balance better (they are handed out
+# dynamically) at the cost of walking the boxes again.
+cdef enum:
+    TASKS_PER_THREAD = 4
+# Target size of an output band: the rows a task accumulates into should
+# stay in the core's cache while it walks the boxes.
+cdef enum:
+    BAND_BYTES = 1 << 20
+# How far ahead of the sample being scattered to ask for grads, in bytes
+# (pixels of at least 128 channels).  grads is read once, in order, yet
+# without the hint the scatter of deep pixels keeps waiting for it
+# (detector workload: 1.4x faster with it; with 32 or 64 channels the hint
+# only costs time, and a hint for the output pixels made it slower).
+cdef enum:
+    PREFETCH_BYTES = 2048
+    PREFETCH_MIN_DEPTH = 128
+# Cost histogram resolution: at most this many buckets of output rows.
+cdef enum:
+    MAX_BUCKETS = 1 << 16
+# Channel ranges of split tasks are multiples of this many elements, so two
+# threads never write the same 64-byte cache line within a pixel.
+cdef enum:
+    CHANNEL_ALIGN = 16
+
+
+ctypedef struct Plan:
+    Geometry g
+    # The accumulator (the output itself, or float32 scratch for float16)
+    void* acc
+    bint acc_double
+    # float16 output (or NULL): each task rounds its finished float32 band
+    # into it while the band is still in cache.
+    uint16_t* half_out
+    const float* grads
+    Py_ssize_t grads_size    # elements of grads
+    int64_t* order           # box numbers grouped by image, serial order within
+    int64_t* starts          # boxes of image i: order[starts[i]:starts[i + 1]]
+    # Per box and crop row: pixel rows and weights (row < 0: outside)
+    Py_ssize_t* row_lo
+    Py_ssize_t* row_hi
+    float* row_w_lo
+    float* row_w_hi
+    # Per box and crop column: pixel columns and weights (col < 0: outside)
+    Py_ssize_t* col_lo
+    Py_ssize_t* col_hi
+    float* col_w_lo
+    float* col_w_hi
+    # Per box: the range of pixel rows it touches and its valid columns
+    Py_ssize_t* box_row_min
+    Py_ssize_t* box_row_max
+    Py_ssize_t* box_cols
+    # Per thread, ``spare_each`` bytes of scratch: two pixels where a deep
+    # sample sends the updates of a row outside the task's band; NULL with
+    # a single band.
+    char* spare
+    size_t spare_each
+    # Tasks: band k is global rows [bounds[k], bounds[k + 1]); channel range
+    # s is [splits[s], splits[s + 1]); task t is band t // num_splits and
+    # range t % num_splits.
+    Py_ssize_t* bounds
+    Py_ssize_t* splits
+    Py_ssize_t num_splits
+
+
+cdef void _group_boxes(Plan* p, const int64_t* box_ind) noexcept nogil:
+    """Group the boxes by image, keeping their order within an image.
+
+    A stable counting sort: ``order[starts[i]:starts[i + 1]]`` are the boxes
+    of image ``i`` in increasing box number.
+    """
+    cdef Py_ssize_t b, i, n = p.g.num_boxes, batch = p.g.batch
+    cdef int64_t v
+    for i in range(batch + 1):
+        p.starts[i] = 0
+    for b in range(n):
+        p.starts[box_ind[b] + 1] += 1
+    for i in range(batch):
+        p.starts[i + 1] += p.starts[i]
+    # Place each box at its image's cursor, then shift the cursors (which
+    # ended at the next image's start) back into starts.
+    for b in range(n):
+        v = box_ind[b]
+        p.order[p.starts[v]] = b
+        p.starts[v] += 1
+    for i in range(batch, 0, -1):
+        p.starts[i] = p.starts[i - 1]
+    p.starts[0] = 0
+
+
+cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
+    """Fill the per-box row and column tables of `p` from `boxes`."""
+    cdef Py_ssize_t b, i, k, lo, hi
+    cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, H = p.g.height, W = p.g.width
+    cdef bint nearest = p.g.nearest
+    cdef float y1, x1, y2, x2, scale, coord, lerp
+    for b in range(p.g.num_boxes):
+        y1 = boxes[4 * b]
+        x1 = boxes[4 * b + 1]
+        y2 = boxes[4 * b + 2]
+        x2 = boxes[4 * b + 3]
+        p.box_row_min[b] = H
+        p.box_row_max[b] = -1
+        scale = crop_scale(y1, y2, H, ch)
+        for i in range(ch):
+            k = b * ch + i
+            coord = sample_coord(y1, y2, scale, H, ch, i)
+            p.row_lo[k] = -1
+            if nearest:
+                if nearest_tap(coord, H, &lo):
+                    p.row_lo[k] = lo
+                    p.row_hi[k] = lo
+            elif linear_taps(coord, H, &lo, &hi, &lerp):
+                p.row_lo[k] = lo
+                p.row_hi[k] = hi
+                p.row_w_lo[k] = <float>1 - lerp
+                p.row_w_hi[k] = lerp
+            if p.row_lo[k] >= 0:
+                if p.row_lo[k] < p.box_row_min[b]:
+                    p.box_row_min[b] = p.row_lo[k]
+                if p.row_hi[k] > p.box_row_max[b]:
+                    p.box_row_max[b] = p.row_hi[k]
+        p.box_cols[b] = 0
+        scale = crop_scale(x1, x2, W, cw)
+        for i in range(cw):
+            k = b * cw + i
+            coord = sample_coord(x1, x2, scale, W, cw, i)
+            p.col_lo[k] = -1
+            if nearest:
+                if nearest_tap(coord, W, &lo):
+                    p.col_lo[k] = lo
+                    p.col_hi[k] = lo
+            elif linear_taps(coord, W, &lo, &hi, &lerp):
+                p.col_lo[k] = lo
+                p.col_hi[k] = hi
+                p.col_w_lo[k] = <float>1 - lerp
+                p.col_w_hi[k] = lerp
+            if p.col_lo[k] >= 0:
+                p.box_cols[b] += 1
+
+
+cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
+                            int64_t* cost) noexcept nogil:
+    """Cut the output rows into `num_bands` bands of about equal work.
+
+    Output rows are numbered globally, ``image * height + row``.  The work
+    of a row is the number of crop samples scattered into it plus the cost
+    of zeroing it, histogrammed into at most ``MAX_BUCKETS`` buckets of
+    rows.  Fills ``p.bounds`` (``num_bands + 1`` global row numbers) and
+    returns the total work, in element updates per channel.  `cost` is
+    scratch of ``MAX_BUCKETS`` entries.
+    """
+    cdef Py_ssize_t rows = p.g.batch * p.g.height, shift = 0, nbuckets, i, j
+    cdef Py_ssize_t b, bi, k, first, last
+    cdef int64_t total = 0, running = 0, per_sample
+    cdef Py_ssize_t* bounds = p.bounds
+    while ((rows - 1) >> shift) >= MAX_BUCKETS:
+        shift += 1
+    nbuckets = ((rows - 1) >> shift) + 1
+    for i in range(nbuckets):
+        first = i << shift
+        last = min((i + 1) << shift, rows)
+        # Zeroing a row is one store per element: about a quarter of the
+        # four read-modify-writes of a bilinear sample.
+        cost[i] = (last - first) * p.g.width
+    for bi in range(p.g.batch):
+        for j in range(p.starts[bi], p.starts[bi + 1]):
+            b = p.order[j]
+            per_sample = p.box_cols[b] * (1 if p.g.nearest else 2) * 4
+            for k in range(b * p.g.crop_h, (b + 1) * p.g.crop_h):
+                if p.row_lo[k] < 0:
+                    continue
+                cost[(bi * p.g.height + p.row_lo[k]) >> shift] += per_sample
+                if not p.g.nearest:
+                    cost[(bi * p.g.height + p.row_hi[k]) >> shift] += per_sample
+    for i in range(nbuckets):
+        total += cost[i]
+    bounds[0] = 0
+    j = 1
+    for i in range(nbuckets):
+        running += cost[i]
+        while j < num_bands and running * num_bands >= total * j:
+            bounds[j] = min((i + 1) << shift, rows)
+            j += 1
+    while j <= num_bands:
+        bounds[j] = rows
+        j += 1
+    return total
+
+
+cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
+                               acc_t* bottom_left, acc_t* bottom_right,
+                               const float* g, float w_top, float w_bottom,
+                               float w_left, float w_right, Py_ssize_t n,
+                               bint distinct) noexcept nogil:
+    """The four corner updates of one bilinear sample (see cg_scatter.h).
+
+    `distinct`: the four pixels are distinct, so the restrict-qualified loop
+    may be used.
+    """
+    if acc_t is float:
+        if distinct:
+            cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_f(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
+    else:
+        if distinct:
+            cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_d(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
+
+
+cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
+                        acc_t* bottom, Py_ssize_t bottom_step,
+                        const float* g,
+                        const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                        const float* w_left, const float* w_right,
+                        Py_ssize_t crop_w, Py_ssize_t width,
+                        float w_top, float w_bottom, bint same,
+                        Py_ssize_t n) noexcept nogil:
+    """One crop row of bilinear samples with `n` (1 to 4) channels.
+
+    See cg_shallow.h.  Called from one place only, and for every crop row
+    whichever of its rows the task owns: each element is then updated by
+    the same machine code for any banding.
+    """
+    if acc_t is float:
+        cg_shallow_rows_f(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
+    else:
+        cg_shallow_rows_d(top, top_step, bottom, bottom_step, g, col_lo, col_hi,
+                          w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
+
+
+cdef inline void _prefetch_grads(Plan* p, Py_ssize_t start,
+                                 Py_ssize_t n) noexcept nogil:
+    """Hint that ``grads[start:start + n]`` (flat, clipped) is needed soon."""
+    cdef Py_ssize_t i = 0
+    if start + n > p.grads_size:
+        n = p.grads_size - start
+    while i < n:
+        cg_prefetch(p.grads + start + i)
+        i += 16    # floats per 64-byte cache line
+
+
+cdef inline void _scatter_one(acc_t* dst, const float* g,
+                              Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t d
+    for d in range(n):
+        dst[d] += <acc_t>g[d]
+
+
+cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
+                              const float* g, Py_ssize_t b, Py_ssize_t k,
+                              Py_ssize_t n, bint do_top, bint do_bottom,
+                              acc_t* spare, Py_ssize_t ahead) noexcept nogil:
+    """Crop row ``k`` of box `b`, sample by sample, into the owned rows.
+
+    Called with `ahead` either 0 or a distance that depends only on the
+    depth, each from its own call site: the copy without prefetching has no
+    trace of it, and which copy updates an element does not depend on the
+    banding.  `spare` holds two pixels (``2 * depth`` elements) for a row
+    outside the band (NULL when every row is owned).
+    """
+    cdef Py_ssize_t x, col, right, cw = p.g.crop_w, D = p.g.depth
+    cdef acc_t* tl
+    cdef acc_t* tr
+    cdef acc_t* bl
+    cdef acc_t* br
+    for x in range(cw):
+        col = p.col_lo[b * cw + x]
+        if col < 0:
+            continue
+        if p.g.nearest:
+            _scatter_one(top_row + col * D, g + x * D, n)
+            continue
+        right = p.col_hi[b * cw + x]
+        if ahead > 0:
+            _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
+        # A row outside the band goes to the scratch pixels: every sample
+        # is then applied by the same code, owned rows or not.
+        tl = top_row + col * D if do_top else spare
+        tr = top_row + right * D if do_top else spare + D
+        bl = bottom_row + col * D if do_bottom else spare
+        br = bottom_row + right * D if do_bottom else spare + D
+        _scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k], p.row_w_hi[k],
+                      p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n,
+                      col != right and top_row != bottom_row)
+
+
+cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
+                           Py_ssize_t c0, Py_ssize_t c1,
+                           acc_t* deep_spare) noexcept nogil:
+    """Zero global output rows ``[g0, g1)``, channels ``[c0, c1)``, then
+    scatter every sample's updates that land there, in the serial order."""
+    cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
+    cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, n = c1 - c0
+    cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom
+    cdef acc_t shallow_spare[4]   # a row a shallow task does not own
+    cdef bint do_top, do_bottom, own_bottom
+    # Bilinear samples of 1 to 4 channels go a whole crop row at a time.
+    # (Channel ranges are only split in multiples of CHANNEL_ALIGN, so a
+    # shallow task always has every channel: n == D.)
+    cdef bint shallow = not p.g.nearest and n == D and D <= 4
+    # Deep pixels: prefetch the task's channels of the sample about
+    # PREFETCH_BYTES ahead, at least the next one.
+    cdef Py_ssize_t ahead = 0
+    if D >= PREFETCH_MIN_DEPTH:
+        ahead = max(PREFETCH_BYTES // (D * <Py_ssize_t>sizeof(float)), 1) * D
+    cdef acc_t* top_row
+    cdef acc_t* bottom_row
+    cdef const float* g
+    memset(shallow_spare, 0, sizeof(shallow_spare))
+    if deep_spare != NULL:
+        memset(deep_spare, 0, 2 * D * sizeof(acc_t))
+    for bi in range(g0 // H, (g1 - 1) // H + 1):
+        r0 = max(g0 - bi * H, 0)
+        r1 = min(g1 - bi * H, H)
+        # Zero the band here, not in the caller: the owner thread touches
+        # its pages first and the work is spread over the threads.
+        for r in range(r0, r1):
+            top_row = out + (bi * H + r) * W * D
+            if n == D:
+                memset(top_row, 0, W * D * sizeof(acc_t))
+            else:
+                for x in range(W):
+                    memset(top_row + x * D + c0, 0, n * sizeof(acc_t))
+        for j in range(p.starts[bi], p.starts[bi + 1]):
+            b = p.order[j]
+            if p.box_row_max[b] < r0 or p.box_row_min[b] >= r1:
+                continue
+            for y in range(ch):
+                k = b * ch + y
+                top = p.row_lo[k]
+                if top < 0:
+                    continue
+                bottom = p.row_hi[k]
+                do_top = r0 <= top < r1
+                do_bottom = (not p.g.nearest) and r0 <= bottom < r1
+                if not (do_top or do_bottom):
+                    continue
+                top_row = out + ((bi * H + top) * W) * D + c0
+                bottom_row = out + ((bi * H + bottom) * W) * D + c0
+                g = p.grads + ((b * ch + y) * cw) * D + c0
+                if shallow:
+                    # A row not owned, or the bottom row when it is the top
+                    # row, is the scratch pixel.
+                    own_bottom = do_bottom and bottom != top
+                    _shallow_rows(top_row if do_top else shallow_spare,
+                                  D if do_top else 0,
+                                  bottom_row if own_bottom else shallow_spare,
+                                  D if own_bottom else 0, g,
+                                  p.col_lo + b * cw, p.col_hi + b * cw,
+                                  p.col_w_lo + b * cw, p.col_w_hi + b * cw,
+                                  cw, W, p.row_w_lo[k], p.row_w_hi[k],
+                                  top == bottom, D)
+                    continue
+                if ahead > 0:
+                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
+                                 do_top, do_bottom, deep_spare, ahead)
+                else:
+                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
+                                 do_top, do_bottom, deep_spare, 0)
+
+
+cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
+    """Task `t`: one band of rows and one range of channels (see Plan)."""
+    cdef Plan* p = <Plan*>ctx
+    cdef Py_ssize_t g0 = p.bounds[t // p.num_splits]
+    cdef Py_ssize_t g1 = p.bounds[t // p.num_splits + 1]
+    cdef Py_ssize_t c0 = p.splits[t % p.num_splits]
+    cdef Py_ssize_t c1 = p.splits[t % p.num_splits + 1]
+    cdef Py_ssize_t W = p.g.width, D = p.g.depth, pixel, d
+    cdef char* spare = NULL
+    cdef float* acc
+    if g0 >= g1 or c1 <= c0:
+        return
+    if p.spare != NULL:
+        spare = p.spare + thread * p.spare_each
+    if p.acc_double:
+        _accumulate_band(p, <double*>p.acc, g0, g1, c0, c1, <double*>spare)
+        return
+    acc = <float*>p.acc
+    _accumulate_band(p, acc, g0, g1, c0, c1, <float*>spare)
+    if p.half_out != NULL:
+        for pixel in range(g0 * W, g1 * W):
+            for d in range(c0, c1):
+                p.half_out[pixel * D + d] = cg_float_to_half(acc[pixel * D + d])
+
+
+cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
+                    const int64_t* box_ind, void* out, int out_kind,
+                    int nthreads, bint flush, size_t* failed) noexcept nogil:
+    """Gradient of crop-and-resize with respect to the image (NHWC).
+
+    Parameters
+    ----------
+    geo : the problem; ``batch * height * width * depth > 0``.
+    grads : float32 [num_boxes, crop_h, crop_w, depth]
+    boxes : float32 [num_boxes, 4], finite
+    box_ind : int64 [num_boxes], within [0, batch)
+    out : [batch, height, width, depth] of `out_kind`; overwritten.
+    nthreads : upper bound on the team (resolved).
+    flush : flush-to-zero and denormals-are-zero.
+    failed : out: the bytes that could not be allocated, on failure.
+
+    Returns
+    -------
+    int
+        0, or -1 when scratch memory could not be allocated (nothing was
+        written then).
+    """
+    cdef Plan p
+    cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
+    cdef Py_ssize_t num_bands, s, work, team
+    cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
+    cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
+    cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0
+    cdef int64_t* cost
+    cdef char* tables
+    p.g = geo[0]
+    p.acc_double = out_kind == OUT_FLOAT64
+    p.grads = grads
+    p.grads_size = N * geo.crop_h * geo.crop_w * geo.depth
+
+    # Bands small enough that the rows being accumulated stay in cache, and
+    # enough of them to balance the threads.
+    num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES)
+    if nthreads > 1 and num_bands < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+        num_bands = <Py_ssize_t>nthreads * TASKS_PER_THREAD
+    num_bands = max(1, min(num_bands, rows))
+    # With several bands, each thread gets two pixels of scratch for deep
+    # samples (bilinear, more than 4 channels) whose crop row has a row
+    # outside the task's band.  Where those would outweigh the output (a few
+    # huge pixels), one band instead: channel ranges still split it.
+    team = team_size(nthreads, rows * geo.depth)
+    if num_bands > 1 and not geo.nearest and geo.depth > 4:
+        # Whole cache lines per thread: no false sharing.
+        spare_each = (2 * geo.depth * acc_size + 63) // 64 * 64
+        if spare_each * team > out_elems * acc_size:
+            num_bands = 1
+            spare_each = 0
+
+    # One allocation for every table: 4 entries per (box, crop row), 4 per
+    # (box, crop column), 3 per box, the grouping of boxes, the band and
+    # split bounds, the cost histogram and the scratch pixels (64-byte
+    # aligned); then the float32 accumulator of a float16 output.
+    n_rows = <size_t>(N * geo.crop_h)
+    n_cols = <size_t>(N * geo.crop_w)
+    nbytes = (
+        (n_rows + n_cols) * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
+        + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
+        + <size_t>(geo.batch + 1) * sizeof(int64_t)
+        + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
+        + MAX_BUCKETS * sizeof(int64_t)
+        + spare_each * team + 64
+    )
+    if out_kind == OUT_FLOAT16:
+        acc_bytes = out_elems * sizeof(float)
+    tables = <char*>malloc(nbytes)
+    if tables == NULL:
+        failed[0] = nbytes
+        return -1
+    p.acc = out
+    p.half_out = NULL
+    if out_kind == OUT_FLOAT16:
+        p.acc = malloc(acc_bytes)
+        if p.acc == NULL:
+            free(tables)
+            failed[0] = acc_bytes
+            return -1
+        p.half_out = <uint16_t*>out
+
+    p.row_lo = <Py_ssize_t*>tables
+    p.row_hi = p.row_lo + n_rows
+    p.col_lo = p.row_hi + n_rows
+    p.col_hi = p.col_lo + n_cols
+    p.box_row_min = p.col_hi + n_cols
+    p.box_row_max = p.box_row_min + N
+    p.box_cols = p.box_row_max + N
+    p.bounds = p.box_cols + N
+    p.splits = p.bounds + num_bands + 1
+    p.order = <int64_t*>(p.splits + 2 * nthreads + 2)
+    p.starts = p.order + N
+    cost = p.starts + geo.batch + 1
+    p.row_w_lo = <float*>(cost + MAX_BUCKETS)
+    p.row_w_hi = p.row_w_lo + n_rows
+    p.col_w_lo = p.row_w_hi + n_rows
+    p.col_w_hi = p.col_w_lo + n_cols
+    p.spare_each = spare_each
+    p.spare = NULL
+    if spare_each > 0:
+        p.spare = <char*>(p.col_w_hi + n_cols)
+        p.spare = p.spare + (64 - <size_t>p.spare % 64) % 64
+
+    _group_boxes(&p, box_ind)
+    cg_fpenv_enter(flush)
+    _plan_taps(&p, boxes)
+    cg_fpenv_leave(flush)
+    work = _plan_bands(&p, num_bands, cost) * geo.depth
+
+    # Few rows but deep pixels: split channels too, in aligned ranges.
+    p.num_splits = 1
+    if nthreads > 1 and rows < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+        p.num_splits = min(
+            (<Py_ssize_t>nthreads * TASKS_PER_THREAD + rows - 1) // rows,
+            geo.depth // CHANNEL_ALIGN,
+            2 * nthreads + 1)
+        if p.num_splits < 1:
+            p.num_splits = 1
+    for s in range(p.num_splits + 1):
+        p.splits[s] = (geo.depth * s // p.num_splits) // CHANNEL_ALIGN * CHANNEL_ALIGN
+    p.splits[p.num_splits] = geo.depth
+
+    run_tasks(_task, &p, num_bands * p.num_splits, nthreads, work, flush,
+              SCHEDULE_DYNAMIC)
+    if out_kind == OUT_FLOAT16:
+        free(p.acc)
+    free(tables)
+    return 0

@@ -1,0 +1,134 @@
+# cython: language_level=3
+"""The parallel driver and thread policy of cropgrad's kernels (private).
+
+Thread policy
+-------------
+- ``num_threads == 0`` means the library's default: OpenMP's
+  ``omp_get_max_threads()`` read at call time, so ``OMP_NUM_THREADS`` and
+  threadpoolctl apply.
+- A team never has more threads than tasks, nor more than
+  ``THREADS_PER_PROC`` per available processor: more only share the same
+  cores, and a team the system cannot start ends the process inside the
+  OpenMP runtime, where no error can be reported.
+- fork(): GNU OpenMP keeps a thread pool that does not survive ``fork()``; a
+  child forked after this process ran a team would hang in its next
+  parallel region.  A ``pthread_atfork`` handler marks such a child, which
+  then runs every call on its own thread and makes no OpenMP call at all.
+"""
+
+from cython.parallel cimport parallel, prange, threadid
+
+from cropgrad._cdefs cimport cg_fpenv_enter, cg_fpenv_leave
+from cropgrad._openmp cimport omp_get_max_threads, omp_get_num_procs
+
+
+cdef extern from *:
+    """
+    #if !defined(_WIN32)
+    #include <pthread.h>
+    #endif
+    /* Set once a team of more than one thread has run in this process. */
+    static volatile int cg_threads_used = 0;
+    /* Set in a child forked after that: it must not enter OpenMP. */
+    static volatile int cg_serial_only = 0;
+    static void cg_after_fork_in_child(void) {
+        if (cg_threads_used) cg_serial_only = 1;
+    }
+    static int cg_install_fork_guard(void) {
+    #if !defined(_WIN32)
+        return pthread_atfork(NULL, NULL, cg_after_fork_in_child);
+    #else
+        return 0;
+    #endif
+    }
+    """
+    int cg_threads_used
+    int cg_serial_only
+    int cg_install_fork_guard() noexcept nogil
+
+
+cdef enum:
+    THREADS_PER_PROC = 4
+
+
+if cg_install_fork_guard() != 0:
+    raise ImportError("cropgrad: could not install its fork() handler")
+
+
+cdef int resolve_threads(int num_threads) noexcept nogil:
+    """The thread count a call asking for `num_threads` (0: default) gets."""
+    if cg_serial_only:
+        return 1
+    if num_threads <= 0:
+        return omp_get_max_threads()
+    return num_threads
+
+
+cdef int team_size(int requested, Py_ssize_t units) noexcept nogil:
+    """Threads to start for `units` independent tasks (at least 1).
+
+    Only asks OpenMP for the processor count when ``requested > 1``, so a
+    forked child running on one thread makes no OpenMP call.
+    """
+    cdef Py_ssize_t n = requested, limit
+    if n <= 1 or cg_serial_only:
+        return 1
+    if n > units:
+        n = units
+    limit = <Py_ssize_t>THREADS_PER_PROC * omp_get_num_procs()
+    if n > limit:
+        n = limit
+    return <int>max(n, 1)
+
+
+cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
+                    Py_ssize_t work, bint flush, int schedule) noexcept nogil:
+    """Run tasks ``0 .. num_tasks - 1`` of `fn`, each exactly once.
+
+    Parameters
+    ----------
+    fn, ctx : the task function and the op's plan.
+    num_tasks : number of tasks.
+    nthreads : int
+        Upper bound on the team (already resolved by `resolve_threads`).
+    work : Py_ssize_t
+        Element updates of the whole call: below ``SERIAL_WORK`` the tasks
+        run on the calling thread.
+    flush : bool
+        Run every task with flush-to-zero and denormals-are-zero.
+    schedule : SCHEDULE_STATIC or SCHEDULE_DYNAMIC
+    """
+    cdef Py_ssize_t t
+    cdef int team = 1
+    if nthreads > 1 and work >= SERIAL_WORK:
+        team = team_size(nthreads, num_tasks)
+    if team <= 1:
+        cg_fpenv_enter(flush)
+        for t in range(num_tasks):
+            fn(ctx, t, 0)
+        cg_fpenv_leave(flush)
+        return
+    global cg_threads_used
+    cg_threads_used = 1
+    if schedule == SCHEDULE_DYNAMIC:
+        with parallel(num_threads=team):
+            cg_fpenv_enter(flush)
+            for t in prange(num_tasks, schedule="dynamic"):
+                fn(ctx, t, threadid())
+            cg_fpenv_leave(flush)
+    else:
+        with parallel(num_threads=team):
+            cg_fpenv_enter(flush)
+            for t in prange(num_tasks, schedule="static"):
+                fn(ctx, t, threadid())
+            cg_fpenv_leave(flush)
+
+
+def default_threads():
+    """The thread count a call with ``num_threads=None`` uses now."""
+    return resolve_threads(0)
+
+
+def serial_only():
+    """Whether this process is a child forked after threads ran."""
+    return bool(cg_serial_only)

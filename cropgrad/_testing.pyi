@@ -1,0 +1,19 @@
+# Stubs of the test wrappers (_testing.pyx).  The memoryview type of each
+# array argument is in the comment beside it.
+
+import numpy as np
+import numpy.typing as npt
+
+def sample_coords(
+    boxes: npt.NDArray[np.float32],  # const float[:, ::1]
+    size: int,
+    crop: int,
+    axis: int,
+    boxes_gradient: bool = ...,
+) -> npt.NDArray[np.float32]: ...
+def float_to_half_bits(
+    values: npt.NDArray[np.float32],  # const float[::1]
+) -> npt.NDArray[np.uint16]: ...
+def half_bits_to_float(
+    bits: npt.NDArray[np.uint16],  # const uint16_t[::1]
+) -> npt.NDArray[np.float32]: ...

@@ -1,0 +1,78 @@
+# cython: language_level=3
+"""Thin wrappers of the kernels' inline helpers, for the tests (private).
+
+The tests compare the sampling coordinates and the float16 conversions bit
+for bit with NumPy's float32 arithmetic through these.
+"""
+
+from libc.stdint cimport uint16_t
+
+from cropgrad._cdefs cimport cg_float_to_half, cg_half_to_float
+from cropgrad._sampling cimport crop_ratio, crop_scale, sample_coord
+
+import numpy as np
+
+
+def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)
+                  Py_ssize_t size, Py_ssize_t crop, int axis,
+                  bint boxes_gradient=False):
+    """Image coordinates sampled by every crop index of every box.
+
+    Parameters
+    ----------
+    boxes : ndarray of shape (num_boxes, 4), dtype=float32
+    size, crop : int
+        Image and crop extent along the axis.
+    axis : {0, 1}
+        0 for rows (``y1, y2``), 1 for columns (``x1, x2``).
+    boxes_gradient : bool
+        Use the boxes gradient's spacing ``(hi - lo) * crop_ratio``.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop), dtype=float32
+    """
+    coords = np.empty((boxes.shape[0], crop), dtype=np.float32)
+    cdef float[:, ::1] c = coords
+    cdef Py_ssize_t b, i
+    cdef float lo, hi, scale
+    for b in range(boxes.shape[0]):
+        lo = boxes[b, axis]
+        hi = boxes[b, axis + 2]
+        if boxes_gradient:
+            scale = (hi - lo) * crop_ratio(size, crop) if crop > 1 else 0
+        else:
+            scale = crop_scale(lo, hi, size, crop)
+        for i in range(crop):
+            c[b, i] = sample_coord(lo, hi, scale, size, crop, i)
+    return coords
+
+
+def float_to_half_bits(const float[::1] values):  # IN (n,)
+    """The float16 bit patterns the kernels write for `values`.
+
+    Returns
+    -------
+    ndarray of shape (n,), dtype=uint16
+    """
+    bits = np.empty(values.shape[0], dtype=np.uint16)
+    cdef uint16_t[::1] b = bits
+    cdef Py_ssize_t i
+    for i in range(values.shape[0]):
+        b[i] = cg_float_to_half(values[i])
+    return bits
+
+
+def half_bits_to_float(const uint16_t[::1] bits):  # IN (n,)
+    """The float32 values the kernels read for float16 `bits`.
+
+    Returns
+    -------
+    ndarray of shape (n,), dtype=float32
+    """
+    values = np.empty(bits.shape[0], dtype=np.float32)
+    cdef float[::1] v = values
+    cdef Py_ssize_t i
+    for i in range(bits.shape[0]):
+        v[i] = cg_half_to_float(bits[i])
+    return values

@@ -1,0 +1,57 @@
+# cython: language_level=3
+#
+# The types every kernel shares: the fused accumulator and image types, and
+# the geometry of a problem.
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+
+
+# The image gradient's accumulator: float16 outputs accumulate in float32
+# and are rounded once.
+ctypedef fused acc_t:
+    float
+    double
+
+# Every real image dtype of the forward op and the boxes gradient; float16
+# images arrive as their uint16 bit patterns with ``half`` set.
+ctypedef fused image_t:
+    uint8_t
+    int8_t
+    uint16_t
+    int16_t
+    int32_t
+    int64_t
+    float
+    double
+
+
+ctypedef struct Geometry:
+    # Boxes and the crop each one is resized to
+    Py_ssize_t num_boxes
+    Py_ssize_t crop_h
+    Py_ssize_t crop_w
+    # The image (or image gradient): batch of height x width x depth
+    Py_ssize_t batch
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t depth
+    # Nearest-neighbour sampling instead of bilinear
+    bint nearest
+    # [n, depth, height, width] memory instead of [n, height, width, depth]
+    bint nchw
+
+
+# Image dtypes as the kernels know them: the same numbers as the C-level
+# API's codes (cropgrad/capi.pxd), which capi checks when it is imported.
+# (Kernels do not cimport capi: that would make its module import theirs
+# and theirs import it.)
+cdef enum:
+    DT_UINT8 = 1
+    DT_INT8 = 2
+    DT_UINT16 = 3
+    DT_INT16 = 4
+    DT_INT32 = 5
+    DT_INT64 = 6
+    DT_FLOAT16 = 7
+    DT_FLOAT32 = 8
+    DT_FLOAT64 = 9
