@@ -90,9 +90,6 @@ cdef enum:
     MESSAGE_SIZE = capi.CG_MESSAGE_SIZE + 128
 
 FFI_API_VERSION = (FFI_MAJOR, FFI_MINOR)
-METHODS = {"bilinear": capi.CG_BILINEAR, "nearest": capi.CG_NEAREST}
-LAYOUTS = {"NHWC": capi.CG_NHWC, "NCHW": capi.CG_NCHW}
-UNSUPPORTED = capi.CG_ERR_UNSUPPORTED
 
 # What a zero-size buffer points at when XLA hands over NULL: the C-level
 # API may read the pointer, never an element.
@@ -587,8 +584,8 @@ def layout_status(int layout):
     Returns
     -------
     tuple of (int, str)
-        The status (``UNSUPPORTED`` when the layout is not built in) and the
-        message.
+        The status (``CG_ERR_UNSUPPORTED`` when the layout is not built
+        in) and the message.
     """
     cdef float pixel[1]
     cdef float box[4]

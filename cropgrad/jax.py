@@ -148,12 +148,9 @@ def _layout_status(layout):
 
 def _layout(data_format):
     """The layout code of ``data_format``, refusing one this build lacks."""
-    data_format = _static(data_format, "data_format")
-    if not isinstance(data_format, str) or data_format not in _xla.LAYOUTS:
-        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
-    layout = _xla.LAYOUTS[data_format]
+    layout = _v.data_format(_static(data_format, "data_format"))
     status, message = _layout_status(layout)
-    if status == _xla.UNSUPPORTED:
+    if status == _v.CODES["CG_ERR_UNSUPPORTED"]:
         raise NotImplementedError(
             f"data_format={data_format!r} is not supported by this build of "
             f"cropgrad: {message}"
@@ -163,7 +160,7 @@ def _layout(data_format):
 
 def _method(method, allowed=_v.METHODS):
     method = _static(method, "method")
-    return _xla.METHODS["nearest" if _v.method(method, allowed) else "bilinear"]
+    return _v.method(method, allowed)
 
 
 def _array(value, name):
@@ -184,7 +181,7 @@ def _array(value, name):
 
 def _dims(shape, layout):
     """(batch, height, width, depth) of a 4-D shape in `layout`."""
-    if layout == _xla.LAYOUTS["NHWC"]:
+    if layout == _v.LAYOUT_CODES["NHWC"]:
         return shape
     batch, depth, height, width = shape
     return batch, height, width, depth
@@ -192,7 +189,7 @@ def _dims(shape, layout):
 
 def _shape(batch, height, width, depth, layout):
     """A 4-D shape in `layout` from its named dimensions."""
-    if layout == _xla.LAYOUTS["NHWC"]:
+    if layout == _v.LAYOUT_CODES["NHWC"]:
         return (batch, height, width, depth)
     return (batch, depth, height, width)
 
@@ -385,7 +382,7 @@ def _forward(crop_size, method, extrapolation, layout, threads):
         wanted = {}
         if image.perturbed and jnp.issubdtype(image.value.dtype, jnp.floating):
             wanted["image"] = None
-        if boxes.perturbed and method == _xla.METHODS["bilinear"]:
+        if boxes.perturbed and method == _v.METHOD_CODES["bilinear"]:
             wanted["boxes"] = None
         res = (image.value, boxes.value, box_ind.value, wanted)
         # `op`, not `call`: differentiating this rule (a second derivative)
@@ -455,7 +452,7 @@ def _grad_image(crop_size, image_shape, dtype, method, layout, threads):
         wanted = {}
         if grads.perturbed:
             wanted["grads"] = None
-        if boxes.perturbed and method == _xla.METHODS["bilinear"]:
+        if boxes.perturbed and method == _v.METHOD_CODES["bilinear"]:
             wanted["boxes"] = None
         res = (grads.value, boxes.value, box_ind.value, wanted)
         return op(grads.value, boxes.value, box_ind.value), res
@@ -483,7 +480,7 @@ def _grad_image(crop_size, image_shape, dtype, method, layout, threads):
 
 @functools.cache
 def _grad_boxes(layout, threads):
-    attrs = _attributes(_xla.METHODS["bilinear"], layout, threads)
+    attrs = _attributes(_v.METHOD_CODES["bilinear"], layout, threads)
 
     @jax.custom_batching.custom_vmap
     def call(grads, image, boxes, box_ind):

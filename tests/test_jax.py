@@ -31,6 +31,7 @@ except ImportError as exc:
 
 import cropgrad.jax as cgj
 from cropgrad import _xla
+from cropgrad._validation import CODES
 
 METHODS = ["bilinear", "nearest"]
 IMAGE_DTYPES = ["uint8", "float16", "float32", "float64"]
@@ -38,7 +39,7 @@ OUT_DTYPES = ["float16", "float32", "float64"]
 # NCHW cases check the bits when this build computes in NCHW, and the
 # documented NotImplementedError until then.
 LAYOUTS = ["NHWC", "NCHW"]
-NCHW_BUILT = _xla.layout_status(_xla.LAYOUTS["NCHW"])[0] != _xla.UNSUPPORTED
+NCHW_BUILT = _xla.layout_status(CODES["CG_NCHW"])[0] == CODES["CG_OK"]
 # Where the subprocesses find the cropgrad under test (installed or in place).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
 
@@ -788,7 +789,8 @@ def test_pmap_and_shard_map_match_the_serial_result():
         report["shard_map"] = all(
             np.asarray(sharded[i][k]).tobytes() == serial[k][i].tobytes()
             for i in range(3) for k in range(2))
-        report["devices"] = sorted({str(s.device) for s in sharded[0].addressable_shards})
+        report["devices"] = sorted(
+            {str(s.device) for s in sharded[0].addressable_shards})
         # An operand closed over (the same on every device) varies over no
         # axis: the op casts it to vary like the others.
         shared = jax.jit(jax.shard_map(
