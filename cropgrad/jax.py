@@ -151,10 +151,8 @@ def _layout(data_format):
     layout = _v.data_format(_static(data_format, "data_format"))
     status, message = _layout_status(layout)
     if status == _v.CODES["CG_ERR_UNSUPPORTED"]:
-        raise NotImplementedError(
-            f"data_format={data_format!r} is not supported by this build of "
-            f"cropgrad: {message}"
-        )
+        # The C-level API's message names the layout.
+        raise NotImplementedError(message)
     return layout
 
 
@@ -194,10 +192,14 @@ def _shape(batch, height, width, depth, layout):
     return (batch, depth, height, width)
 
 
-_ORDER = {0: "[batch, height, width, depth]", 1: "[batch, depth, height, width]"}
+# Dimension names of images and crops in each layout, for messages.
+_ORDER = {
+    _v.LAYOUT_CODES["NHWC"]: "[batch, height, width, depth]",
+    _v.LAYOUT_CODES["NCHW"]: "[batch, depth, height, width]",
+}
 _CROP_ORDER = {
-    0: "[num_boxes, crop_height, crop_width, depth]",
-    1: "[num_boxes, depth, crop_height, crop_width]",
+    _v.LAYOUT_CODES["NHWC"]: "[num_boxes, crop_height, crop_width, depth]",
+    _v.LAYOUT_CODES["NCHW"]: "[num_boxes, depth, crop_height, crop_width]",
 }
 
 
