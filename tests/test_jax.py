@@ -456,7 +456,10 @@ def test_vmap_keeps_bad_indices_out_of_range():
 
 
 def test_num_threads_is_a_static_attribute():
-    image, grads, boxes, box_ind = problem(18, height=40, width=30, num_boxes=50)
+    # Large enough for the kernel to start a team of threads.
+    image, grads, boxes, box_ind = problem(
+        18, height=64, width=64, depth=32, num_boxes=200, crop=(14, 14)
+    )
     results = [
         np.asarray(
             cgj.crop_and_resize_grad_image(
@@ -485,7 +488,10 @@ def test_num_threads_is_a_static_attribute():
 
 def test_subnormals_flush_as_xla_does_on_every_thread_count():
     # XLA:CPU flushes subnormals; so must every thread of the kernel.
-    image, grads, boxes, box_ind = problem(19, height=40, width=30, num_boxes=50)
+    # Large enough for the kernel to start a team of threads.
+    image, grads, boxes, box_ind = problem(
+        19, height=64, width=64, depth=32, num_boxes=200, crop=(14, 14)
+    )
     grads[::2] *= np.float32(1e-39)
     expected = cropgrad.crop_and_resize_grad_image(
         grads, boxes, box_ind, image.shape, flush_denormals=True
