@@ -5,6 +5,7 @@ not 1 (CI sets it, so that a missing JAX fails there).  Whatever can crash
 or needs its own XLA flags runs in a child process.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -69,15 +70,7 @@ def expect_layout(data_format):
     """A context: nothing for NHWC, NotImplementedError for an unbuilt NCHW."""
     if data_format == "NCHW" and not NCHW_BUILT:
         return pytest.raises(NotImplementedError, match="NCHW")
-    return _NoError()
-
-
-class _NoError:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    return contextlib.nullcontext()
 
 
 @pytest.fixture
