@@ -16,13 +16,19 @@ number of threads.  `raw_ops` holds keyword-only drop-ins for code written
 against ``tf.raw_ops``.
 """
 
-from cropgrad._api import (
+from cropgrad import _wait_policy
+
+# The first import of a compiled module loads the OpenMP runtime.
+with _wait_policy.loading():
+    from cropgrad import _parallel  # noqa: F401
+
+from cropgrad._api import (  # noqa: E402
     crop_and_resize,
     crop_and_resize_grad_boxes,
     crop_and_resize_grad_image,
     show_config,
 )
-from cropgrad._version import __version__  # noqa: F401  (public)
+from cropgrad._version import __version__  # noqa: E402, F401  (public)
 
 __all__ = [
     "crop_and_resize",

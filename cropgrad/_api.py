@@ -10,8 +10,8 @@ of the C-level API comes back as the exception documented here.
 
 import numpy as np
 
+from cropgrad import _grad_image, capi
 from cropgrad import _validation as _v
-from cropgrad import capi
 from cropgrad._version import __version__
 
 __all__ = [
@@ -341,11 +341,14 @@ def show_config(mode="stdout"):
     dict or None
         With ``mode="dicts"``: ``version``, ``openmp`` (compiled with
         OpenMP), ``compiler``, ``cflags``, ``flush_denormals_supported``,
-        ``default_threads`` and ``numpy``.
+        ``default_threads``, ``simd`` (the instruction set of the deep
+        scatter: the widest the CPU runs, or ``CROPGRAD_SIMD``) and
+        ``numpy``.
     """
     info = {"version": __version__}
     info.update(capi._build_info())
     info["default_threads"] = _v.default_threads()
+    info["simd"] = _grad_image.simd_target()
     info["numpy"] = np.__version__
     if mode == "dicts":
         return info

@@ -38,6 +38,13 @@ cdef extern from "cg_scatter.h" nogil:
                             double* bottom_left, double* bottom_right,
                             const float* g, float w_top, float w_bottom,
                             float w_left, float w_right, Py_ssize_t n)
+    # The distinct-pixel loops above are function pointers to the clone for
+    # the instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or
+    # avx512; elsewhere "baseline").  -1: this CPU cannot run `target`.
+    const char* CG_SIMD_BASELINE
+    const char* cg_simd_target
+    int cg_simd_supported(const char* target)
+    int cg_simd_select(const char* target)
 
 cdef extern from "cg_shallow.h" nogil:
     # One crop row of bilinear samples into pixels of 1 to 4 channels.

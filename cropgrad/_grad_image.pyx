@@ -18,10 +18,11 @@ same machine code for any banding (even the bits of NaN results agree).
 """
 
 from libc.stdint cimport int64_t, uint16_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
 from cropgrad._cdefs cimport (
+    CG_SIMD_BASELINE,
     cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
@@ -32,6 +33,9 @@ from cropgrad._cdefs cimport (
     cg_quad_f,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
+    cg_simd_select,
+    cg_simd_supported,
+    cg_simd_target,
 )
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
@@ -60,6 +64,33 @@ cdef enum:
 # threads never write the same 64-byte cache line within a pixel.
 cdef enum:
     CHANNEL_ALIGN = 16
+
+
+# The deep scatter's instruction set: the widest this CPU runs, unless the
+# environment variable CROPGRAD_SIMD names one (the tests run the fixtures
+# on every target this way; every target gives the same bits).
+cdef int _select_simd() except -1:
+    cdef const char* requested = getenv(b"CROPGRAD_SIMD")
+    if cg_simd_select(requested) != 0:
+        raise ImportError(
+            f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
+            f"cannot run it; choose from {simd_targets()} or 'auto'"
+        )
+    return 0
+
+
+def simd_targets():
+    """The instruction sets of the deep scatter this CPU can run."""
+    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512")
+            if cg_simd_supported(t.encode())]
+
+
+def simd_target():
+    """The instruction set the deep scatter uses in this process."""
+    return cg_simd_target.decode()
+
+
+_select_simd()
 
 
 ctypedef struct Plan:
@@ -186,7 +217,7 @@ cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
     of zeroing it, histogrammed into at most ``MAX_BUCKETS`` buckets of
     rows.  Fills ``p.bounds`` (``num_bands + 1`` global row numbers) and
     returns the total work, in element updates per channel.  `cost` is
-    scratch of ``MAX_BUCKETS`` entries.
+    scratch of ``min(rows, MAX_BUCKETS)`` entries.
     """
     cdef Py_ssize_t rows = p.g.batch * p.g.height, shift = 0, nbuckets, i, j
     cdef Py_ssize_t b, bi, k, first, last
@@ -494,7 +525,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
         + <size_t>(geo.batch + 1) * sizeof(int64_t)
         + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
-        + MAX_BUCKETS * sizeof(int64_t)
+        + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
         + spare_each * team + 64
     )
     if out_kind == OUT_FLOAT16:
@@ -525,7 +556,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.order = <int64_t*>(p.splits + 2 * nthreads + 2)
     p.starts = p.order + N
     cost = p.starts + geo.batch + 1
-    p.row_w_lo = <float*>(cost + MAX_BUCKETS)
+    p.row_w_lo = <float*>(cost + min(rows, MAX_BUCKETS))
     p.row_w_hi = p.row_w_lo + n_rows
     p.col_w_lo = p.row_w_hi + n_rows
     p.col_w_hi = p.col_w_lo + n_cols

@@ -10,6 +10,14 @@ Thread policy
   ``THREADS_PER_PROC`` per available processor: more only share the same
   cores, and a team the system cannot start ends the process inside the
   OpenMP runtime, where no error can be reported.
+- Idle workers: after a parallel region OpenMP's workers keep spinning for
+  a while in case another region follows, burning a core that the
+  caller's next step (NumPy, another library) would use.  Unless the user
+  chose a policy (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or
+  ``KMP_BLOCKTIME`` set), cropgrad shortens the wait: GNU OpenMP's spin
+  count is set when the runtime loads (``cropgrad/_wait_policy.py``), and
+  LLVM's OpenMP gets ``kmp_set_blocktime(0)`` on the calling thread before
+  each team starts.
 - fork(): GNU OpenMP keeps a thread pool that does not survive ``fork()``; a
   child forked after this process ran a team would hang in its next
   parallel region.  A ``pthread_atfork`` handler marks such a child, which
@@ -46,6 +54,19 @@ cdef extern from *:
     int cg_serial_only
     int cg_install_fork_guard() noexcept nogil
 
+cdef extern from *:
+    """
+    /* LLVM's OpenMP: workers sleep as soon as a region ends on this thread
+       (its default keeps them spinning for 200 ms).  GNU OpenMP has no such
+       call: its spin count is set when it loads (see _wait_policy.py). */
+    #if defined(_OPENMP) && defined(KMP_VERSION_MAJOR)
+    static void cg_short_wait(void) { kmp_set_blocktime(0); }
+    #else
+    static void cg_short_wait(void) { }
+    #endif
+    """
+    void cg_short_wait() noexcept nogil
+
 
 cdef enum:
     THREADS_PER_PROC = 4
@@ -53,6 +74,12 @@ cdef enum:
 
 if cg_install_fork_guard() != 0:
     raise ImportError("cropgrad: could not install its fork() handler")
+
+# Shorten the workers' wait unless the user set a policy of their own (as
+# the package found the environment before it set GOMP_SPINCOUNT itself).
+from cropgrad import _wait_policy
+
+cdef bint short_wait = not _wait_policy.user_policy
 
 
 cdef int resolve_threads(int num_threads) noexcept nogil:
@@ -110,6 +137,8 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
         return
     global cg_threads_used
     cg_threads_used = 1
+    if short_wait:
+        cg_short_wait()
     if schedule == SCHEDULE_DYNAMIC:
         with parallel(num_threads=team):
             cg_fpenv_enter(flush)
@@ -127,6 +156,11 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
 def default_threads():
     """The thread count a call with ``num_threads=None`` uses now."""
     return resolve_threads(0)
+
+
+def shortens_wait():
+    """Whether cropgrad shortened the idle wait of its OpenMP workers."""
+    return bool(short_wait)
 
 
 def serial_only():

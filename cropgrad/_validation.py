@@ -27,6 +27,7 @@ _DTYPE_NAMES = {
     "double": np.float64,
 }
 _OUTPUT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FLOAT32 = np.dtype(np.float32)
 _KIND_NAMES = {
     "b": "boolean",
     "c": "complex",
@@ -80,6 +81,8 @@ def threads(num_threads):
 
 def flag(value, name):
     """A yes/no argument: a Python or NumPy bool, or the ints 0 and 1."""
+    if value is False or value is True:
+        return value
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):
@@ -182,7 +185,9 @@ def real_array(value, name):
 def float32_array(value, name):
     """A C-contiguous float32 view of `value`, copied only when needed."""
     arr = real_array(value, name)
-    if arr.dtype == np.float32 and arr.flags.c_contiguous:
+    # `is`: NumPy's native float32 dtype is one object, and comparing a
+    # dtype with `==` costs more than the rest of a small call's checks.
+    if (arr.dtype is _FLOAT32 or arr.dtype == _FLOAT32) and arr.flags.c_contiguous:
         return arr
     return np.ascontiguousarray(arr, dtype=np.float32)
 
@@ -231,10 +236,11 @@ def boxes_and_index(boxes, box_ind):
             f"{boxes.shape}"
         )
     box_ind = real_array(box_ind, "box_ind")
-    if box_ind.size == 0 and box_ind.dtype.kind == "f":
+    kind = box_ind.dtype.kind
+    if kind == "f" and box_ind.size == 0:
         # An empty list comes out as float64: it holds no non-integer.
         box_ind = box_ind.astype(np.int32)
-    if box_ind.dtype.kind not in "iu":
+    elif kind not in "iu":
         raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
     if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
         raise ValueError(
@@ -244,12 +250,21 @@ def boxes_and_index(boxes, box_ind):
     return boxes, box_ind
 
 
+_INDEX_CODES = {
+    np.dtype(np.int32): CODES["CG_INT32"],
+    np.dtype(np.int64): CODES["CG_INT64"],
+}
+
+
 def native_index(box_ind):
     """box_ind as C-contiguous int32 or int64 (used in place when it is).
 
     Returns the array and its dtype code.
     """
-    if not (box_ind.dtype in (np.int32, np.int64) and box_ind.dtype.isnative):
+    code = _INDEX_CODES.get(box_ind.dtype)
+    if code is not None and box_ind.dtype.isnative and box_ind.flags.c_contiguous:
+        return box_ind, code
+    if not (code is not None and box_ind.dtype.isnative):
         if box_ind.dtype.kind == "u" and box_ind.dtype.itemsize == 8:
             # Values beyond int64 are out of range anyway; keep them so.
             box_ind = np.minimum(box_ind, np.iinfo(np.int64).max)
@@ -261,21 +276,18 @@ def native_index(box_ind):
 
 def int_vector(value, length, name, what):
     """A sequence of `length` Python ints (integers of any size, no floats)."""
-    if (
-        type(value) in (list, tuple)
-        and len(value) == length
-        and all(type(v) is int for v in value)
-    ):
+    if type(value) in (list, tuple) and len(value) == length:
         values = list(value)  # the common case, without a round trip through NumPy
+        if not all(type(v) is int for v in values):
+            values = _int_values(value, length, name, what)
     else:
         values = _int_values(value, length, name, what)
-    for v in values:
-        # Checked here, before any C code sees the value as a Py_ssize_t.
-        if not -sys.maxsize <= v <= sys.maxsize:
-            raise ValueError(
-                f"{name} {values} has a value beyond the largest array "
-                f"dimension ({sys.maxsize})"
-            )
+    # Checked here, before any C code sees the values as 64-bit integers.
+    if min(values) < -sys.maxsize or max(values) > sys.maxsize:
+        raise ValueError(
+            f"{name} {values} has a value beyond the largest array "
+            f"dimension ({sys.maxsize})"
+        )
     return values
 
 
@@ -312,6 +324,10 @@ def image_size(value):
 
 def allocate(shape, dtype, name):
     """``numpy.empty(shape, dtype)``, refusing sizes that cannot be indexed."""
+    try:
+        return np.empty(shape, dtype=dtype)
+    except (MemoryError, ValueError):
+        pass
     itemsize = np.dtype(dtype).itemsize
     count = 1
     # NumPy refuses a shape whose non-zero dimensions multiply (times the
@@ -321,19 +337,15 @@ def allocate(shape, dtype, name):
         count *= n
         if n:
             span *= n
-    nbytes = count * itemsize
     if max(shape, default=0) > sys.maxsize or span > sys.maxsize:
         raise ValueError(
             f"{name} of shape {tuple(shape)} and dtype {np.dtype(dtype)} spans "
             f"{span} bytes: more than this platform can index"
         )
-    try:
-        return np.empty(shape, dtype=dtype)
-    except MemoryError:
-        raise MemoryError(
-            f"could not allocate {name} of shape {tuple(shape)} and dtype "
-            f"{np.dtype(dtype)} ({nbytes / 2**30:.2f} GiB)"
-        ) from None
+    raise MemoryError(
+        f"could not allocate {name} of shape {tuple(shape)} and dtype "
+        f"{np.dtype(dtype)} ({count * itemsize / 2**30:.2f} GiB)"
+    )
 
 
 def output(out, shape, dtype, inputs):

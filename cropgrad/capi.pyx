@@ -207,12 +207,13 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
                  "are %lld and %lld", <long long>grads_shape[1],
                  <long long>grads_shape[2])
         return _fail(err, CG_ERR_VALUE, -1)
-    _format_shape(dims, sizeof(dims), image_size)
     if image_size[1] <= 0 or image_size[2] <= 0:
+        _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image dimensions must be positive: image_size = %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if image_size[0] < 0 or image_size[3] < 0:
+        _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image_size: batch and depth must be non-negative, got %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)

@@ -21,6 +21,7 @@ def test_version_and_config():
         "cflags",
         "default_threads",
         "flush_denormals_supported",
+        "simd",
     ):
         assert key in info
     assert "-ffp-contract=off" in info["cflags"] or info["compiler"] == "msvc"

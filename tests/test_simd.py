@@ -1,0 +1,80 @@
+"""Every instruction set of the deep scatter gives the same bits.
+
+The image gradient's deep-pixel loop has clones for wider vectors (x86-64:
+AVX2 and AVX-512F beside the SSE2 baseline), chosen at import by what the
+CPU runs, or by ``CROPGRAD_SIMD``.  Each lane does the scalar arithmetic of
+one channel, without contraction, so the TensorFlow fixtures and the
+thread-count checks must pass unchanged on every target this CPU runs.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cropgrad import _grad_image
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGETS = _grad_image.simd_targets()
+
+# The image-gradient tests that exercise the deep scatter's bits.
+SELECTION = (
+    "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
+    "or non_finite_gradients or large_overlapping"
+)
+
+
+def test_baseline_is_always_there():
+    assert TARGETS and TARGETS[0] in ("sse2", "baseline")
+    assert _grad_image.simd_target() in TARGETS
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fixtures_on_every_target(target):
+    env = {**os.environ, "CROPGRAD_SIMD": target}
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cropgrad import _grad_image as g; print(g.simd_target())",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert probe.stdout.strip() == target, probe.stderr
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            os.path.join(HERE, "test_grad_image.py"),
+            "-k",
+            SELECTION,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+        cwd=HERE,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1]
+
+
+def test_unknown_target_is_refused_at_import():
+    env = {**os.environ, "CROPGRAD_SIMD": "no-such-isa"}
+    run = subprocess.run(
+        [sys.executable, "-c", "import cropgrad"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert "CROPGRAD_SIMD" in run.stderr
