@@ -60,11 +60,12 @@ __all__ = [
 # independent work to run beside it, waits for it with the rest of its pool
 # idle, so an OpenMP team has the cores to itself.  Measured in a jitted
 # detector training step (crops of a feature map, a dense head, and an
-# independent dense branch XLA may run at the same time) on a busy 2-core
-# machine, the default team took no longer than one thread (median paired
-# ratio 0.99 to 1.02) and used the same CPU time (within 2%), i.e. its
-# threads do not spin at XLA's expense; the kernels alone run about twice
-# as fast on 2 cores.  Benchmark row detector-train-step-jax measures it.
+# independent dense branch XLA may run at the same time) on a shared 2-core
+# machine, the default team (2 threads) took 0.65 to 0.69 times as long as
+# one thread when the second core was free, and no longer when other
+# processes kept it busy, at the same CPU time (within 3%): its threads do
+# not spin at XLA's expense.  Benchmark row detector-train-step-jax
+# measures it.
 DEFAULT_THREADS = 0
 
 _IMAGE_DTYPES = tuple(
