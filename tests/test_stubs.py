@@ -22,7 +22,7 @@ def test_stubtest():
             f.write("cropgrad\\.__main__\\..*\n")
             # The JAX adapter and its benchmark rows import only with JAX.
             if importlib.util.find_spec("jax") is None:
-                f.write("cropgrad\\.jax\ncropgrad\\._bench_jax_rows\n")
+                f.write("cropgrad\\.jax\ncropgrad\\._bench\\.jax_rows\n")
         run = subprocess.run(
             [
                 sys.executable,
