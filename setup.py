@@ -177,7 +177,8 @@ def _directives():
 
 
 # One module per job; the kernels reach each other through their .pxd files.
-# (cropgrad.capi is also the C-level API other compiled code cimports.)
+# (cropgrad.capi is also the C-level API other compiled code cimports;
+# cropgrad._xla holds the XLA FFI handlers of cropgrad.jax, built without JAX.)
 _MODULES = [
     "_parallel",
     "_forward",
@@ -187,6 +188,7 @@ _MODULES = [
     "_grad_boxes",
     "capi",
     "_testing",
+    "_xla",
 ]
 _DEPENDS = sorted(
     glob.glob(os.path.join("cropgrad", "*.pxd"))

@@ -1,6 +1,9 @@
 # Stubs of the test wrappers (_testing.pyx).  The memoryview type of each
 # array argument is in the comment beside it.
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 import numpy.typing as npt
 
@@ -17,3 +20,7 @@ def float_to_half_bits(
 def half_bits_to_float(
     bits: npt.NDArray[np.uint16],  # const uint16_t[::1]
 ) -> npt.NDArray[np.float32]: ...
+
+_T = TypeVar("_T")
+
+def with_flush_to_zero(fn: Callable[[], _T]) -> _T | None: ...

@@ -7,7 +7,13 @@ for bit with NumPy's float32 arithmetic through these.
 
 from libc.stdint cimport uint16_t
 
-from cropgrad._cdefs cimport cg_float_to_half, cg_half_to_float
+from cropgrad._cdefs cimport (
+    CG_FPENV_SUPPORTED,
+    cg_float_to_half,
+    cg_fpenv_enter,
+    cg_fpenv_leave,
+    cg_half_to_float,
+)
 from cropgrad._sampling cimport crop_ratio, crop_scale, sample_coord
 
 import numpy as np
@@ -76,3 +82,18 @@ def half_bits_to_float(const uint16_t[::1] bits):  # IN (n,)
     for i in range(bits.shape[0]):
         v[i] = cg_half_to_float(bits[i])
     return values
+
+
+def with_flush_to_zero(fn):
+    """Call `fn()` with flush-to-zero set on this thread, as a caller's
+    thread may have it (XLA's and TensorFlow's do); returns its result.
+
+    Returns None without calling `fn` where the mode cannot be set.
+    """
+    if not CG_FPENV_SUPPORTED:
+        return None
+    cg_fpenv_enter(1)
+    try:
+        return fn()
+    finally:
+        cg_fpenv_leave(1)

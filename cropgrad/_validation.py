@@ -112,7 +112,10 @@ def real_scalar(value, name):
             f"{name} must be a real number, got {type(value).__name__} {value!r}"
         )
     try:
-        return np.float32(value)
+        # A float beyond float32 becomes an infinity, as in TensorFlow's
+        # float attributes: not worth NumPy's overflow warning.
+        with np.errstate(over="ignore"):
+            return np.float32(value)
     except OverflowError:
         raise ValueError(f"{name} = {value!r} is too large for float32") from None
 
@@ -198,7 +201,11 @@ def float32_array(value, name):
     # dtype with `==` costs more than the rest of a small call's checks.
     if (arr.dtype is _FLOAT32 or arr.dtype == _FLOAT32) and arr.flags.c_contiguous:
         return arr
-    return np.ascontiguousarray(arr, dtype=np.float32)
+    # Values beyond float32 become infinities (the documented conversion):
+    # a box is then refused by the C-level API's checks, a gradient propagates as IEEE
+    # arithmetic does.  NumPy's overflow warning would only repeat that.
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(arr, dtype=np.float32)
 
 
 def grads_array(grads, data_format="NHWC"):

@@ -721,6 +721,33 @@ def decode(data):
             unknown += ["out", "extrapolation_value"]
         add(src.pick(unknown), Arg(1, False))
 
+    if raw:
+        # raw_ops convert, as TensorFlow does, some forms the NumPy API
+        # refuses (docs/semantics.md, "The raw_ops drop-ins"): booleans,
+        # object arrays, float arrays as integer arguments, None as method or
+        # extrapolation_value, a Python bool as extrapolation_value.  Either
+        # outcome is allowed for those; a rejection must still name them.
+        for name in ("grads", "boxes", "box_ind", "image_size", "crop_size"):
+            value = kwargs.get(name)
+            if checks.get(name) is not False:
+                continue
+            if isinstance(value, np.ndarray) and value.dtype.kind in "bOf":
+                checks[name] = None
+            elif isinstance(value, (list, tuple)):
+                try:
+                    if np.asarray(value).dtype.kind == "b":
+                        checks[name] = None
+                except (ValueError, TypeError, OverflowError):
+                    pass
+        for name in ("method", "extrapolation_value"):
+            if name in kwargs and (kwargs[name] is None or kwargs[name] is True):
+                checks[name] = None
+        # Sizes are int32 there: one beyond int32 is refused, not wrapped.
+        for name in ("image_size", "crop_size"):
+            ints = args[name].info.get("ints") if name in args else None
+            if ints and any(not -(2**31) <= int(v) < 2**31 for v in ints):
+                checks[name] = False
+
     out = None
     if op in ("grad_image", "forward") and src.chance(4):
         shape = expect_shape

@@ -76,7 +76,9 @@ PARENT = textwrap.dedent(r"""
             assert compute(2) == expected
             report["parent_os_threads"] = len(os.listdir("/proc/self/task")) \
                 if os.path.isdir("/proc/self/task") else None
-        report["children"] = [run(m, 2, expected) for m in ("fork", "spawn", "forkserver")]
+        report["children"] = [
+            run(m, 2, expected) for m in ("fork", "spawn", "forkserver")
+        ]
         # Another fork child that leaves the thread count to the library,
         # then a bare os.fork().
         report["children"].append(run("fork", None, expected))

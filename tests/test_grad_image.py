@@ -85,6 +85,45 @@ def test_subnormal_gradient_is_flushed_only_on_request():
     assert raw[0, 1, 1, 0] == 0
 
 
+@pytest.mark.parametrize("op", ["grad_image", "forward", "grad_boxes"])
+def test_callers_flush_mode_does_not_leak_into_the_result(op):
+    # A caller whose thread computes with flush-to-zero (XLA's and
+    # TensorFlow's threads do) still gets IEEE arithmetic by default, on
+    # every thread of the team: the bits must not depend on the thread count.
+    from cropgrad import _testing
+
+    rng = np.random.default_rng(5)
+    # Many subnormal gradients spread over many rows: with two threads both
+    # the calling thread and a worker sum some of them.
+    grads = (rng.standard_normal((64, 9, 9, 8)) * 1e-39).astype(np.float32)
+    image = (rng.standard_normal((2, 40, 40, 8)) * 1e-38).astype(np.float32)
+    normal_grads = rng.standard_normal((64, 9, 9, 8)).astype(np.float32)
+    boxes = np.sort(rng.uniform(0, 1, (64, 4)), axis=1).astype(np.float32)
+    box_ind = rng.integers(0, 2, 64)
+
+    def run(threads):
+        if op == "grad_image":
+            return cropgrad.crop_and_resize_grad_image(
+                grads, boxes, box_ind, [2, 40, 40, 8], num_threads=threads
+            )
+        if op == "forward":
+            return cropgrad.crop_and_resize(
+                image, boxes, box_ind, [9, 9], num_threads=threads
+            )
+        # Normal gradients times subnormal pixel differences.
+        return cropgrad.crop_and_resize_grad_boxes(
+            normal_grads, image, boxes, box_ind, num_threads=threads
+        )
+
+    ieee = run(1)
+    assert np.any((ieee != 0) & (np.abs(ieee) < np.finfo(np.float32).tiny))
+    for threads in (1, 2, 3):
+        under_ftz = _testing.with_flush_to_zero(lambda t=threads: run(t))
+        if under_ftz is None:
+            pytest.skip("no flush-to-zero control on this architecture")
+        np.testing.assert_array_equal(under_ftz.view(np.uint32), ieee.view(np.uint32))
+
+
 @pytest.mark.parametrize("name", sorted(GRAD_IMAGE))
 def test_float16_is_float32_rounded_once(name):
     case = GRAD_IMAGE[name]

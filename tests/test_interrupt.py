@@ -177,27 +177,29 @@ DEFAULT_HANDLER = textwrap.dedent(r"""
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_default_sigint_ends_the_process(threads, tmp_path):
-    proc = subprocess.Popen(
+    # The context manager closes the pipes (an unclosed one is a
+    # ResourceWarning, an error in this suite).
+    with subprocess.Popen(
         [sys.executable, "-P", "-c", DEFAULT_HANDLER, str(threads)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("one call:"), line + proc.stderr.read()
-        call = float(line.split(":")[1])
-        time.sleep(min(call / 2, 0.5))
-        sent = time.perf_counter()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30 + 3 * call)
-        took = time.perf_counter() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    stderr = proc.stderr.read()
+    ) as proc:
+        try:
+            line = proc.stdout.readline()
+            assert line.startswith("one call:"), line + proc.stderr.read()
+            call = float(line.split(":")[1])
+            time.sleep(min(call / 2, 0.5))
+            sent = time.perf_counter()
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30 + 3 * call)
+            took = time.perf_counter() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        stderr = proc.stderr.read()
     assert proc.returncode in (-signal.SIGINT, 1, 130), (
         proc.returncode,
         stderr[-2000:],

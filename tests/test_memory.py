@@ -25,7 +25,8 @@ CHILD = textwrap.dedent(r"""
     import cropgrad
     from cropgrad import raw_ops
 
-    warnings.simplefilter("ignore")
+    # No call may let a warning escape: one would end the child here.
+    warnings.simplefilter("error")
 
     def rss():
         try:
@@ -63,7 +64,8 @@ CHILD = textwrap.dedent(r"""
         lambda: G(grads, boxes, box_ind, size, np.float64, num_threads=1),
         lambda: G(grads, boxes, box_ind, size, out=out32, flush_denormals=True),
         lambda: G(grads, boxes, box_ind, size, "half", out=out16),
-        lambda: G(grads.tolist(), boxes.astype(">f8"), box_ind.astype(np.uint8), tuple(size)),
+        lambda: G(grads.tolist(), boxes.astype(">f8"), box_ind.astype(np.uint8),
+                  tuple(size)),
         lambda: G(big_grads, big_boxes, big_ind, [1, 16, 16, 64], num_threads=2),
         lambda: G(np.zeros((0, 2, 2, 3)), np.zeros((0, 4)), [], size),
         lambda: F(image, boxes, box_ind, [5, 4], num_threads=2),
@@ -71,16 +73,21 @@ CHILD = textwrap.dedent(r"""
         lambda: F(image.astype(np.uint8), boxes, box_ind, [1, 1]),
         lambda: B(grads, image, boxes, box_ind, num_threads=2),
         lambda: B(grads, image16, boxes, box_ind, flush_denormals=True),
-        lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes, box_ind=box_ind,
-                                               image_size=size, T="float32"),
+        lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
+                                               box_ind=box_ind, image_size=size,
+                                               T="float32"),
         lambda: raw_ops.CropAndResize(image=image, boxes=boxes, box_ind=box_ind,
                                       crop_size=[3, 3]),
         lambda: raw_ops.CropAndResizeGradBoxes(grads=grads, image=image, boxes=boxes,
                                                box_ind=box_ind),
+        lambda: raw_ops.CropAndResize(image=image, boxes=boxes.astype(object),
+                                      box_ind=box_ind + 0.5,
+                                      crop_size=np.array([3.0, 3.0])),
     ]
     error_calls = [
-        lambda: G(grads, boxes, [0, 1, 0, 1, 1, 5], size),              # IndexError
-        lambda: G(grads, bad_boxes, box_ind, size),                     # non-finite box
+        lambda: G(grads, boxes, [0, 1, 0, 1, 1, 5], size),  # IndexError
+        lambda: G(grads, bad_boxes, box_ind, size),  # non-finite box
+        lambda: G(grads, boxes * [1, 1, 1e40, 1], box_ind, size),  # inf in float32
         lambda: G(grads, boxes, box_ind, size, "int32"),                # TypeError
         lambda: G(grads, boxes, box_ind, size, method="area"),
         lambda: G(grads, boxes, box_ind, size, out=readonly),
@@ -96,8 +103,11 @@ CHILD = textwrap.dedent(r"""
         lambda: F(image.astype(np.uint32), boxes, box_ind, [5, 4]),
         lambda: B(grads, image, boxes, box_ind, method="nearest"),
         lambda: B(grads, image[..., :2], boxes, box_ind),
-        lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes, box_ind=box_ind,
-                                               image_size=size, T=None),
+        lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
+                                               box_ind=box_ind, image_size=size,
+                                               T=None),
+        lambda: raw_ops.CropAndResize(image=image, boxes=boxes,
+                                      box_ind=np.full(6, np.nan), crop_size=[3, 3]),
     ]
 
     def one_iteration():

@@ -1,7 +1,9 @@
 """Bad input, argument by argument: the documented exception, never a crash.
 
-Every row of the validation table of docs/semantics.md and more, for the three
-operations and their ``raw_ops`` drop-ins.  Each case must
+Every row of the validation table in docs/semantics.md and more, for the
+three operations and their ``raw_ops`` drop-ins (which convert some
+arguments as TensorFlow does, docs/semantics.md "The raw_ops drop-ins": those
+forms are refused by the NumPy API only).  Each case must
 
 - raise the documented exception type (``ValueError``, ``TypeError``,
   ``IndexError`` or ``MemoryError``),
@@ -21,10 +23,6 @@ import pytest
 import cropgrad
 from cropgrad import _reference as reference
 from cropgrad import raw_ops
-
-# Boxes finite in float64 but not in float32 overflow in the (documented)
-# conversion: NumPy warns, then the op raises its ValueError.
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
 # --------------------------------------------------------------------------
 # Valid arguments each case starts from (fresh objects for every case).
@@ -86,6 +84,16 @@ FORWARD_OPS = ("forward", "raw_forward")
 GRAD_BOXES_OPS = ("grad_boxes", "raw_grad_boxes")
 ALL_OPS = tuple(OPS)
 PUBLIC_OPS = ("grad_image", "forward", "grad_boxes")
+RAW_OPS = ("raw_grad_image", "raw_forward", "raw_grad_boxes")
+
+
+def public(ops):
+    """The NumPy API's ops among `ops` (raw_ops converts what they refuse)."""
+    return tuple(op for op in ops if op in PUBLIC_OPS)
+
+
+def raw(ops):
+    return tuple(op for op in ops if op in RAW_OPS)
 
 
 def _odd_ragged():
@@ -129,9 +137,27 @@ _ARRAY_ARGS = {
 # Wrong dtypes for every array argument: complex, bool, object, strings,
 # bytes, datetimes, timedeltas, structured.
 for arg, (ops, shape) in _ARRAY_ARGS.items():
+    # raw_ops take booleans and object arrays of numbers as TensorFlow does,
+    # except for the image (TensorFlow refuses those images too).
+    converted = ops if arg == "image" else public(ops)
     case(ops, {arg: np.zeros(shape, np.complex64)}, TypeError, arg, id=f"{arg}-complex")
-    case(ops, {arg: np.ones(shape, bool)}, TypeError, arg, id=f"{arg}-bool")
-    case(ops, {arg: np.zeros(shape, object)}, TypeError, arg, id=f"{arg}-object")
+    case(converted, {arg: np.ones(shape, bool)}, TypeError, arg, id=f"{arg}-bool")
+    case(converted, {arg: np.zeros(shape, object)}, TypeError, arg, id=f"{arg}-object")
+    # (NumPy, and so TensorFlow, casts None to NaN.)
+    case(
+        converted,
+        {arg: np.full(shape, None, object)},
+        TypeError,
+        arg,
+        id=f"{arg}-object-None",
+    )
+    case(
+        ops,
+        {arg: np.full(shape, "a", object)},
+        TypeError,
+        arg,
+        id=f"{arg}-object-str",
+    )
     case(ops, {arg: np.full(shape, "1")}, TypeError, arg, id=f"{arg}-str")
     case(ops, {arg: np.full(shape, b"1")}, TypeError, arg, id=f"{arg}-bytes")
     case(ops, {arg: _datetimes(shape)}, TypeError, arg, id=f"{arg}-datetime")
@@ -319,11 +345,40 @@ case(ALL_OPS, {"box_ind": [[0, 1]]}, ValueError, "box_ind", id="box_ind-2d")
 case(ALL_OPS, {"box_ind": 0}, ValueError, "box_ind", id="box_ind-scalar")
 case(ALL_OPS, {"box_ind": [0.0, 1.0]}, TypeError, "box_ind", id="box_ind-floats")
 case(
-    ALL_OPS,
+    public(ALL_OPS),
     {"box_ind": np.array([0.5, 1])},
     TypeError,
     "box_ind",
     id="box_ind-fraction",
+)
+# raw_ops truncate a float box_ind to int32, as TensorFlow: what has no int32
+# value, or truncates outside [0, batch), is an IndexError.
+for value, label in [
+    ([0.0, np.nan], "nan"),
+    ([0.0, np.inf], "inf"),
+    ([0.0, -1e10], "-1e10"),
+    ([0.0, 2.0**31], "2**31"),
+]:
+    case(
+        RAW_OPS,
+        {"box_ind": np.array(value)},
+        IndexError,
+        "box_ind[1]",
+        id=f"box_ind-float-{label}",
+    )
+case(
+    RAW_OPS,
+    {"box_ind": np.array([0.5, BATCH + 0.5], np.float32)},
+    IndexError,
+    "box_ind[1]",
+    id="box_ind-float-truncates-to-batch",
+)
+case(
+    RAW_OPS,
+    {"box_ind": np.array([0, 2**32], np.int64)},
+    IndexError,
+    "box_ind[1]",
+    id="box_ind-int64-2**32-is-not-wrapped",
 )
 case(
     ALL_OPS,
@@ -378,7 +433,7 @@ for value, exc, label in [
     ("2453", ValueError, "string"),
     ([BATCH, HEIGHT, [WIDTH], DEPTH], ValueError, "ragged"),
     ([2.0, 4.0, 5.0, 3.0], TypeError, "floats"),
-    (np.array([BATCH, HEIGHT, WIDTH, DEPTH], np.float32), TypeError, "float-array"),
+    (np.array([BATCH, HEIGHT, WIDTH, DEPTH], "f4"), TypeError, "float-array"),
     ([BATCH, 4.5, WIDTH, DEPTH], TypeError, "fraction"),
     (np.array([BATCH, HEIGHT, WIDTH, DEPTH], complex), TypeError, "complex"),
     (np.ones(4, bool), TypeError, "bool"),
@@ -407,7 +462,25 @@ for value, exc, label in [
     names = (
         ("image_size", "output") if label == "product-overflows" else ("image_size",)
     )
-    case(SIZE_OPS, {"image_size": value}, exc, *names, id=f"image_size-{label}")
+    # raw_ops convert float and boolean arrays to int32, as TensorFlow.
+    ops = public(SIZE_OPS) if label in ("float-array", "bool") else SIZE_OPS
+    case(ops, {"image_size": value}, exc, *names, id=f"image_size-{label}")
+for value, exc, label in [
+    (np.ones(4, bool), ValueError, "bool-is-ones"),  # depth 1, not DEPTH
+    (np.array([BATCH, HEIGHT, WIDTH, np.nan]), ValueError, "float-nan"),
+    (np.array([BATCH, HEIGHT, WIDTH, 1e10]), ValueError, "float-1e10"),
+    (np.array([BATCH, -1.5, WIDTH, DEPTH]), ValueError, "float-negative"),
+    (np.array([BATCH, HEIGHT, WIDTH, 2**32 + DEPTH]), ValueError, "int64-wraps"),
+    ([BATCH, HEIGHT, WIDTH, 2**32 + DEPTH], ValueError, "list-wraps"),
+    (np.array([BATCH, "a", WIDTH, DEPTH], object), TypeError, "object-str"),
+]:
+    case(
+        raw(SIZE_OPS),
+        {"image_size": value},
+        exc,
+        "image_size",
+        id=f"image_size-{label}",
+    )
 # Too large to allocate, but indexable: MemoryError or ValueError, before any work.
 case(
     SIZE_OPS,
@@ -493,7 +566,20 @@ for value, exc, label in [
     ([2**63, CROP_W], ValueError, "2**63"),
     ([CROP_H, 2**70], ValueError, "2**70"),
 ]:
-    case(FORWARD_OPS, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
+    ops = public(FORWARD_OPS) if label == "bool" else FORWARD_OPS
+    case(ops, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
+for value, label in [
+    (np.array([CROP_H, np.inf]), "float-inf"),
+    (np.array([0.5, CROP_W]), "float-truncates-to-0"),
+    (np.array([CROP_H, 2**32 + CROP_W], np.int64), "int64-wraps"),
+]:
+    case(
+        raw(FORWARD_OPS),
+        {"crop_size": value},
+        ValueError,
+        "crop_size",
+        id=f"crop_size-{label}",
+    )
 case(
     FORWARD_OPS,
     {"crop_size": [2**31, 2**31]},
@@ -506,10 +592,20 @@ case(
 # extrapolation_value (forward)
 for value, label in [
     (None, "None"),
+    (True, "bool"),
+]:
+    # raw_ops: None is the default, a Python bool a number (as TensorFlow).
+    case(
+        public(FORWARD_OPS),
+        {"extrapolation_value": value},
+        TypeError,
+        "extrapolation_value",
+        id=f"extrapolation_value-{label}",
+    )
+for value, label in [
     ("0", "str"),
     (b"0", "bytes"),
     (1j, "complex"),
-    (True, "bool"),
     (np.bool_(False), "numpy-bool"),
     ([0.0], "list"),
     (np.zeros(2), "array"),
@@ -548,12 +644,13 @@ for value, label in [
     case(("grad_image",), {"dtype": value}, TypeError, "dtype", id=f"dtype-{label}")
     case(("raw_grad_image",), {"T": value}, TypeError, "T", id=f"T-{label}")
 
-# method
+# method (raw_ops take None for the default, as TensorFlow)
+for op in PUBLIC_OPS:
+    case((op,), {"method": None}, ValueError, "method", id="method-None")
 for value, label in [
     ("bilinearx", "unknown"),
     ("Bilinear", "case"),
     ("", "empty"),
-    (None, "None"),
     (0, "int"),
     (["bilinear"], "list"),
     (b"\xff", "bad-bytes"),

@@ -2,10 +2,11 @@
  *
  * TensorFlow's CPU kernels run with subnormal inputs read as zero and
  * subnormal results written as zero.  cg_fpenv_enter(1) switches the
- * calling thread to that arithmetic and keeps the previous control word in
- * thread-local storage; cg_fpenv_leave(1) puts that word back.  With
- * flush == 0 both change nothing.  Calls must not nest within a thread.  On an architecture without a known control register the
- * calls do nothing and CG_FPENV_SUPPORTED is 0.
+ * calling thread to that arithmetic, cg_fpenv_enter(0) to IEEE arithmetic
+ * (flush-to-zero and denormals-are-zero off), and each keeps the previous
+ * control word in thread-local storage; cg_fpenv_leave puts it back.
+ * Calls must not nest within a thread.  On an architecture without a known
+ * control register the calls do nothing and CG_FPENV_SUPPORTED is 0.
  */
 #ifndef CG_FPENV_H
 #define CG_FPENV_H
@@ -48,15 +49,22 @@ static __declspec(thread) uint64_t cg_fpenv_saved;
 static _Thread_local uint64_t cg_fpenv_saved;
 #endif
 
+/* Both ways: the calling thread may come with flush-to-zero already set
+ * (XLA's and TensorFlow's threads do) while OpenMP's workers do not; every
+ * thread of a call must compute in the mode the call asked for, or the
+ * bits would depend on which thread summed which element. */
 static inline void cg_fpenv_enter(int flush) {
-    if (flush && CG_FPENV_SUPPORTED) {
-        cg_fpenv_saved = cg_fpenv_get();
-        cg_fpenv_set(cg_fpenv_saved | CG_FLUSH_BITS);
+    if (CG_FPENV_SUPPORTED) {
+        uint64_t word = cg_fpenv_get();
+        uint64_t wanted = flush ? (word | CG_FLUSH_BITS) : (word & ~(uint64_t)CG_FLUSH_BITS);
+        cg_fpenv_saved = word;
+        if (wanted != word) cg_fpenv_set(wanted);
     }
 }
 
 static inline void cg_fpenv_leave(int flush) {
-    if (flush && CG_FPENV_SUPPORTED) {
+    (void)flush;
+    if (CG_FPENV_SUPPORTED && cg_fpenv_get() != cg_fpenv_saved) {
         cg_fpenv_set(cg_fpenv_saved);
     }
 }

@@ -4,6 +4,7 @@ Usage (from the repository root, with the cibuildwheel of
 wheels/ci/requirements.txt installed)::
 
     python wheels/ci/check_build_options.py wheels/ci/cibuildwheel.toml
+    python wheels/ci/check_build_options.py --repair-command wheels/ci/cibuildwheel.toml
 
 ``--print-build-identifiers`` shows *which* wheels would be built; this shows
 *how*, after cibuildwheel has merged the platform tables and the overrides:
@@ -31,6 +32,7 @@ CASES = [
     ("macos", "cp314t-macosx_arm64"),
 ]
 DEPLOYMENT_TARGET = {"x86_64": "10.15", "arm64": "11.0"}
+LICENCE_STEP = "python {project}/wheels/ci/bundle_licenses.py {dest_dir}"
 
 
 def check(config_file):
@@ -84,12 +86,33 @@ def check(config_file):
                 errors.append(f"{identifier}: before-all does not fetch libomp")
             if "delocate-wheel" not in options.repair_command:
                 errors.append(f"{identifier}: the repair step is not delocate")
+        if platform == "linux" and "auditwheel repair" not in options.repair_command:
+            errors.append(f"{identifier}: the repair step is not auditwheel")
+        # The bundled runtime's licence is added after the repair bundled it.
+        if not options.repair_command.endswith(LICENCE_STEP):
+            errors.append(
+                f"{identifier}: the repair step does not end with {LICENCE_STEP!r}: "
+                f"{options.repair_command!r}"
+            )
     return errors
 
 
+def repair_command(config_file, identifier="cp311-manylinux_x86_64"):
+    """The repair-wheel-command cibuildwheel resolves for `identifier`."""
+    args = dataclasses.replace(CommandLineArguments.defaults(), config_file=config_file)
+    platform = "macos" if "macosx" in identifier else "linux"
+    return (
+        compute_options(platform, args, env={}).build_options(identifier).repair_command
+    )
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--repair-command":
+        # For verify_local.sh, which runs the Linux repair step as configured.
+        print(repair_command(sys.argv[2]))
+        sys.exit(0)
     if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} CIBUILDWHEEL_TOML")
+        sys.exit(f"usage: {sys.argv[0]} [--repair-command] CIBUILDWHEEL_TOML")
     problems = check(sys.argv[1])
     if problems:
         sys.exit("build options:\n  " + "\n  ".join(problems))

@@ -16,7 +16,10 @@
 # 4. the sdist, checked: sources, tests and fixtures in, generated C out
 # 5. a wheel built from the unpacked sdist with CROPGRAD_OPENMP=required;
 #    the generated C is checked for the free-threading marker
-# 6. auditwheel repair (bundles libgomp) and auditwheel show
+# 6. the repair-wheel-command of wheels/ci/cibuildwheel.toml: auditwheel
+#    repair (bundles libgomp), then bundle_licenses.py (appends libgomp's
+#    licence to the wheel's LICENSE); auditwheel show; the licence check,
+#    with controls
 # 7. check-wheel-contents, twine check --strict, our own content rules
 # 8. the repaired wheel installed in a fresh venv, the test suite run from a
 #    temporary directory (wheels/ci/test_wheel.py: show_config first, fails
@@ -30,7 +33,7 @@
 #
 # Environment: PYTHON (default python3), VERIFY_WORK (work directory,
 # default a new temporary one, removed at the end unless VERIFY_KEEP=1).
-# Takes about 3-5 minutes on 2 cores, most of it compiling.
+# Takes about 5-10 minutes on 2 cores, most of it compiling.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -157,7 +160,8 @@ sdist=$(ls "$work"/dist/*.tar.gz)
 tar -tzf "$sdist" | sed 's|^[^/]*/||' | grep -v '/$' | sort >"$work/sdist.txt"
 cat "$work/sdist.txt"
 if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
-    expected=$(git -C "$repo" ls-files cropgrad tests README.md LICENSE pyproject.toml setup.py MANIFEST.in)
+    expected=$(git -C "$repo" ls-files cropgrad tests docs README.md LICENSE CHANGELOG.md \
+        DEVELOPING.md pyproject.toml setup.py MANIFEST.in)
 else
     expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
         -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
@@ -187,8 +191,15 @@ python wheels/ci/check_freethreading.py "$work/control.c" --expect-gil-used
 note "wheel: $(basename "$wheel") built from the sdist with OpenMP; free-threading marker Py_MOD_GIL_NOT_USED (a control without the directive shows Py_MOD_GIL_USED)"
 
 # --------------------------------------------------------------------------
-step "6. auditwheel repair"
-auditwheel repair -w "$work/wheelhouse" "$wheel"
+step "6. repair-wheel-command as configured: auditwheel repair, then the bundled runtime's licence"
+# The Linux command cibuildwheel resolves from $config, with its
+# placeholders filled in as cibuildwheel fills them.
+repair=$(python wheels/ci/check_build_options.py --repair-command "$config")
+repair=${repair//\{wheel\}/$wheel}
+repair=${repair//\{dest_dir\}/$work/wheelhouse}
+repair=${repair//\{project\}/$repo}
+echo "+ $repair"
+sh -c "$repair"
 repaired=$(ls "$work"/wheelhouse/*.whl)
 auditwheel show "$repaired" | tee "$work/auditwheel-show.txt"
 bundled=$(python -c 'import sys, zipfile; print(" ".join(n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("cropgrad.libs/") and not n.endswith("/")))' "$repaired")
@@ -196,6 +207,63 @@ bundled=$(python -c 'import sys, zipfile; print(" ".join(n for n in zipfile.ZipF
 tag=$(basename "$repaired" .whl | cut -d- -f3-)
 note "repaired wheel: $(basename "$repaired"), tag $tag, $(stat -c %s "$repaired") bytes"
 note "auditwheel show: $(tr '\n' ' ' <"$work/auditwheel-show.txt" | grep -Eo 'consistent with the following platform tag: "[^"]*"'); bundled: $bundled"
+# The repaired wheel's LICENSE holds cropgrad's licence, then libgomp's
+# (GPL-3.0 and the GCC Runtime Library Exception, in full); RECORD matches.
+python wheels/ci/bundle_licenses.py --check "$repaired" | tee "$work/licences.txt"
+[[ -s $work/licences.txt ]] || fail "no licence check output"
+licence_file=$(python -c 'import sys, zipfile; print(next(n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.endswith(".dist-info/licenses/LICENSE")))' "$repaired")
+python - "$repaired" "$licence_file" <<'PYEOF' | tee -a "$work/licences.txt"
+import sys, zipfile
+text = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode()
+for phrase in ("BSD 3-Clause", "GNU GENERAL PUBLIC LICENSE", "Version 3, 29 June 2007",
+               "GCC RUNTIME LIBRARY EXCEPTION", "Version 3.1, 31 March 2009"):
+    if phrase not in text:
+        sys.exit(f"the wheel's {sys.argv[2]} lacks {phrase!r}")
+print(f"{sys.argv[2]}: {len(text.splitlines())} lines: cropgrad's BSD-3-Clause, then "
+      "libgomp's GPL-3.0 with the GCC Runtime Library Exception 3.1")
+PYEOF
+# Controls: without the licence step the check fails; the macOS layout gets
+# libomp's licence; a bundled library with no known licence stops the repair.
+mkdir -p "$work/licence-controls"
+auditwheel repair -w "$work/licence-controls" "$wheel" >/dev/null 2>&1
+bare=$(ls "$work"/licence-controls/*.whl)
+if python wheels/ci/bundle_licenses.py --check "$bare" >/dev/null 2>&1; then
+    fail "the licence check passed a wheel repaired without the licence step"
+fi
+python - "$bare" "$work/licence-controls" <<'PYEOF'
+import base64, hashlib, os, sys, zipfile
+def record(entries):
+    lines = []
+    for name, data in entries.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        lines.append(f"{name},sha256={digest.decode()},{len(data)}")
+    return lines
+def rewrite(dest, rename=None, extra=()):
+    with zipfile.ZipFile(sys.argv[1]) as z:
+        entries = {n: z.read(n) for n in z.namelist() if not n.endswith(("/RECORD", "/"))}
+        record_name = next(n for n in z.namelist() if n.endswith("/RECORD"))
+    for old in [n for n in entries if n.startswith("cropgrad.libs/")]:
+        data = entries.pop(old)
+        entries[rename or old] = data
+    for name in extra:
+        entries[name] = b"not a library"
+    lines = record(entries) + [f"{record_name},,"]
+    entries[record_name] = ("\n".join(lines) + "\n").encode()
+    with zipfile.ZipFile(os.path.join(sys.argv[2], dest), "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+rewrite("macos-layout.whl", rename="cropgrad/.dylibs/libomp.dylib")
+rewrite("unknown-library.whl", extra=["cropgrad.libs/libunknown-1a2b3c4d.so.1"])
+PYEOF
+python wheels/ci/bundle_licenses.py "$work/licence-controls/macos-layout.whl"
+python wheels/ci/bundle_licenses.py --check "$work/licence-controls/macos-layout.whl" \
+    | tee -a "$work/licences.txt" | grep -q 'libomp.txt in LICENSE' \
+    || fail "the macOS layout did not get libomp's licence"
+if python wheels/ci/bundle_licenses.py "$work/licence-controls/unknown-library.whl" 2>/dev/null; then
+    fail "a bundled library with no known licence was accepted"
+fi
+while read -r line; do note "licence: $line"; done <"$work/licences.txt"
+note "licence controls: a wheel repaired without the licence step fails the check; a bundled library without a known licence stops the repair"
 
 # --------------------------------------------------------------------------
 step "7. wheel and sdist contents"

@@ -1,0 +1,321 @@
+"""Benchmark rows of cropgrad.jax (added after the ``detector-forward`` row).
+
+Every JAX column is a jitted function called on arrays already on the
+device, timed until its results are ready.  The first two rows have the
+main table's cropgrad columns and their NumPy and pure-JAX counterparts:
+
+``cropgrad_1thread``, ``cropgrad_default``
+    cropgrad.jax with ``num_threads=1`` / the default, its previous results
+    donated to the call, so that XLA writes into them as the NumPy API
+    writes into ``out=`` (the same memory on every call);
+``cropgrad_default_new_output``
+    the plain jitted call: XLA allocates its outputs on every call;
+``numpy_out`` / ``numpy_new_output``
+    the NumPy API with ``out=`` / allocating its results;
+``pure_jax``
+    what a JAX user writes without cropgrad: a jitted gather-based bilinear
+    crop_and_resize (`pure_jax_crop_and_resize`) and, for the backward
+    pass, JAX's autodiff of it (XLA's generic scatter-add); its ``about``
+    line gives its largest difference from cropgrad's results, which are
+    TensorFlow's bits.
+
+``detector-forward-jax``
+    `cropgrad.jax.crop_and_resize`.  Target: ``cropgrad_default`` within
+    1.15x of ``numpy_out``, which shows that the FFI call copies nothing.
+``detector-forward-backward-jax``
+    the crops and their image gradient, from ``jax.vjp``, under one jit
+    (NumPy: the forward op, then the image gradient).  Same target.
+``detector-vmap-jax``
+    ``jax.vmap`` of the forward over 8 problems (the detector's image with
+    64 boxes each) against one call on the 8 problems concatenated (one
+    image batch of 16, 512 boxes): the vmap rule folds the mapped axis into
+    one FFI call, so the two should cost the same (target: within 1.3x).
+``detector-train-step-jax``
+    a jitted training step (a feature map, crops, a dense head, plus an
+    independent dense branch on the feature map that XLA may run at the
+    same time as the crops), with the crops' ``num_threads=1`` and with the
+    default: how XLA's threads and cropgrad's OpenMP team share the cores.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import cropgrad
+import cropgrad.jax as cgj
+from cropgrad import _xla
+
+# Problems of the vmap row, and boxes in each (8 * 64 = the detector's 512).
+VMAP_PROBLEMS = 8
+
+
+def pure_jax_crop_and_resize(image, boxes, box_ind, crop_size):
+    """Bilinear crop_and_resize in plain JAX (NHWC): four gathers and lerps.
+
+    TensorFlow's sampling coordinates and interpolation written with
+    ``jax.numpy``, as a JAX user without cropgrad would; its gradient is
+    JAX's autodiff of the gathers.  Samples outside the image are 0.
+    """
+    crop_h, crop_w = crop_size
+    _, height, width, _ = image.shape
+
+    def coords(lo, hi, size, crop):
+        if crop > 1:
+            scale = (hi - lo) * np.float32(size - 1) / np.float32(crop - 1)
+            steps = jnp.arange(crop, dtype=jnp.float32)
+            return lo[:, None] * np.float32(size - 1) + steps * scale[:, None]
+        return (np.float32(0.5) * (lo + hi) * np.float32(size - 1))[:, None]
+
+    in_y = coords(boxes[:, 0], boxes[:, 2], height, crop_h)  # (n, crop_h)
+    in_x = coords(boxes[:, 1], boxes[:, 3], width, crop_w)  # (n, crop_w)
+    valid = ((in_y >= 0) & (in_y <= height - 1))[:, :, None] & (
+        (in_x >= 0) & (in_x <= width - 1)
+    )[:, None, :]
+    top, left = jnp.floor(in_y), jnp.floor(in_x)
+    y_lerp = (in_y - top)[:, :, None, None]
+    x_lerp = (in_x - left)[:, None, :, None]
+
+    def index(v, size):
+        return jnp.clip(v, 0, size - 1).astype(jnp.int32)
+
+    t, b = index(top, height)[:, :, None], index(jnp.ceil(in_y), height)[:, :, None]
+    lt, r = index(left, width)[:, None, :], index(jnp.ceil(in_x), width)[:, None, :]
+    i = box_ind[:, None, None]
+    tl, tr = image[i, t, lt], image[i, t, r]
+    bl, br = image[i, b, lt], image[i, b, r]
+    top_v = tl + (tr - tl) * x_lerp
+    bottom_v = bl + (br - bl) * x_lerp
+    crops = top_v + (bottom_v - top_v) * y_lerp
+    return jnp.where(valid[..., None], crops, 0.0)
+
+
+def _ready(fn, *args):
+    return lambda: jax.block_until_ready(fn(*args))
+
+
+class _Reusing:
+    """A column calling ``jax.jit(fn)(*args)`` with its last results donated.
+
+    XLA then writes the results into the donated buffers, as the NumPy API
+    writes into ``out=``: the same memory, already faulted in, on every
+    call.  (A fresh output is a fresh allocation, which XLA pays for.)
+    """
+
+    def __init__(self, fn, *args):
+        self.args = args
+        self.results = jax.tree.leaves(jax.block_until_ready(jax.jit(fn)(*args)))
+        n, k = len(args), len(self.results)
+        self.jitted = jax.jit(
+            lambda *a: fn(*a[:n]),
+            donate_argnums=tuple(range(n, n + k)),
+            keep_unused=True,
+        )
+
+    def __call__(self):
+        out = self.jitted(*self.args, *self.results)
+        self.results = jax.tree.leaves(jax.block_until_ready(out))
+
+
+def _largest_difference(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+def _comparison(name, about, columns):
+    """A row of cropgrad.jax columns against the NumPy API and pure JAX."""
+    return {
+        "name": name,
+        "about": about,
+        "columns": columns,
+        "ratios": {
+            "jax_reusing_output_over_numpy_out": ("cropgrad_default", "numpy_out"),
+            "jax_over_numpy_new_output": (
+                "cropgrad_default_new_output",
+                "numpy_new_output",
+            ),
+            "pure_jax_over_cropgrad_jax": ("pure_jax", "cropgrad_default_new_output"),
+        },
+        "targets": [
+            (
+                f"{name}: within 1.15x of the NumPy API with out= (no copy)",
+                "jax_reusing_output_over_numpy_out",
+                1.15,
+                "<=",
+            )
+        ],
+    }
+
+
+def _forward_rows(p, crop):
+    image, boxes, box_ind = (
+        jax.device_put(p[k]) for k in ("image", "boxes", "box_ind")
+    )
+    grads_np = np.random.default_rng(7).standard_normal(
+        (p["boxes"].shape[0], *crop, p["image"].shape[3]), dtype=np.float32
+    )
+    grads = jax.device_put(grads_np)
+
+    def forward(num_threads=None):
+        return lambda x: cgj.crop_and_resize(
+            x, boxes, box_ind, crop, num_threads=num_threads
+        )
+
+    def pure_forward(x):
+        return pure_jax_crop_and_resize(x, boxes, box_ind, crop)
+
+    def backward(forward):
+        # The crops and the image gradient, as a training step needs them.
+        def both(x):
+            crops, vjp = jax.vjp(forward, x)
+            return crops, vjp(grads)[0]
+
+        return both
+
+    crops_out = np.empty(grads_np.shape, np.float32)
+    d_image_out = np.empty_like(p["image"])
+
+    def numpy_forward(out=None):
+        return cropgrad.crop_and_resize(
+            p["image"], p["boxes"], p["box_ind"], crop, out=out
+        )
+
+    def numpy_both(out=None, d_out=None):
+        crops = numpy_forward(out)
+        d_image = cropgrad.crop_and_resize_grad_image(
+            grads_np, p["boxes"], p["box_ind"], p["image"].shape, out=d_out
+        )
+        return crops, d_image
+
+    forward_diff = _largest_difference(
+        jax.jit(pure_forward)(image), jax.jit(forward())(image)
+    )
+    gradient_diff = _largest_difference(
+        jax.jit(backward(pure_forward))(image)[1],
+        jax.jit(backward(forward()))(image)[1],
+    )
+    return [
+        _comparison(
+            "detector-forward-jax",
+            "cropgrad.jax.crop_and_resize under jit vs the NumPy API and a jitted "
+            "pure-JAX gather op (its largest difference from TensorFlow's bits: "
+            f"{forward_diff:.3g})",
+            {
+                "cropgrad_1thread": _Reusing(forward(1), image),
+                "cropgrad_default": _Reusing(forward(), image),
+                "cropgrad_default_new_output": _ready(jax.jit(forward()), image),
+                "numpy_out": lambda: numpy_forward(crops_out),
+                "numpy_new_output": numpy_forward,
+                "pure_jax": _ready(jax.jit(pure_forward), image),
+            },
+        ),
+        _comparison(
+            "detector-forward-backward-jax",
+            "the crops and their image gradient (jax.vjp) under jit vs the NumPy "
+            "API and pure JAX with autodiff (its largest difference from "
+            f"TensorFlow's bits: {gradient_diff:.3g})",
+            {
+                "cropgrad_1thread": _Reusing(backward(forward(1)), image),
+                "cropgrad_default": _Reusing(backward(forward()), image),
+                "cropgrad_default_new_output": _ready(
+                    jax.jit(backward(forward())), image
+                ),
+                "numpy_out": lambda: numpy_both(crops_out, d_image_out),
+                "numpy_new_output": numpy_both,
+                "pure_jax": _ready(jax.jit(backward(pure_forward)), image),
+            },
+        ),
+    ]
+
+
+def _vmap_row(p, crop):
+    n = VMAP_PROBLEMS
+    per = p["boxes"].shape[0] // n
+    rng = np.random.default_rng(8)
+    images = rng.standard_normal((n, *p["image"].shape), dtype=np.float32)
+    boxes = p["boxes"][: n * per].reshape(n, per, 4)
+    box_ind = p["box_ind"][: n * per].reshape(n, per)
+    batch = images.shape[1]
+    # The same problems as one: images one after another, indices shifted.
+    flat_images = images.reshape(n * batch, *images.shape[2:])
+    flat_ind = (box_ind + batch * np.arange(n)[:, None]).astype(np.int32).reshape(-1)
+    args = [jax.device_put(a) for a in (images, boxes, box_ind)]
+    flat = [jax.device_put(a) for a in (flat_images, boxes.reshape(-1, 4), flat_ind)]
+    vmapped = jax.jit(jax.vmap(lambda x, b, i: cgj.crop_and_resize(x, b, i, crop)))
+    one = jax.jit(lambda x, b, i: cgj.crop_and_resize(x, b, i, crop))
+    same = np.array_equal(
+        np.asarray(vmapped(*args)).reshape(-1), np.asarray(one(*flat)).reshape(-1)
+    )
+    return {
+        "name": "detector-vmap-jax",
+        "about": f"jax.vmap over {n} problems of {per} boxes vs one call on them "
+        f"concatenated (same bits: {same})",
+        "columns": {
+            "vmap": _ready(vmapped, *args),
+            "one_call_concatenated": _ready(one, *flat),
+        },
+        "ratios": {"vmap_over_concatenated": ("vmap", "one_call_concatenated")},
+        "targets": [
+            (
+                f"jax.vmap of {n} problems within 1.3x of one call on them",
+                "vmap_over_concatenated",
+                1.3,
+                "<=",
+            )
+        ],
+    }
+
+
+def _train_step_row(p, crop):
+    image, boxes, box_ind = (
+        jax.device_put(p[k]) for k in ("image", "boxes", "box_ind")
+    )
+    depth = p["image"].shape[3]
+    rng = np.random.default_rng(9)
+    params = {
+        "scale": jnp.ones(depth),
+        "head": jnp.asarray(rng.standard_normal((depth, 16), dtype=np.float32) * 0.01),
+        "branch": jnp.asarray(
+            rng.standard_normal((depth, 64), dtype=np.float32) * 0.01
+        ),
+    }
+    targets = jnp.zeros((p["boxes"].shape[0], 16))
+
+    def step(num_threads):
+        def loss(params):
+            features = jnp.tanh(image * params["scale"])
+            crops = cgj.crop_and_resize(
+                features, boxes, box_ind, crop, num_threads=num_threads
+            )
+            head = crops.mean(axis=(1, 2)) @ params["head"]
+            # Independent of the crops: XLA may run it at the same time.
+            branch = features.reshape(-1, depth) @ params["branch"]
+            return jnp.mean((head - targets) ** 2) + jnp.mean(branch**2)
+
+        def update(params):
+            grads = jax.grad(loss)(params)
+            return jax.tree.map(lambda w, g: w - 0.1 * g, params, grads)
+
+        return _ready(jax.jit(update), params)
+
+    columns = {"step_1thread": step(1), "step_default_threads": step(None)}
+    if cgj.DEFAULT_THREADS != 0:
+        # The library's default team (OpenMP's default count), for comparison.
+        columns["step_library_default_threads"] = step(_xla.default_threads())
+    return {
+        "name": "detector-train-step-jax",
+        "about": "a jitted training step around crop_and_resize (and an "
+        "independent dense branch) with num_threads=1 and the default",
+        "columns": columns,
+        "ratios": {"default_over_1thread": ("step_default_threads", "step_1thread")},
+    }
+
+
+def extra_rows(workload, quick):
+    """The JAX rows to add after `workload` (see the module docstring)."""
+    if workload.name != "detector-forward":
+        return []
+    p = workload.problem()
+    crop = tuple(workload.crop)
+    rows = _forward_rows(p, crop)
+    rows.append(_vmap_row(p, crop))
+    rows.append(_train_step_row(p, crop))
+    return rows

@@ -1,0 +1,50 @@
+from typing import Any, Literal
+
+import jax
+import numpy.typing as npt
+
+__all__ = [
+    "DEFAULT_THREADS",
+    "crop_and_resize",
+    "crop_and_resize_grad_boxes",
+    "crop_and_resize_grad_image",
+]
+
+DEFAULT_THREADS: int
+
+_Method = Literal["bilinear", "nearest"]
+_Format = Literal["NHWC", "NCHW"]
+_Array = jax.Array | npt.ArrayLike
+
+def crop_and_resize(
+    image: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    crop_size: tuple[int, int] | list[int],
+    method: _Method = ...,
+    extrapolation_value: float = ...,
+    *,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def crop_and_resize_grad_image(
+    grads: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    image_shape: tuple[int, ...] | list[int],
+    dtype: Any = ...,
+    method: _Method = ...,
+    *,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def crop_and_resize_grad_boxes(
+    grads: _Array,
+    image: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    method: Literal["bilinear"] = ...,
+    *,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
