@@ -280,7 +280,8 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                         ny_lo = min(ny_lo, y)
                         ny_hi = y
                 if ny_hi >= ny_lo:
-                    next_box.start = p.grads + ((p.order[nj] * D + c0) * ch + ny_lo) * cw
+                    next_box.start = (p.grads
+                                      + ((p.order[nj] * D + c0) * ch + ny_lo) * cw)
                     next_box.lane = g_lane
                     next_box.length = (ny_hi - ny_lo + 1) * cw
                     next_box.planes = n
