@@ -401,6 +401,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     cdef Plan p
     cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
     cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
+    cdef Py_ssize_t per_thread
     cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
     cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
     cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0
@@ -423,11 +424,14 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
 
     # Bands small enough that the rows being accumulated stay in cache, and
     # enough of them to balance the threads.  Tiles bound their own working
-    # set, and their channel groups are tasks too: they take as few bands
-    # as balancing needs, so that each box's grads are gathered few times.
+    # set, and their channel groups are tasks too: they take one task per
+    # thread (the bands balanced by their samples), since every band walks
+    # the boxes and gathers the crop rows it touches again (dense workload,
+    # 2 threads: 4 bands per thread cost 1.15 times one).
+    per_thread = 1 if tiles else TASKS_PER_THREAD
     num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES) if not tiles else 1
-    if nthreads > 1 and num_bands * groups < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
-        num_bands = (<Py_ssize_t>nthreads * TASKS_PER_THREAD + groups - 1) // groups
+    if nthreads > 1 and num_bands * groups < <Py_ssize_t>nthreads * per_thread:
+        num_bands = (<Py_ssize_t>nthreads * per_thread + groups - 1) // groups
     num_bands = max(1, min(num_bands, rows))
     team = team_size(nthreads, rows * geo.depth)
     if tiles:
