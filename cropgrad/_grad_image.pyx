@@ -15,6 +15,9 @@ thread in the serial order: the bits do not depend on the number of
 threads.  Updates of a crop row that fall outside the band go to per-thread
 scratch pixels instead of being skipped, so every element is updated by the
 same machine code for any banding (even the bits of NaN results agree).
+
+The planning (sampling tables, bands) serves both layouts; the NCHW tasks
+are in `_grad_image_nchw`.
 """
 
 from libc.stdint cimport int64_t, uint16_t
