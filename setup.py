@@ -182,7 +182,9 @@ def _directives():
 _MODULES = [
     "_parallel",
     "_forward",
+    "_forward_nchw",
     "_grad_image",
+    "_grad_image_nchw",
     "_grad_boxes",
     "capi",
     "_testing",

@@ -73,11 +73,18 @@ def crop_and_resize_grad_image(
         CPU kernels do: subnormal inputs and results count as zero.  With it,
         float32 and float64 results equal TensorFlow's bits on every input;
         without it (IEEE arithmetic, as NumPy), wherever no subnormal occurs.
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `grads`, `image_size` and the result: TensorFlow's NHWC,
+        or PyTorch's NCHW (grads ``(num_boxes, depth, crop_height,
+        crop_width)``, image_size and result ``[batch, depth, image_height,
+        image_width]``).  NCHW has kernels of its own; its result is the
+        NHWC result transposed, bit for bit.
 
     Returns
     -------
     ndarray of shape (batch, image_height, image_width, depth), dtype `dtype`
-        Zero except where crops sampled the image.
+        Zero except where crops sampled the image (``(batch, depth,
+        image_height, image_width)`` with ``data_format="NCHW"``).
 
     Raises
     ------
@@ -118,14 +125,14 @@ def crop_and_resize_grad_image(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.grads_array(grads)
+    grads = _v.grads_array(grads, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(
             f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
             f"but grads has shape {grads.shape}"
         )
-    shape = _v.image_size(image_size)
+    shape = _v.image_size(image_size, data_format)
     out_code = _v.DTYPE_CODES[out_dtype]
     capi._check_grad_image_call(
         grads.shape, shape, out_code, method_code, layout, nthreads
@@ -180,17 +187,22 @@ def crop_and_resize(
     extrapolation_value : float, default 0.0
         Value of samples that fall outside the image.
     out : ndarray, optional
-        C-contiguous float32 array of shape
-        ``(num_boxes, crop_height, crop_width, depth)`` to overwrite.
+        C-contiguous float32 array of the result's shape to overwrite.
     num_threads : int, optional
         Threads to use, 1 to 1024 (default: OpenMP's default).
     flush_denormals : bool, default False
         TensorFlow's flush-to-zero arithmetic (see
         `crop_and_resize_grad_image`).
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `image` and of the result: with ``"NCHW"``, image
+        ``(batch, depth, image_height, image_width)`` and crops
+        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC crops
+        transposed, bit for bit.
 
     Returns
     -------
     ndarray of shape (num_boxes, crop_height, crop_width, depth), dtype=float32
+        (``(num_boxes, depth, crop_height, crop_width)`` in NCHW)
 
     Examples
     --------
@@ -206,7 +218,7 @@ def crop_and_resize(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    image, image_code = _v.image_array(image)
+    image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _v.int_vector(
         crop_size, 2, "crop_size", "[crop_height, crop_width]"
@@ -276,10 +288,17 @@ def crop_and_resize_grad_boxes(
         Image of each box, in ``[0, batch)``.
     method : {"bilinear"}
         Only bilinear sampling has a boxes gradient.
+    out : ndarray, optional
+        C-contiguous float32 array of shape ``(num_boxes, 4)`` to overwrite
+        and return instead of a new array.
     num_threads : int, optional
         Threads to use, 1 to 1024 (default: OpenMP's default).
     flush_denormals : bool, default False
         TensorFlow's flush-to-zero arithmetic.
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `grads` and `image`: with ``"NCHW"``, grads ``(num_boxes,
+        depth, crop_height, crop_width)`` and image ``(batch, depth,
+        image_height, image_width)``; the same result, bit for bit.
 
     Returns
     -------
@@ -300,8 +319,8 @@ def crop_and_resize_grad_boxes(
     layout = _v.data_format(data_format)
     nthreads = _v.threads(num_threads)
     flush = _v.flag(flush_denormals, "flush_denormals")
-    grads = _v.grads_array(grads)
-    image, image_code = _v.image_array(image)
+    grads = _v.grads_array(grads, data_format)
+    image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     if grads.shape[0] != boxes.shape[0]:
         raise ValueError(

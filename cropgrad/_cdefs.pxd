@@ -9,6 +9,7 @@ cdef extern from "cg_build.h" nogil:
     const char* CG_COMPILER
     const char* CG_CFLAGS
     void cg_prefetch(const void* p)
+    void cg_prefetch_outer(const void* p)
 
 cdef extern from "cg_fpenv.h" nogil:
     # Flush-to-zero and denormals-are-zero for the calling thread, while
@@ -60,3 +61,33 @@ cdef extern from "cg_shallow.h" nogil:
                            const float* w_left, const float* w_right,
                            Py_ssize_t crop_w, Py_ssize_t width, float w_top,
                            float w_bottom, int same, Py_ssize_t n)
+    # The same for NCHW: the lanes are 1 to 4 planes, `*_lane` apart.
+    void cg_shallow_rows_f_planes(float* top, Py_ssize_t top_step,
+                                  Py_ssize_t top_lane, float* bottom,
+                                  Py_ssize_t bottom_step, Py_ssize_t bottom_lane,
+                                  const float* g, Py_ssize_t g_lane,
+                                  const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                                  const float* w_left, const float* w_right,
+                                  Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                                  float w_bottom, int same, Py_ssize_t n)
+    void cg_shallow_rows_d_planes(double* top, Py_ssize_t top_step,
+                                  Py_ssize_t top_lane, double* bottom,
+                                  Py_ssize_t bottom_step, Py_ssize_t bottom_lane,
+                                  const float* g, Py_ssize_t g_lane,
+                                  const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
+                                  const float* w_left, const float* w_right,
+                                  Py_ssize_t crop_w, Py_ssize_t width, float w_top,
+                                  float w_bottom, int same, Py_ssize_t n)
+
+cdef extern from "cg_planes.h" nogil:
+    # Channels between NCHW planes and side-by-side pixels (NCHW tiles).
+    void cg_planes_gather(float* dst, const float* src, Py_ssize_t src_lane,
+                          Py_ssize_t count, Py_ssize_t n)
+    void cg_planes_scatter_f(float* dst, Py_ssize_t dst_lane, const float* src,
+                             Py_ssize_t count, Py_ssize_t n)
+    void cg_planes_scatter_runs_f(float* dst, Py_ssize_t dst_lane,
+                                  const float* src, Py_ssize_t count, Py_ssize_t n)
+    void cg_planes_scatter_d(double* dst, Py_ssize_t dst_lane, const double* src,
+                             Py_ssize_t count, Py_ssize_t n)
+    void cg_planes_scatter_h(uint16_t* dst, Py_ssize_t dst_lane, const float* src,
+                             Py_ssize_t count, Py_ssize_t n)

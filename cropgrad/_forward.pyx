@@ -3,11 +3,14 @@
 
 Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
 finiteness first.  Every crop row is written by exactly one task, so the
-result does not depend on the number of threads.
+result does not depend on the number of threads.  NCHW problems go to
+`_forward_nchw`, which computes each element by the same float32
+expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
+from cropgrad._forward_nchw cimport crop_and_resize_nchw
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
@@ -117,21 +120,33 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
         _row(p, <const double*>p.image, t, False)
 
 
-cdef void crop_and_resize(const Geometry* geo, const void* image, int image_dtype,
-                          const float* boxes, const int64_t* box_ind,
-                          float* crops, float extrapolation, int nthreads,
-                          bint flush) noexcept nogil:
-    """Crop boxes out of the image and resize them (NHWC).
+cdef int crop_and_resize(const Geometry* geo, const void* image, int image_dtype,
+                         const float* boxes, const int64_t* box_ind,
+                         float* crops, float extrapolation, int nthreads,
+                         bint flush, size_t* failed) noexcept nogil:
+    """Crop boxes out of the image and resize them.
 
     Parameters
     ----------
     geo : the problem; ``num_boxes * crop_h * crop_w * depth > 0``.
     image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+        ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
     crops : float32 [num_boxes, crop_h, crop_w, depth]; every element written.
+        ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
+    failed : out: the bytes that could not be allocated, on failure.
+
+    Returns
+    -------
+    int
+        0, or -1 when scratch could not be allocated (NCHW only; nothing
+        written then).
     """
     cdef Plan p
+    if geo.nchw:
+        return crop_and_resize_nchw(geo, image, image_dtype, boxes, box_ind, crops,
+                                    extrapolation, nthreads, flush, failed)
     p.g = geo
     p.image = image
     p.image_dtype = image_dtype
@@ -142,3 +157,4 @@ cdef void crop_and_resize(const Geometry* geo, const void* image, int image_dtyp
     run_tasks(_task, &p, geo.num_boxes * geo.crop_h, nthreads,
               geo.num_boxes * geo.crop_h * geo.crop_w * geo.depth * 4, flush,
               SCHEDULE_STATIC)
+    return 0

@@ -5,12 +5,23 @@ Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
 finiteness first.  Each box's four sums belong to one task and are added
 in the serial order (crop row, crop column, channel), so the result does
 not depend on the number of threads.
+
+NCHW (grads [num_boxes, depth, crop_h, crop_w], image [batch, depth,
+height, width]) keeps that order and that arithmetic, so its result is the
+NHWC result on the transposed arrays, bit for bit.  A crop row's two pixel
+rows (the columns its box reads) and its grads are first gathered from
+their planes with the channels side by side (`_stage`; the pixel rows are
+kept while the next crop rows of the box read them), and the terms are
+then NHWC's vector loop over channels.  Read in place, each pixel of each
+channel is a cache line of its own: 6 times slower on the detector's
+problem.  One-row and one-column crops read in place, with NCHW strides.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
+from cropgrad._cdefs cimport cg_planes_gather
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
@@ -25,7 +36,20 @@ from cropgrad._types cimport (
     DT_UINT16,
     Geometry,
     image_t,
+    layout_t,
+    nchw_t,
+    nhwc_t,
 )
+
+
+ctypedef struct Staged:
+    # NCHW: one box's pixel rows and grads with the channels side by side
+    Py_ssize_t box           # whose rows `rows` holds (-1: none yet)
+    Py_ssize_t row[2]        # the image rows in the two slots (-1: empty)
+    Py_ssize_t col0          # the first column held
+    Py_ssize_t cols          # the columns held
+    float* rows              # [2][width][depth], from column col0
+    float* grads             # [crop_w][depth]: the crop row's grads
 
 
 ctypedef struct Plan:
@@ -36,12 +60,15 @@ ctypedef struct Plan:
     const float* boxes
     const int64_t* box_ind
     float* out
-    # Per thread, 8 * crop_w * depth floats of terms (see _pair)
+    # Per thread, 8 * crop_w * depth floats of terms (see _pair), and for
+    # NCHW the two boxes' Staged (`staged_each` bytes per thread)
     float* terms
+    char* staged
+    size_t staged_each
 
 
 cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
-               bint half) noexcept nogil:
+               bint half, layout_t* layout) noexcept nogil:
     """The four box-coordinate gradients of box `b`, summed in serial order.
 
     For crops of one row or one column, whose sums are partly in double.
@@ -58,6 +85,10 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef Py_ssize_t y, x, d, top, bottom, left, right
     cdef const image_t* img = image + p.box_ind[b] * H * W * D
     cdef const float* gp
+    # Pixel and channel strides of the image, channel stride of grads.
+    cdef Py_ssize_t px = D, cs = 1, gc = 1
+    if layout_t is nchw_t:
+        px, cs, gc = 1, H * W, ch * cw
     for y in range(ch):
         if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                            &top, &bottom, &y_lerp):
@@ -66,15 +97,18 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
             if not linear_taps(sample_coord(x1, x2, w_scale, W, cw, x), W,
                                &left, &right, &x_lerp):
                 continue
-            gp = p.grads + ((b * ch + y) * cw + x) * D
+            if layout_t is nchw_t:
+                gp = p.grads + b * D * ch * cw + y * cw + x
+            else:
+                gp = p.grads + ((b * ch + y) * cw + x) * D
             for d in range(D):
-                tl = load(img, (top * W + left) * D + d, half)
-                tr = load(img, (top * W + right) * D + d, half)
-                bl = load(img, (bottom * W + left) * D + d, half)
-                br = load(img, (bottom * W + right) * D + d, half)
+                tl = load(img, (top * W + left) * px + d * cs, half)
+                tr = load(img, (top * W + right) * px + d * cs, half)
+                bl = load(img, (bottom * W + left) * px + d * cs, half)
+                br = load(img, (bottom * W + right) * px + d * cs, half)
                 grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
                 grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
-                g = gp[d]
+                g = gp[d * gc]
                 grad_y = grad_y * g
                 grad_x = grad_x * g
                 if ch > 1:
@@ -97,8 +131,95 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     p.out[4 * b + 3] = dx2
 
 
+cdef inline void _staged_terms(const float* p_tl, const float* p_tr,
+                               const float* p_bl, const float* p_br,
+                               const float* gp, float x_lerp, float y_lerp,
+                               float f_y1, float f_y2, float f_x1, float f_x2,
+                               Py_ssize_t D, float* t) noexcept nogil:
+    """The terms of one sample from staged float32 pixels: `_row_terms`'s
+    arithmetic, term for term."""
+    cdef Py_ssize_t d
+    cdef float tl, tr, bl, br, grad_y, grad_x, g
+    for d in range(D):
+        tl = p_tl[d]
+        tr = p_tr[d]
+        bl = p_bl[d]
+        br = p_br[d]
+        grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
+        grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
+        g = gp[d]
+        grad_y = grad_y * g
+        grad_x = grad_x * g
+        t[4 * d] = grad_y * f_y1
+        t[4 * d + 1] = grad_x * f_x1
+        t[4 * d + 2] = grad_y * f_y2
+        t[4 * d + 3] = grad_x * f_x2
+
+
+cdef void _stage_row(const Plan* p, const image_t* image, bint half,
+                     Py_ssize_t b, Py_ssize_t row, Py_ssize_t col0,
+                     Py_ssize_t cols, float* dst) noexcept nogil:
+    """Columns ``[col0, col0 + cols)`` of image row `row` of box `b`'s image,
+    every plane, as ``dst[x * depth + d]`` (float32, as `load` reads)."""
+    cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth, d, x
+    cdef const image_t* src = image + p.box_ind[b] * D * H * W + row * W + col0
+    if image_t is float:
+        cg_planes_gather(dst, src, H * W, cols, D)
+    else:
+        for d in range(D):
+            for x in range(cols):
+                dst[x * D + d] = load(src + d * H * W, x, half)
+
+
+cdef (const float*, const float*) _stage(
+        const Plan* p, const image_t* image, bint half, Py_ssize_t b, Py_ssize_t y,
+        Py_ssize_t top, Py_ssize_t bottom, float w_scale,
+        Staged* st) noexcept nogil:
+    """NCHW: crop row `y` of box `b` with its channels side by side.
+
+    Stages the crop row's grads, and its two pixel rows unless `st` holds
+    them already (crop rows of a box share pixel rows); the rows span the
+    columns the box's samples read.  Returns the staged top and bottom rows
+    (column ``st.col0`` first), or NULLs when no sample is inside.
+    """
+    cdef Py_ssize_t W = p.g.width, D = p.g.depth, ch = p.g.crop_h, cw = p.g.crop_w
+    cdef Py_ssize_t x, left, right, lo = W, hi = -1, i, slot, k
+    cdef Py_ssize_t need[2]
+    cdef float x1 = p.boxes[4 * b + 1], x_lerp
+    cdef float* slots[2]
+    if st.box != b:
+        # The columns this box reads, the same for all its crop rows.
+        for x in range(cw):
+            if linear_taps(sample_coord(x1, p.boxes[4 * b + 3], w_scale, W, cw, x),
+                           W, &left, &right, &x_lerp):
+                lo = min(lo, left)
+                hi = max(hi, right)
+        if hi < 0:
+            return NULL, NULL
+        st.box = b
+        st.col0 = lo
+        st.row[0] = st.row[1] = -1
+        st.cols = hi - lo + 1
+    slots[0] = st.rows
+    slots[1] = st.rows + W * D
+    need[0] = top
+    need[1] = bottom
+    for k in range(2):
+        if st.row[0] == need[k] or st.row[1] == need[k]:
+            continue
+        # A slot holding neither needed row.
+        slot = 0 if st.row[0] != need[1 - k] else 1
+        _stage_row(p, image, half, b, need[k], st.col0, st.cols, slots[slot])
+        st.row[slot] = need[k]
+    cg_planes_gather(st.grads, p.grads + (b * D * ch + y) * cw, ch * cw, cw, D)
+    i = 0 if st.row[0] == top else 1
+    slot = 0 if st.row[0] == bottom else 1
+    return slots[i], slots[slot]
+
+
 cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
-                           Py_ssize_t y, bint half, float* terms) noexcept nogil:
+                           Py_ssize_t y, bint half, float* terms,
+                           Staged* staged) noexcept nogil:
     """The terms crop row `y` of box `b` adds to its four box gradients.
 
     Writes ``terms[4 * i + k]`` for term i, in the serial (column, channel)
@@ -107,6 +228,10 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     loop few enough for the compiler to emit them.  Needs ``crop_h > 1``
     and ``crop_w > 1``.  Only the sums are serial; the terms themselves are
     independent, so this loop vectorizes over channels.
+
+    NCHW (`staged` not NULL): the pixels and grads are read from `staged`,
+    where `_stage` puts them with the channels side by side (as float32,
+    the values `load` gives), so the loop is NHWC's.
     """
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w
@@ -125,21 +250,36 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef const image_t* p_br
     cdef const float* gp
     cdef float* t
+    cdef const float* s_top
+    cdef const float* s_bottom
     if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                        &top, &bottom, &y_lerp):
         return 0
+    if staged != NULL:
+        s_top, s_bottom = _stage(p, image, half, b, y, top, bottom, w_scale, staged)
+        if s_top == NULL:
+            return 0
     for x in range(cw):
         if not linear_taps(sample_coord(x1, x2, w_scale, W, cw, x), W,
                            &left, &right, &x_lerp):
             continue
         f_x1 = <float>(W - 1) - <float>x * w_ratio
         f_x2 = <float>x * w_ratio
+        t = terms + 4 * n
+        if staged != NULL:
+            _staged_terms(s_top + (left - staged.col0) * D,
+                          s_top + (right - staged.col0) * D,
+                          s_bottom + (left - staged.col0) * D,
+                          s_bottom + (right - staged.col0) * D,
+                          staged.grads + x * D, x_lerp, y_lerp, f_y1, f_y2,
+                          f_x1, f_x2, D, t)
+            n += D
+            continue
         p_tl = img + (top * W + left) * D
         p_tr = img + (top * W + right) * D
         p_bl = img + (bottom * W + left) * D
         p_br = img + (bottom * W + right) * D
         gp = p.grads + ((b * ch + y) * cw + x) * D
-        t = terms + 4 * n
         for d in range(D):
             tl = load(p_tl, d, half)
             tr = load(p_tr, d, half)
@@ -159,7 +299,8 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
 
 
 cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
-                Py_ssize_t b1, bint half, float* terms) noexcept nogil:
+                Py_ssize_t b1, bint half, float* terms,
+                Staged* staged) noexcept nogil:
     """Box gradients of boxes `b0` and `b1` (or `b0` alone when ``b1 < 0``).
 
     Each box's four sums are serial chains of float32 additions, slow to
@@ -173,10 +314,11 @@ cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
     cdef float* ta = terms
     cdef float* tb = terms + 4 * p.g.crop_w * p.g.depth
     for y in range(p.g.crop_h):
-        na = _row_terms(p, image, b0, y, half, ta)
+        na = _row_terms(p, image, b0, y, half, ta, staged)
         nb = 0
         if b1 >= 0:
-            nb = _row_terms(p, image, b1, y, half, tb)
+            nb = _row_terms(p, image, b1, y, half, tb,
+                            staged + 1 if staged != NULL else NULL)
         common = min(na, nb)
         for i in range(common):
             a0 += ta[4 * i]
@@ -209,51 +351,72 @@ cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
 
 
 cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
-                      bint half, float* terms) noexcept nogil:
-    """Box `t` for one-row or one-column crops, boxes 2t and 2t + 1 otherwise."""
+                      bint half, float* terms, Staged* staged) noexcept nogil:
+    """Box `t` for one-row or one-column crops, boxes 2t and 2t + 1 otherwise
+    (`staged`: the thread's two Staged, NCHW only)."""
     cdef Py_ssize_t N = p.g.num_boxes
     if p.g.crop_h == 1 or p.g.crop_w == 1:
-        _one(p, image, t, half)
+        if p.g.nchw:
+            _one(p, image, t, half, <nchw_t*>NULL)
+        else:
+            _one(p, image, t, half, <nhwc_t*>NULL)
     else:
-        _pair(p, image, 2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms)
+        _pair(p, image, 2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms,
+              staged)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`, of the image's dtype, with thread `thread`'s scratch."""
     cdef const Plan* p = <const Plan*>ctx
     cdef float* terms = p.terms + <Py_ssize_t>thread * 8 * p.g.crop_w * p.g.depth
+    cdef Staged* staged = NULL
     cdef int code = p.image_dtype
+    if p.staged != NULL:
+        staged = <Staged*>(p.staged + <size_t>thread * p.staged_each)
     if code == DT_UINT8:
-        _typed_task(p, <const uint8_t*>p.image, t, False, terms)
+        _typed_task(p, <const uint8_t*>p.image, t, False, terms, staged)
     elif code == DT_INT8:
-        _typed_task(p, <const int8_t*>p.image, t, False, terms)
+        _typed_task(p, <const int8_t*>p.image, t, False, terms, staged)
     elif code == DT_UINT16:
-        _typed_task(p, <const uint16_t*>p.image, t, False, terms)
+        _typed_task(p, <const uint16_t*>p.image, t, False, terms, staged)
     elif code == DT_FLOAT16:
-        _typed_task(p, <const uint16_t*>p.image, t, True, terms)
+        _typed_task(p, <const uint16_t*>p.image, t, True, terms, staged)
     elif code == DT_INT16:
-        _typed_task(p, <const int16_t*>p.image, t, False, terms)
+        _typed_task(p, <const int16_t*>p.image, t, False, terms, staged)
     elif code == DT_INT32:
-        _typed_task(p, <const int32_t*>p.image, t, False, terms)
+        _typed_task(p, <const int32_t*>p.image, t, False, terms, staged)
     elif code == DT_INT64:
-        _typed_task(p, <const int64_t*>p.image, t, False, terms)
+        _typed_task(p, <const int64_t*>p.image, t, False, terms, staged)
     elif code == DT_FLOAT32:
-        _typed_task(p, <const float*>p.image, t, False, terms)
+        _typed_task(p, <const float*>p.image, t, False, terms, staged)
     else:
-        _typed_task(p, <const double*>p.image, t, False, terms)
+        _typed_task(p, <const double*>p.image, t, False, terms, staged)
+
+
+cdef void _init_staged(Staged* st, const Geometry* geo) noexcept nogil:
+    """Lay out a thread's two Staged and their arrays, after them."""
+    cdef size_t floats = <size_t>(2 * geo.width + geo.crop_w) * geo.depth
+    cdef float* arrays = <float*>(<char*>st + 2 * sizeof(Staged))
+    cdef int k
+    for k in range(2):
+        st[k].box = -1
+        st[k].rows = arrays + k * floats
+        st[k].grads = st[k].rows + 2 * geo.width * geo.depth
 
 
 cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
                     int image_dtype, const float* boxes, const int64_t* box_ind,
                     float* out, int nthreads, bint flush,
                     size_t* failed) noexcept nogil:
-    """Gradient of crop-and-resize with respect to the boxes (NHWC, bilinear).
+    """Gradient of crop-and-resize with respect to the boxes (bilinear).
 
     Parameters
     ----------
     geo : the problem; ``num_boxes > 0``.
     grads : float32 [num_boxes, crop_h, crop_w, depth]
+        ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
     image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+        ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
     out : float32 [num_boxes, 4]; every element written.
@@ -266,8 +429,8 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
     """
     cdef Plan p
     cdef Py_ssize_t N = geo.num_boxes, num_tasks, work
-    cdef int team
-    cdef size_t nbytes
+    cdef int team, i
+    cdef size_t nbytes, terms_bytes
     if geo.depth == 0 or geo.batch == 0:
         memset(out, 0, 4 * N * sizeof(float))
         return 0
@@ -279,11 +442,24 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
         num_tasks = (N + 1) // 2
     work = N * geo.crop_h * geo.crop_w * geo.depth * 8
     team = team_size(nthreads, num_tasks) if work >= SERIAL_WORK else 1
-    nbytes = <size_t>team * 8 * geo.crop_w * geo.depth * sizeof(float)
+    terms_bytes = <size_t>team * 8 * geo.crop_w * geo.depth * sizeof(float)
+    # NCHW pairs: each thread's two Staged, their rows and grads.
+    p.staged_each = 0
+    if geo.nchw and geo.crop_h > 1 and geo.crop_w > 1:
+        p.staged_each = 2 * (sizeof(Staged) + (<size_t>(2 * geo.width + geo.crop_w)
+                                               * geo.depth) * sizeof(float))
+        p.staged_each = (p.staged_each + 63) // 64 * 64
+    nbytes = terms_bytes + <size_t>team * p.staged_each + 64
     p.terms = <float*>malloc(nbytes)
     if p.terms == NULL:
         failed[0] = nbytes
         return -1
+    p.staged = NULL
+    if p.staged_each > 0:
+        p.staged = <char*>p.terms + terms_bytes
+        p.staged = p.staged + (64 - <size_t>p.staged % 64) % 64
+        for i in range(team):
+            _init_staged(<Staged*>(p.staged + <size_t>i * p.staged_each), geo)
     memset(out, 0, 4 * N * sizeof(float))
     p.g = geo
     p.grads = grads

@@ -15,22 +15,22 @@ thread in the serial order: the bits do not depend on the number of
 threads.  Updates of a crop row that fall outside the band go to per-thread
 scratch pixels instead of being skipped, so every element is updated by the
 same machine code for any banding (even the bits of NaN results agree).
+
+The planning (sampling tables, bands) serves both layouts; the NCHW tasks
+are in `_grad_image_nchw`.
 """
 
 from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
+from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
     cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_prefetch,
-    cg_quad_d,
-    cg_quad_distinct_d,
-    cg_quad_distinct_f,
-    cg_quad_f,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
     cg_simd_select,
@@ -39,6 +39,16 @@ from cropgrad._cdefs cimport (
 )
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from cropgrad._grad_image_nchw cimport (
+    planes_task,
+    use_simd,
+    stage_rows,
+    tile_channels,
+    tile_rows,
+    tile_scratch,
+    tiles_task,
+)
+from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_quad
 from cropgrad._types cimport Geometry, acc_t
 
 # Tasks per thread: more, smaller bands balance better (they are handed out
@@ -76,6 +86,8 @@ cdef int _select_simd() except -1:
             f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
             f"cannot run it; choose from {simd_targets()} or 'auto'"
         )
+    # The NCHW tiles run the same corner loop: the same clone.
+    use_simd(cg_simd_target)
     return 0
 
 
@@ -91,70 +103,6 @@ def simd_target():
 
 
 _select_simd()
-
-
-ctypedef struct Plan:
-    Geometry g
-    # The accumulator (the output itself, or float32 scratch for float16)
-    void* acc
-    bint acc_double
-    # float16 output (or NULL): each task rounds its finished float32 band
-    # into it while the band is still in cache.
-    uint16_t* half_out
-    const float* grads
-    Py_ssize_t grads_size    # elements of grads
-    int64_t* order           # box numbers grouped by image, serial order within
-    int64_t* starts          # boxes of image i: order[starts[i]:starts[i + 1]]
-    # Per box and crop row: pixel rows and weights (row < 0: outside)
-    Py_ssize_t* row_lo
-    Py_ssize_t* row_hi
-    float* row_w_lo
-    float* row_w_hi
-    # Per box and crop column: pixel columns and weights (col < 0: outside)
-    Py_ssize_t* col_lo
-    Py_ssize_t* col_hi
-    float* col_w_lo
-    float* col_w_hi
-    # Per box: the range of pixel rows it touches and its valid columns
-    Py_ssize_t* box_row_min
-    Py_ssize_t* box_row_max
-    Py_ssize_t* box_cols
-    # Per thread, ``spare_each`` bytes of scratch: two pixels where a deep
-    # sample sends the updates of a row outside the task's band; NULL with
-    # a single band.
-    char* spare
-    size_t spare_each
-    # Tasks: band k is global rows [bounds[k], bounds[k + 1]); channel range
-    # s is [splits[s], splits[s + 1]); task t is band t // num_splits and
-    # range t % num_splits.
-    Py_ssize_t* bounds
-    Py_ssize_t* splits
-    Py_ssize_t num_splits
-
-
-cdef void _group_boxes(Plan* p, const int64_t* box_ind) noexcept nogil:
-    """Group the boxes by image, keeping their order within an image.
-
-    A stable counting sort: ``order[starts[i]:starts[i + 1]]`` are the boxes
-    of image ``i`` in increasing box number.
-    """
-    cdef Py_ssize_t b, i, n = p.g.num_boxes, batch = p.g.batch
-    cdef int64_t v
-    for i in range(batch + 1):
-        p.starts[i] = 0
-    for b in range(n):
-        p.starts[box_ind[b] + 1] += 1
-    for i in range(batch):
-        p.starts[i + 1] += p.starts[i]
-    # Place each box at its image's cursor, then shift the cursors (which
-    # ended at the next image's start) back into starts.
-    for b in range(n):
-        v = box_ind[b]
-        p.order[p.starts[v]] = b
-        p.starts[v] += 1
-    for i in range(batch, 0, -1):
-        p.starts[i] = p.starts[i - 1]
-    p.starts[0] = 0
 
 
 cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
@@ -257,32 +205,6 @@ cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
     return total
 
 
-cdef inline void _scatter_quad(acc_t* top_left, acc_t* top_right,
-                               acc_t* bottom_left, acc_t* bottom_right,
-                               const float* g, float w_top, float w_bottom,
-                               float w_left, float w_right, Py_ssize_t n,
-                               bint distinct) noexcept nogil:
-    """The four corner updates of one bilinear sample (see cg_scatter.h).
-
-    `distinct`: the four pixels are distinct, so the restrict-qualified loop
-    may be used.
-    """
-    if acc_t is float:
-        if distinct:
-            cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right,
-                               g, w_top, w_bottom, w_left, w_right, n)
-        else:
-            cg_quad_f(top_left, top_right, bottom_left, bottom_right, g,
-                      w_top, w_bottom, w_left, w_right, n)
-    else:
-        if distinct:
-            cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right,
-                               g, w_top, w_bottom, w_left, w_right, n)
-        else:
-            cg_quad_d(top_left, top_right, bottom_left, bottom_right, g,
-                      w_top, w_bottom, w_left, w_right, n)
-
-
 cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
                         acc_t* bottom, Py_ssize_t bottom_step,
                         const float* g,
@@ -316,13 +238,6 @@ cdef inline void _prefetch_grads(Plan* p, Py_ssize_t start,
         i += 16    # floats per 64-byte cache line
 
 
-cdef inline void _scatter_one(acc_t* dst, const float* g,
-                              Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t d
-    for d in range(n):
-        dst[d] += <acc_t>g[d]
-
-
 cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
                               const float* g, Py_ssize_t b, Py_ssize_t k,
                               Py_ssize_t n, bint do_top, bint do_bottom,
@@ -345,7 +260,7 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
         if col < 0:
             continue
         if p.g.nearest:
-            _scatter_one(top_row + col * D, g + x * D, n)
+            scatter_one(top_row + col * D, g + x * D, n)
             continue
         right = p.col_hi[b * cw + x]
         if ahead > 0:
@@ -356,9 +271,9 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
         tr = top_row + right * D if do_top else spare + D
         bl = bottom_row + col * D if do_bottom else spare
         br = bottom_row + right * D if do_bottom else spare + D
-        _scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k], p.row_w_hi[k],
-                      p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n,
-                      col != right and top_row != bottom_row)
+        scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k], p.row_w_hi[k],
+                     p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n,
+                     col != right and top_row != bottom_row)
 
 
 cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
@@ -464,15 +379,18 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
                     const int64_t* box_ind, void* out, int out_kind,
                     int nthreads, bint flush, size_t* failed) noexcept nogil:
-    """Gradient of crop-and-resize with respect to the image (NHWC).
+    """Gradient of crop-and-resize with respect to the image.
 
     Parameters
     ----------
     geo : the problem; ``batch * height * width * depth > 0``.
     grads : float32 [num_boxes, crop_h, crop_w, depth]
+        ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
     out : [batch, height, width, depth] of `out_kind`; overwritten.
+        ([batch, depth, height, width] when ``geo.nchw``: see
+        _grad_image_nchw)
     nthreads : upper bound on the team (resolved).
     flush : flush-to-zero and denormals-are-zero.
     failed : out: the bytes that could not be allocated, on failure.
@@ -485,34 +403,55 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     """
     cdef Plan p
     cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
-    cdef Py_ssize_t num_bands, s, work, team
+    cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
+    cdef Py_ssize_t per_thread
     cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
     cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
     cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0
     cdef int64_t* cost
     cdef char* tables
+    # NCHW of more than 4 channels: tiles of channel groups (see
+    # _grad_image_nchw), chosen by the geometry alone.
+    cdef bint tiles = geo.nchw and geo.depth > 4
     p.g = geo[0]
     p.acc_double = out_kind == OUT_FLOAT64
     p.grads = grads
     p.grads_size = N * geo.crop_h * geo.crop_w * geo.depth
+    p.tile_rows = 0
+    p.stage_rows = 0
+    if tiles:
+        channels = tile_channels(geo.width, geo.depth, acc_size)
+        groups = (geo.depth + channels - 1) // channels
+        p.tile_rows = tile_rows(geo.width, channels, acc_size)
+        p.stage_rows = stage_rows(geo.crop_w, channels)
 
     # Bands small enough that the rows being accumulated stay in cache, and
-    # enough of them to balance the threads.
-    num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES)
-    if nthreads > 1 and num_bands < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
-        num_bands = <Py_ssize_t>nthreads * TASKS_PER_THREAD
+    # enough of them to balance the threads.  Tiles bound their own working
+    # set, and their channel groups are tasks too: they take one task per
+    # thread (the bands balanced by their samples), since every band walks
+    # the boxes and gathers the crop rows it touches again (dense workload,
+    # 2 threads: 4 bands per thread cost 1.15 times one).
+    per_thread = 1 if tiles else TASKS_PER_THREAD
+    num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES) if not tiles else 1
+    if nthreads > 1 and num_bands * groups < <Py_ssize_t>nthreads * per_thread:
+        num_bands = (<Py_ssize_t>nthreads * per_thread + groups - 1) // groups
     num_bands = max(1, min(num_bands, rows))
-    # With several bands, each thread gets two pixels of scratch for deep
-    # samples (bilinear, more than 4 channels) whose crop row has a row
-    # outside the task's band.  Where those would outweigh the output (a few
-    # huge pixels), one band instead: channel ranges still split it.
     team = team_size(nthreads, rows * geo.depth)
-    if num_bands > 1 and not geo.nearest and geo.depth > 4:
-        # Whole cache lines per thread: no false sharing.
+    if tiles:
+        # Each thread's tile, staged grads and spare pixels.
+        spare_each = tile_scratch(geo.width, geo.crop_w, channels, p.tile_rows,
+                                  p.stage_rows, acc_size)
+    elif num_bands > 1 and not geo.nearest and geo.depth > 4:
+        # With several bands, each thread gets two pixels of scratch for
+        # deep samples (bilinear, more than 4 channels) whose crop row has
+        # a row outside the task's band.  Where those would outweigh the
+        # output (a few huge pixels), one band instead: channel ranges
+        # still split it.  Whole cache lines per thread: no false sharing.
         spare_each = (2 * geo.depth * acc_size + 63) // 64 * 64
         if spare_each * team > out_elems * acc_size:
             num_bands = 1
             spare_each = 0
+    slots = max(2 * nthreads + 2, groups + 1)
 
     # One allocation for every table: 4 entries per (box, crop row), 4 per
     # (box, crop column), 3 per box, the grouping of boxes, the band and
@@ -524,11 +463,11 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         (n_rows + n_cols) * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
         + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
         + <size_t>(geo.batch + 1) * sizeof(int64_t)
-        + <size_t>(num_bands + 1 + 2 * nthreads + 2) * sizeof(Py_ssize_t)
+        + <size_t>(num_bands + 1 + slots) * sizeof(Py_ssize_t)
         + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
         + spare_each * team + 64
     )
-    if out_kind == OUT_FLOAT16:
+    if out_kind == OUT_FLOAT16 and not tiles:
         acc_bytes = out_elems * sizeof(float)
     tables = <char*>malloc(nbytes)
     if tables == NULL:
@@ -537,12 +476,15 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.acc = out
     p.half_out = NULL
     if out_kind == OUT_FLOAT16:
+        p.half_out = <uint16_t*>out
+        # Tiles round into the output as they write it.
+        p.acc = NULL
+    if acc_bytes > 0:
         p.acc = malloc(acc_bytes)
         if p.acc == NULL:
             free(tables)
             failed[0] = acc_bytes
             return -1
-        p.half_out = <uint16_t*>out
 
     p.row_lo = <Py_ssize_t*>tables
     p.row_hi = p.row_lo + n_rows
@@ -553,7 +495,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.box_cols = p.box_row_max + N
     p.bounds = p.box_cols + N
     p.splits = p.bounds + num_bands + 1
-    p.order = <int64_t*>(p.splits + 2 * nthreads + 2)
+    p.order = <int64_t*>(p.splits + slots)
     p.starts = p.order + N
     cost = p.starts + geo.batch + 1
     p.row_w_lo = <float*>(cost + min(rows, MAX_BUCKETS))
@@ -566,11 +508,23 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         p.spare = <char*>(p.col_w_hi + n_cols)
         p.spare = p.spare + (64 - <size_t>p.spare % 64) % 64
 
-    _group_boxes(&p, box_ind)
+    group_boxes(box_ind, N, geo.batch, p.order, p.starts)
     cg_fpenv_enter(flush)
     _plan_taps(&p, boxes)
     cg_fpenv_leave(flush)
     work = _plan_bands(&p, num_bands, cost) * geo.depth
+
+    if geo.nchw:
+        # Channel groups of tiles (one group of every plane otherwise).
+        p.num_splits = groups
+        for s in range(groups + 1):
+            p.splits[s] = min(s * channels, geo.depth)
+        run_tasks(tiles_task if tiles else planes_task, &p, num_bands * groups,
+                  nthreads, work, flush, SCHEDULE_DYNAMIC)
+        if acc_bytes > 0:
+            free(p.acc)
+        free(tables)
+        return 0
 
     # Few rows but deep pixels: split channels too, in aligned ranges.
     p.num_splits = 1
@@ -587,7 +541,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
 
     run_tasks(_task, &p, num_bands * p.num_splits, nthreads, work, flush,
               SCHEDULE_DYNAMIC)
-    if out_kind == OUT_FLOAT16:
+    if acc_bytes > 0:
         free(p.acc)
     free(tables)
     return 0

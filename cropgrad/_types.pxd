@@ -55,3 +55,15 @@ cdef enum:
     DT_FLOAT16 = 7
     DT_FLOAT32 = 8
     DT_FLOAT64 = 9
+
+
+# Layout tags: kernels written once for both layouts take a `layout_t*`
+# (always NULL) and pick their strides with ``if layout_t is nchw_t``, so
+# each layout gets code of its own, compiled with constant strides.
+ctypedef struct nhwc_t:
+    char unused
+ctypedef struct nchw_t:
+    char unused
+ctypedef fused layout_t:
+    nhwc_t
+    nchw_t

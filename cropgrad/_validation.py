@@ -43,6 +43,15 @@ _KIND_NAMES = {
 CODES = capi._CODES
 METHOD_CODES = {"bilinear": CODES["CG_BILINEAR"], "nearest": CODES["CG_NEAREST"]}
 LAYOUT_CODES = {"NHWC": CODES["CG_NHWC"], "NCHW": CODES["CG_NCHW"]}
+# The axes of grads and of images in each layout, for messages.
+_GRADS_AXES = {
+    "NHWC": "[num_boxes, crop_height, crop_width, depth]",
+    "NCHW": "[num_boxes, depth, crop_height, crop_width]",
+}
+_IMAGE_AXES = {
+    "NHWC": "[batch, image_height, image_width, depth]",
+    "NCHW": "[batch, depth, image_height, image_width]",
+}
 DTYPE_CODES = {
     np.dtype(np.uint8): CODES["CG_UINT8"],
     np.dtype(np.int8): CODES["CG_INT8"],
@@ -199,27 +208,31 @@ def float32_array(value, name):
         return np.ascontiguousarray(arr, dtype=np.float32)
 
 
-def grads_array(grads):
-    """``grads`` as a 4-D C-contiguous float32 array (copied only when needed)."""
+def grads_array(grads, data_format="NHWC"):
+    """``grads`` as a 4-D C-contiguous float32 array (copied only when needed).
+
+    `data_format` (already checked) only words the message.
+    """
     grads = float32_array(grads, "grads")
     if grads.ndim != 4:
         raise ValueError(
-            "grads must be 4-D [num_boxes, crop_height, crop_width, depth], "
+            f"grads must be 4-D {_GRADS_AXES[data_format]} ({data_format}), "
             f"got shape {grads.shape}"
         )
     return grads
 
 
-def image_array(image):
+def image_array(image, data_format="NHWC"):
     """Check the image of the forward op and the boxes gradient.
 
     Returns the C-contiguous array to pass to the C-level API (native byte
     order, used in place when it already is) and its dtype code.
+    `data_format` (already checked) only words the message.
     """
     image = real_array(image, "image")
     if image.ndim != 4:
         raise ValueError(
-            "image must be 4-D [batch, image_height, image_width, depth], got "
+            f"image must be 4-D {_IMAGE_AXES[data_format]} ({data_format}), got "
             f"shape {image.shape}"
         )
     native = image.dtype.newbyteorder("=")
@@ -322,11 +335,9 @@ def _int_values(value, length, name, what):
     raise TypeError(f"{name} must hold integers {what}, got {value!r}")
 
 
-def image_size(value):
+def image_size(value, data_format="NHWC"):
     """``image_size`` as 4 ints (the C-level API checks their values)."""
-    return tuple(
-        int_vector(value, 4, "image_size", "[batch, image_height, image_width, depth]")
-    )
+    return tuple(int_vector(value, 4, "image_size", _IMAGE_AXES[data_format]))
 
 
 def allocate(shape, dtype, name):

@@ -62,6 +62,19 @@ cdef int _ok(cg_error* err) noexcept nogil:
     return CG_OK
 
 
+cdef inline void _nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept nogil:
+    """`shape`, given in `layout`'s order, as [n, height, width, depth]."""
+    dims[0] = shape[0]
+    if layout == CG_NCHW:
+        dims[1] = shape[2]
+        dims[2] = shape[3]
+        dims[3] = shape[1]
+    else:
+        dims[1] = shape[1]
+        dims[2] = shape[2]
+        dims[3] = shape[3]
+
+
 cdef void _format_shape(char* buf, size_t size, const int64_t* shape) noexcept nogil:
     snprintf(buf, size, "[%lld, %lld, %lld, %lld]", <long long>shape[0],
              <long long>shape[1], <long long>shape[2], <long long>shape[3])
@@ -87,10 +100,6 @@ cdef int _check_common(int method, int layout, int num_threads, bint bilinear_on
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "data_format must be 'NHWC' or 'NCHW', got layout code %d", layout)
         return _fail(err, CG_ERR_VALUE, -1)
-    if layout == CG_NCHW:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "data_format 'NCHW' is not supported by this build of cropgrad")
-        return _fail(err, CG_ERR_UNSUPPORTED, -1)
     if num_threads < 0 or num_threads > MAX_THREADS:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "num_threads must be from 1 to %d (0: the default), got %d",
@@ -190,9 +199,14 @@ cdef int _memory_error(cg_error* err, const char* op, size_t nbytes,
 cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                            int output_dtype, int method, int layout,
                            int num_threads, cg_error* err) noexcept nogil:
+    """Shapes are in `layout`'s order (and so are those the messages show)."""
     cdef char dims[128]
+    cdef int64_t g[4]
+    cdef int64_t s[4]
     if _check_common(method, layout, num_threads, False, err) != CG_OK:
         return err.status
+    _nhwc(grads_shape, layout, g)
+    _nhwc(image_size, layout, s)
     if output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32 \
             and output_dtype != CG_FLOAT64:
         snprintf(err.message, CG_MESSAGE_SIZE,
@@ -201,27 +215,25 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
         return _fail(err, CG_ERR_TYPE, -1)
     if _check_size(grads_shape, 4, "grads", err) != CG_OK:
         return err.status
-    if grads_shape[1] == 0 or grads_shape[2] == 0:
+    if g[1] == 0 or g[2] == 0:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>grads_shape[1],
-                 <long long>grads_shape[2])
+                 "are %lld and %lld", <long long>g[1], <long long>g[2])
         return _fail(err, CG_ERR_VALUE, -1)
-    if image_size[1] <= 0 or image_size[2] <= 0:
+    if s[1] <= 0 or s[2] <= 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image dimensions must be positive: image_size = %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)
-    if image_size[0] < 0 or image_size[3] < 0:
+    if s[0] < 0 or s[3] < 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image_size: batch and depth must be non-negative, got %s", dims)
         return _fail(err, CG_ERR_VALUE, -1)
-    if grads_shape[3] != image_size[3]:
+    if g[3] != s[3]:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image_size and grads are incompatible: image_size depth is %lld "
-                 "but grads depth is %lld", <long long>image_size[3],
-                 <long long>grads_shape[3])
+                 "but grads depth is %lld", <long long>s[3], <long long>g[3])
         return _fail(err, CG_ERR_VALUE, -1)
     # float16 outputs also need a float32 accumulator of the same shape.
     if _check_size(image_size, 4 if output_dtype == CG_FLOAT16 else
@@ -237,7 +249,7 @@ cdef int _check_forward(const int64_t* image_shape, int image_dtype,
     cdef int64_t crops_shape[4]
     if _check_common(method, layout, num_threads, False, err) != CG_OK:
         return err.status
-    if _check_image(image_shape, image_dtype, err) != CG_OK:
+    if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
     if num_boxes < 0:
         snprintf(err.message, CG_MESSAGE_SIZE,
@@ -252,15 +264,17 @@ cdef int _check_forward(const int64_t* image_shape, int image_dtype,
     crops_shape[0] = num_boxes
     crops_shape[1] = crop_height
     crops_shape[2] = crop_width
-    crops_shape[3] = image_shape[3]
+    crops_shape[3] = image_shape[1] if layout == CG_NCHW else image_shape[3]
     if _check_size(crops_shape, 4, "the output", err) != CG_OK:
         return err.status
     return _ok(err)
 
 
-cdef int _check_image(const int64_t* image_shape, int image_dtype,
+cdef int _check_image(const int64_t* image_shape, int image_dtype, int layout,
                       cg_error* err) noexcept nogil:
     cdef char dims[128]
+    cdef int64_t s[4]
+    _nhwc(image_shape, layout, s)
     if not _valid_image_dtype(image_dtype):
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image must be uint8, uint16, int8, int16, int32, int64, float16, "
@@ -268,7 +282,7 @@ cdef int _check_image(const int64_t* image_shape, int image_dtype,
         return _fail(err, CG_ERR_TYPE, -1)
     if _check_size(image_shape, ITEMSIZE[image_dtype], "image", err) != CG_OK:
         return err.status
-    if image_shape[1] == 0 or image_shape[2] == 0:
+    if s[1] == 0 or s[2] == 0:
         _format_shape(dims, sizeof(dims), image_shape)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image dimensions must be positive, got shape %s", dims)
@@ -279,22 +293,25 @@ cdef int _check_image(const int64_t* image_shape, int image_dtype,
 cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
                            int image_dtype, int method, int layout, int num_threads,
                            cg_error* err) noexcept nogil:
+    cdef int64_t g[4]
+    cdef int64_t s[4]
     if _check_common(method, layout, num_threads, True, err) != CG_OK:
         return err.status
+    _nhwc(grads_shape, layout, g)
+    _nhwc(image_shape, layout, s)
     if _check_size(grads_shape, 4, "grads", err) != CG_OK:
         return err.status
-    if grads_shape[1] == 0 or grads_shape[2] == 0:
+    if g[1] == 0 or g[2] == 0:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>grads_shape[1],
-                 <long long>grads_shape[2])
+                 "are %lld and %lld", <long long>g[1], <long long>g[2])
         return _fail(err, CG_ERR_VALUE, -1)
-    if _check_image(image_shape, image_dtype, err) != CG_OK:
+    if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
-    if grads_shape[3] != image_shape[3]:
+    if g[3] != s[3]:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image and grads must have the same depth, got %lld and %lld",
-                 <long long>image_shape[3], <long long>grads_shape[3])
+                 <long long>s[3], <long long>g[3])
         return _fail(err, CG_ERR_VALUE, -1)
     return _ok(err)
 
@@ -316,29 +333,35 @@ cdef int cg_crop_and_resize(
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
+    cdef int64_t s[4]
+    cdef size_t failed = 0
+    cdef int status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
                       method, layout, num_threads, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
                    error) != CG_OK:
         return error.status
-    if num_boxes == 0 or image_shape[3] == 0:
+    _nhwc(image_shape, layout, s)
+    if num_boxes == 0 or s[3] == 0:
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
         return error.status
     geo.num_boxes = num_boxes
     geo.crop_h = crop_height
     geo.crop_w = crop_width
-    geo.batch = image_shape[0]
-    geo.height = image_shape[1]
-    geo.width = image_shape[2]
-    geo.depth = image_shape[3]
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
     geo.nearest = method == CG_NEAREST
     geo.nchw = layout == CG_NCHW
-    crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
-                    extrapolation_value, resolve_threads(num_threads),
-                    flush_denormals != 0)
+    status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
+                             extrapolation_value, resolve_threads(num_threads),
+                             flush_denormals != 0, &failed)
     free(owned)
+    if status != 0:
+        return _memory_error(error, "crop_and_resize", failed, "scratch")
     return _ok(error)
 
 
@@ -353,6 +376,8 @@ cdef int cg_crop_and_resize_grad_image(
     cdef int64_t* owned
     cdef size_t failed = 0
     cdef int kind, status
+    cdef int64_t g[4]
+    cdef int64_t s[4]
     if _check_grad_image(grads_shape, image_size, output_dtype, method, layout,
                          num_threads, error) != CG_OK:
         return error.status
@@ -362,16 +387,18 @@ cdef int cg_crop_and_resize_grad_image(
     if (image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
             or image_size[3] == 0):
         return _ok(error)
+    _nhwc(grads_shape, layout, g)
+    _nhwc(image_size, layout, s)
     if _index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
                 error) != CG_OK:
         return error.status
-    geo.num_boxes = grads_shape[0]
-    geo.crop_h = grads_shape[1]
-    geo.crop_w = grads_shape[2]
-    geo.batch = image_size[0]
-    geo.height = image_size[1]
-    geo.width = image_size[2]
-    geo.depth = image_size[3]
+    geo.num_boxes = g[0]
+    geo.crop_h = g[1]
+    geo.crop_w = g[2]
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
     geo.nearest = method == CG_NEAREST
     geo.nchw = layout == CG_NCHW
     kind = (OUT_FLOAT32 if output_dtype == CG_FLOAT32 else
@@ -397,6 +424,8 @@ cdef int cg_crop_and_resize_grad_boxes(
     cdef int64_t* owned
     cdef size_t failed = 0
     cdef int status
+    cdef int64_t g[4]
+    cdef int64_t s[4]
     if _check_grad_boxes(grads_shape, image_shape, image_dtype, method, layout,
                          num_threads, error) != CG_OK:
         return error.status
@@ -408,13 +437,15 @@ cdef int cg_crop_and_resize_grad_boxes(
     if _index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
                 error) != CG_OK:
         return error.status
-    geo.num_boxes = grads_shape[0]
-    geo.crop_h = grads_shape[1]
-    geo.crop_w = grads_shape[2]
-    geo.batch = image_shape[0]
-    geo.height = image_shape[1]
-    geo.width = image_shape[2]
-    geo.depth = image_shape[3]
+    _nhwc(grads_shape, layout, g)
+    _nhwc(image_shape, layout, s)
+    geo.num_boxes = g[0]
+    geo.crop_h = g[1]
+    geo.crop_w = g[2]
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
     geo.nearest = False
     geo.nchw = layout == CG_NCHW
     status = grad_boxes(&geo, grads, image, image_dtype, boxes, index, output,

@@ -21,7 +21,8 @@ TARGETS = _grad_image.simd_targets()
 # The image-gradient tests that exercise the deep scatter's bits.
 SELECTION = (
     "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
-    "or non_finite_gradients or large_overlapping"
+    "or non_finite_gradients or large_overlapping or grad_image_big_problems "
+    "or tall_boxes"
 )
 
 
@@ -54,6 +55,8 @@ def test_fixtures_on_every_target(target):
             "-p",
             "no:cacheprovider",
             os.path.join(HERE, "test_grad_image.py"),
+            # NCHW tiles run the same corner loop.
+            os.path.join(HERE, "test_nchw.py"),
             "-k",
             SELECTION,
         ],

@@ -11,10 +11,12 @@ import importlib
 from .columns import COLUMNS
 
 # Adapter name -> module.  A module that does not import (its framework is
-# missing, or it is not part of this version) adds no rows.
+# missing, or it is not part of this version) adds no rows.  "nchw" is
+# cropgrad's own NCHW layout beside the NHWC rows (no framework needed).
 ADAPTERS = {
     "jax": "cropgrad._bench.jax_rows",
     "torch": "cropgrad._bench.torch_rows",
+    "nchw": "cropgrad._bench.nchw_rows",
 }
 
 # Columns of an adapter row that land in the main table's cropgrad columns.

@@ -13,12 +13,15 @@
 #define CG_CFLAGS "unknown"
 #endif
 
-/* A hint to bring a cache line in (read, keep in all levels); a no-op
- * where the compiler has no such builtin.  Never faults. */
+/* Hints to bring a cache line in (read; keep in all levels, or in the
+ * outer levels only); no-ops where the compiler has no such builtin.
+ * Never fault. */
 #if defined(__GNUC__) || defined(__clang__)
 #define cg_prefetch(p) __builtin_prefetch((p), 0, 3)
+#define cg_prefetch_outer(p) __builtin_prefetch((p), 0, 2)
 #else
 #define cg_prefetch(p) ((void)(p))
+#define cg_prefetch_outer(p) ((void)(p))
 #endif
 
 #endif

@@ -1,4 +1,5 @@
-/* The image gradient of pixels with 1 to 4 channels, a crop row at a time.
+/* The image gradient of pixels with 1 to 4 channels, a crop row at a time
+ * (NHWC pixels, or the same pixel of 1 to 4 NCHW planes).
  *
  * When a crop enlarges its box, successive samples of a crop row land on
  * the same pixels.  Updating them in memory makes every update wait for the
@@ -84,7 +85,8 @@ static inline cg_d4 cg_f4_widen(cg_f4 a) {
 static inline cg_f4 cg_f4_acc(cg_f4 acc, cg_f4 term) { return cg_f4_add(acc, term); }
 static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_f4_widen(term)); }
 
-/* cg_shallow_rows_f (float accumulator) and cg_shallow_rows_d (double):
+/* cg_shallow_rows_f (float accumulator) and cg_shallow_rows_d (double),
+ * and their NCHW forms cg_shallow_rows_f_planes and cg_shallow_rows_d_planes:
  * one body, cg_shallow_rows.inc, included once per accumulator type. */
 #define CG_ACC float
 #define CG_VEC cg_f4

@@ -1,0 +1,94 @@
+# cython: language_level=3
+#
+# The plan of an image-gradient call and the updates of one sample, shared
+# by its NHWC tasks (_grad_image.pyx) and its NCHW tasks
+# (_grad_image_nchw.pyx): both layouts add the same terms the same way.
+
+from libc.stdint cimport int64_t, uint16_t
+
+from cropgrad._cdefs cimport (
+    cg_quad_d,
+    cg_quad_distinct_d,
+    cg_quad_distinct_f,
+    cg_quad_f,
+)
+from cropgrad._types cimport Geometry, acc_t
+
+
+ctypedef struct Plan:
+    Geometry g
+    # The accumulator (the output itself, or float32 scratch for a float16
+    # output; NULL for NCHW tiles, which accumulate in their own scratch)
+    void* acc
+    bint acc_double
+    # float16 output (or NULL): each task rounds its finished float32 band
+    # into it while the band is still in cache.
+    uint16_t* half_out
+    const float* grads
+    Py_ssize_t grads_size    # elements of grads
+    int64_t* order           # box numbers grouped by image, serial order within
+    int64_t* starts          # boxes of image i: order[starts[i]:starts[i + 1]]
+    # Per box and crop row: pixel rows and weights (row < 0: outside)
+    Py_ssize_t* row_lo
+    Py_ssize_t* row_hi
+    float* row_w_lo
+    float* row_w_hi
+    # Per box and crop column: pixel columns and weights (col < 0: outside)
+    Py_ssize_t* col_lo
+    Py_ssize_t* col_hi
+    float* col_w_lo
+    float* col_w_hi
+    # Per box: the range of pixel rows it touches and its valid columns
+    Py_ssize_t* box_row_min
+    Py_ssize_t* box_row_max
+    Py_ssize_t* box_cols
+    # Per thread, ``spare_each`` bytes of scratch (64-byte aligned).  NHWC:
+    # two pixels where a deep sample sends the updates of a row outside the
+    # task's band (NULL with a single band).  NCHW tiles: the tile, the
+    # staged grads of a crop row and the two spare pixels.
+    char* spare
+    size_t spare_each
+    # Tasks: band k is global rows [bounds[k], bounds[k + 1]); channel range
+    # s is [splits[s], splits[s + 1]); task t is band t // num_splits and
+    # range t % num_splits.
+    Py_ssize_t* bounds
+    Py_ssize_t* splits
+    Py_ssize_t num_splits
+    # NCHW tiles: output rows accumulated at a time, and crop rows of grads
+    # gathered at a time (see _grad_image_nchw)
+    Py_ssize_t tile_rows
+    Py_ssize_t stage_rows
+
+
+cdef inline void scatter_quad(acc_t* top_left, acc_t* top_right,
+                              acc_t* bottom_left, acc_t* bottom_right,
+                              const float* g, float w_top, float w_bottom,
+                              float w_left, float w_right, Py_ssize_t n,
+                              bint distinct) noexcept nogil:
+    """The four corner updates of one bilinear sample (see cg_scatter.h).
+
+    `distinct`: the four pixels are distinct, so the restrict-qualified loop
+    may be used.
+    """
+    if acc_t is float:
+        if distinct:
+            cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_f(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
+    else:
+        if distinct:
+            cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right,
+                               g, w_top, w_bottom, w_left, w_right, n)
+        else:
+            cg_quad_d(top_left, top_right, bottom_left, bottom_right, g,
+                      w_top, w_bottom, w_left, w_right, n)
+
+
+cdef inline void scatter_one(acc_t* dst, const float* g,
+                             Py_ssize_t n) noexcept nogil:
+    """A nearest sample: `n` channels of `g` added to the pixel `dst`."""
+    cdef Py_ssize_t d
+    for d in range(n):
+        dst[d] += <acc_t>g[d]

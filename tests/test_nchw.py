@@ -1,0 +1,444 @@
+"""data_format="NCHW": the NHWC results transposed, bit for bit.
+
+NCHW has kernels of its own (the image gradient's in
+cropgrad/_grad_image_nchw.pyx: planes for depths 1 to 4, channel-group
+tiles above; NCHW strides in the forward op and the boxes gradient), so
+every TensorFlow fixture is checked again transposed, for several thread
+counts, and random problems (small ones from the property strategies, big
+ones that start threads, NaN and infinite gradients, depths around every
+switch of the kernels) against the NHWC result transposed.
+"""
+
+import numpy as np
+import pytest
+from conftest import load_cases
+from hypothesis import given, note
+from hypothesis import strategies as st
+from test_grad_image import assert_same_bits
+from test_properties import (
+    METHODS,
+    OUT_DTYPES,
+    examples,
+    forward_problems,
+    grad_image_problems,
+)
+
+import cropgrad
+
+GRAD_IMAGE = load_cases("grad_image.npz")
+FORWARD = load_cases("forward.npz")
+GRAD_BOXES = load_cases("grad_boxes.npz")
+
+TO_NCHW = (0, 3, 1, 2)
+
+
+def nchw(array):
+    """An NHWC array as a C-contiguous NCHW array."""
+    return np.ascontiguousarray(np.asarray(array).transpose(TO_NCHW))
+
+
+def nchw_size(size):
+    batch, height, width, depth = (int(v) for v in size)
+    return [batch, depth, height, width]
+
+
+# --------------------------------------------------------------------------
+# TensorFlow's fixtures, transposed
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_IMAGE))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_grad_image_tensorflow_bits(name, dtype, num_threads):
+    case = GRAD_IMAGE[name]
+    out = cropgrad.crop_and_resize_grad_image(
+        nchw(case["grads"]),
+        case["boxes"],
+        case["box_ind"],
+        nchw_size(case["image_size"]),
+        dtype=dtype,
+        method=str(case["method"]),
+        num_threads=num_threads,
+        flush_denormals=True,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, nchw(case[f"out_{dtype}"]))
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_IMAGE))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_grad_image_float16_is_the_nhwc_result(name, num_threads):
+    # float16: TensorFlow rounds after every addition, cropgrad once (see
+    # test_grad_image.py); NCHW is NHWC's float16 result transposed.
+    case = GRAD_IMAGE[name]
+    args = (case["boxes"], case["box_ind"])
+    method = str(case["method"])
+    nhwc = cropgrad.crop_and_resize_grad_image(
+        case["grads"], *args, case["image_size"], "float16", method, num_threads=1
+    )
+    out = cropgrad.crop_and_resize_grad_image(
+        nchw(case["grads"]),
+        *args,
+        nchw_size(case["image_size"]),
+        "float16",
+        method,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, nchw(nhwc))
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_forward_tensorflow_bits(name, num_threads):
+    case = FORWARD[name]
+    out = cropgrad.crop_and_resize(
+        nchw(case["image"]),
+        case["boxes"],
+        case["box_ind"],
+        case["crop_size"],
+        method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"],
+        num_threads=num_threads,
+        flush_denormals=True,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, nchw(case["out"]))
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_BOXES))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_grad_boxes_tensorflow_bits(name, num_threads):
+    case = GRAD_BOXES[name]
+    out = cropgrad.crop_and_resize_grad_boxes(
+        nchw(case["grads"]),
+        nchw(case["image"]),
+        case["boxes"],
+        case["box_ind"],
+        num_threads=num_threads,
+        flush_denormals=True,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, case["out"])
+
+
+# --------------------------------------------------------------------------
+# Random problems against NHWC, transposed
+
+
+def grad_image_pair(grads, boxes, box_ind, size, dtype, method, num_threads):
+    """(NHWC result transposed, NCHW result)."""
+    nhwc = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, dtype, method, num_threads=1
+    )
+    out = cropgrad.crop_and_resize_grad_image(
+        nchw(grads),
+        boxes,
+        box_ind,
+        nchw_size(size),
+        dtype,
+        method,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    return nchw(nhwc), out
+
+
+@examples(600)
+@given(
+    problem=grad_image_problems(max_depth=6),
+    method=st.sampled_from(METHODS),
+    dtype=st.sampled_from(OUT_DTYPES),
+    num_threads=st.integers(1, 4),
+)
+def test_grad_image_small_problems(problem, method, dtype, num_threads):
+    expected, out = grad_image_pair(*problem, dtype, method, num_threads)
+    assert_same_bits(out, expected)
+
+
+@st.composite
+def big_problems(draw):
+    """Problems that start threads, with depths around every kernel switch:
+    planes (1 to 4), tiles of one group (5 to 64), of several, uneven groups
+    (70, 130), and widths that shrink the tiles."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    batch = int(rng.integers(1, 4))
+    height = int(rng.choice([1, 2, 3, 17, 40, 64]))
+    width = int(rng.choice([1, 2, 5, 31, 64, 1500]))
+    depth = int(rng.choice([1, 2, 3, 4, 5, 16, 17, 64, 70, 130]))
+    num_boxes = int(rng.integers(1, 150))
+    crop_h = int(rng.integers(1, 13))
+    crop_w = int(rng.integers(1, 13))
+    spread = float(rng.choice([0.0, 0.3, 2.0]))
+    boxes = rng.uniform(-spread, 1 + spread, (num_boxes, 4)).astype(np.float32)
+    if rng.random() < 0.5:  # many boxes on the same pixels
+        boxes[: num_boxes // 2] = rng.uniform(0.4, 0.6, 4).astype(np.float32)
+    grads = rng.standard_normal((num_boxes, crop_h, crop_w, depth)).astype(np.float32)
+    box_ind = rng.integers(0, batch, num_boxes)
+    note(
+        f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
+        f"boxes={num_boxes} crop=({crop_h}, {crop_w})"
+    )
+    return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+@examples(120)
+@given(
+    problem=big_problems(),
+    method=st.sampled_from(METHODS),
+    dtype=st.sampled_from(OUT_DTYPES),
+    num_threads=st.integers(1, 4),
+)
+def test_grad_image_big_problems(problem, method, dtype, num_threads):
+    expected, out = grad_image_pair(*problem, dtype, method, num_threads)
+    assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("depth", [1, 3, 4, 5, 8, 70, 160])
+def test_non_finite_gradients(depth):
+    # inf - inf makes a NaN whose bits depend on the operands' order in each
+    # addition: in NCHW too, every element is updated by the same code for
+    # any thread count (so the bits agree), and the values are NHWC's.
+    rng = np.random.default_rng(depth)
+    height = 2 if depth > 64 else 23
+    grads = rng.standard_normal((40, 6, 9, depth)).astype(np.float32)
+    pick = rng.random(grads.shape)
+    grads[pick < 0.05] = np.inf
+    grads[pick > 0.95] = -np.inf
+    grads[(pick > 0.5) & (pick < 0.52)] = np.nan
+    # Enlarging crops: samples of a crop row share pixels.
+    y1 = rng.uniform(0, 0.9, 40)
+    x1 = rng.uniform(0, 0.9, 40)
+    boxes = np.stack([y1, x1, y1 + 0.1, x1 + 0.1], axis=1).astype(np.float32)
+    box_ind = rng.integers(0, 2, 40)
+    size = [2, height, 19, depth]
+    for dtype in ("float32", "float64", "float16"):
+        expected, one = grad_image_pair(
+            grads, boxes, box_ind, size, dtype, "bilinear", 1
+        )
+        assert np.isnan(one).any()
+        np.testing.assert_array_equal(one, expected)
+        for n in (2, 3, 4):
+            many = cropgrad.crop_and_resize_grad_image(
+                nchw(grads),
+                boxes,
+                box_ind,
+                nchw_size(size),
+                dtype,
+                num_threads=n,
+                data_format="NCHW",
+            )
+            assert many.tobytes() == one.tobytes(), (dtype, n)
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_tall_boxes_cross_every_tile(num_threads):
+    # Crop rows whose top and bottom rows fall in different tiles (or
+    # bands), and boxes spanning many tiles: a wide, deep image gets tiles
+    # of a few rows.
+    rng = np.random.default_rng(5)
+    grads = rng.standard_normal((12, 40, 7, 96)).astype(np.float32)
+    boxes = np.array([[0.0, 0.1, 1.0, 0.9]] * 6 + [[0.95, 0.0, 0.05, 1.0]] * 6)
+    boxes = (boxes + rng.uniform(-0.01, 0.01, boxes.shape)).astype(np.float32)
+    box_ind = np.repeat([0, 1], 6)
+    for dtype in OUT_DTYPES:
+        expected, out = grad_image_pair(
+            grads, boxes, box_ind, [2, 61, 700, 96], dtype, "bilinear", num_threads
+        )
+        assert_same_bits(out, expected)
+
+
+@examples(300)
+@given(
+    problem=forward_problems(max_depth=6),
+    method=st.sampled_from(METHODS),
+    num_threads=st.integers(1, 4),
+)
+def test_forward_small_problems(problem, method, num_threads):
+    image, boxes, box_ind, crop, extrapolation = problem
+    expected = cropgrad.crop_and_resize(
+        image, boxes, box_ind, crop, method, extrapolation, num_threads=1
+    )
+    out = cropgrad.crop_and_resize(
+        nchw(image),
+        boxes,
+        box_ind,
+        crop,
+        method,
+        extrapolation,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, nchw(expected))
+
+
+@examples(150)
+@given(
+    problem=forward_problems(max_depth=6), num_threads=st.integers(1, 4), data=st.data()
+)
+def test_grad_boxes_small_problems(problem, num_threads, data):
+    image, boxes, box_ind, crop, _ = problem
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    grads = (
+        np.random.default_rng(seed)
+        .standard_normal((boxes.shape[0], *crop, image.shape[3]))
+        .astype(np.float32)
+    )
+    expected = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
+    out = cropgrad.crop_and_resize_grad_boxes(
+        nchw(grads),
+        nchw(image),
+        boxes,
+        box_ind,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_forward_and_boxes_gradient_big_problems(seed, num_threads):
+    rng = np.random.default_rng(seed)
+    dtype = [np.uint8, np.int16, np.float16, np.float32, np.float64, np.int64][seed]
+    depth = [1, 3, 16, 64, 130, 5][seed]
+    crop = (int(rng.integers(1, 17)), int(rng.integers(1, 90)))
+    image = (rng.standard_normal((3, 37, 45, depth)) * 50).astype(dtype)
+    boxes = rng.uniform(-0.3, 1.3, (80, 4)).astype(np.float32)
+    box_ind = rng.integers(0, 3, 80)
+    grads = rng.standard_normal((80, *crop, depth)).astype(np.float32)
+    for method in METHODS:
+        expected = cropgrad.crop_and_resize(
+            image, boxes, box_ind, crop, method, np.nan, num_threads=1
+        )
+        out = cropgrad.crop_and_resize(
+            nchw(image),
+            boxes,
+            box_ind,
+            crop,
+            method,
+            np.nan,
+            num_threads=num_threads,
+            data_format="NCHW",
+        )
+        assert_same_bits(out, nchw(expected))
+    expected = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
+    out = cropgrad.crop_and_resize_grad_boxes(
+        nchw(grads),
+        nchw(image),
+        boxes,
+        box_ind,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, expected)
+
+
+# --------------------------------------------------------------------------
+# Validation speaks of the NCHW shapes
+
+
+def test_messages_speak_of_nchw_shapes():
+    boxes = [[0.0, 0.0, 1.0, 1.0]]
+    grads = np.ones((1, 3, 2, 2), np.float32)  # NCHW: depth 3, crop 2 x 2
+    with pytest.raises(ValueError, match=r"\[num_boxes, depth, crop_height, crop_"):
+        cropgrad.crop_and_resize_grad_image(
+            grads[0], boxes, [0], [1, 3, 5, 5], data_format="NCHW"
+        )
+    with pytest.raises(ValueError, match="image_size depth is 4 but grads depth is 3"):
+        cropgrad.crop_and_resize_grad_image(
+            grads, boxes, [0], [1, 4, 5, 5], data_format="NCHW"
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"image_size must have 4 elements \[batch, "
+        r"depth, image_height, image_width\]",
+    ):
+        cropgrad.crop_and_resize_grad_image(
+            grads, boxes, [0], [1, 3, 5], data_format="NCHW"
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"image dimensions must be positive: "
+        r"image_size = \[1, 3, 0, 5\]",
+    ):
+        cropgrad.crop_and_resize_grad_image(
+            grads, boxes, [0], [1, 3, 0, 5], data_format="NCHW"
+        )
+    with pytest.raises(ValueError, match="crop_height and crop_width are 0 and 2"):
+        cropgrad.crop_and_resize_grad_image(
+            np.ones((1, 3, 0, 2), np.float32),
+            boxes,
+            [0],
+            [1, 3, 5, 5],
+            data_format="NCHW",
+        )
+    with pytest.raises(ValueError, match=r"\[batch, depth, image_height, image_wi"):
+        cropgrad.crop_and_resize(
+            np.ones((3, 5, 5)), boxes, [0], [2, 2], data_format="NCHW"
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"image dimensions must be positive, got "
+        r"shape \[1, 3, 5, 0\]",
+    ):
+        cropgrad.crop_and_resize(
+            np.ones((1, 3, 5, 0)), boxes, [0], [2, 2], data_format="NCHW"
+        )
+    with pytest.raises(
+        ValueError, match="image and grads must have the same depth, got 4 and 3"
+    ):
+        cropgrad.crop_and_resize_grad_boxes(
+            grads, np.ones((1, 4, 5, 5)), boxes, [0], data_format="NCHW"
+        )
+    with pytest.raises(ValueError, match=r"out must have shape \(1, 3, 2, 2\)"):
+        cropgrad.crop_and_resize(
+            np.ones((1, 3, 5, 5)),
+            boxes,
+            [0],
+            [2, 2],
+            out=np.empty((1, 2, 2, 3), np.float32),
+            data_format="NCHW",
+        )
+
+
+def test_nchw_shapes_of_results():
+    image = np.ones((2, 3, 5, 7), np.float32)
+    boxes = [[0.0, 0.0, 1.0, 1.0]] * 2
+    crops = cropgrad.crop_and_resize(image, boxes, [0, 1], [4, 6], data_format="NCHW")
+    assert crops.shape == (2, 3, 4, 6)
+    assert (crops == 1).all()
+    out = cropgrad.crop_and_resize_grad_image(
+        crops, boxes, [0, 1], image.shape, data_format="NCHW"
+    )
+    assert out.shape == image.shape
+    # The adjoint identity <crop(x), g> = <x, grad_image(g)> on ones.
+    assert np.isclose(out.sum(dtype=np.float64), crops.sum(dtype=np.float64))
+
+
+# --------------------------------------------------------------------------
+# The benchmark's NCHW rows
+
+
+def test_nchw_benchmark_rows():
+    from cropgrad._bench import nchw_rows, rows
+    from cropgrad._bench.workloads import GRAD_IMAGE, Workload
+
+    small = Workload("dense", GRAD_IMAGE, 1, 12, 10, 8, 9, (3, 4))
+    made, errors = rows.adapter_rows({"nchw": nchw_rows}, small, True)
+    assert not errors
+    ((_, row),) = made
+    assert row["name"] == "dense-nchw"
+    out = row["columns"]["cropgrad_default_new_output"]()
+    nhwc = row["columns"]["nhwc_default"]()
+    np.testing.assert_array_equal(out, nchw(nhwc))
+    assert row["targets"][0][1] == "nchw_over_nhwc"
+    assert (
+        nchw_rows.extra_rows(Workload("tiny", GRAD_IMAGE, 1, 8, 8, 2, 1, (2, 2)), True)
+        == []
+    )
