@@ -138,7 +138,7 @@ def crop_and_resize_grad_image(
         grads.shape, shape, out_code, method_code, layout, nthreads
     )
     index, index_code = _v.native_index(box_ind)
-    result = _v.output(out, shape, out_dtype, (grads, boxes, box_ind))
+    result = _v.output(out, shape, out_dtype)
     capi._grad_image(
         grads,
         boxes,
@@ -240,7 +240,7 @@ def crop_and_resize(
         shape = (boxes.shape[0], depth, crop_h, crop_w)
     else:
         shape = (boxes.shape[0], crop_h, crop_w, depth)
-    result = _v.output(out, shape, np.dtype(np.float32), (image, boxes, box_ind))
+    result = _v.output(out, shape, np.dtype(np.float32))
     capi._crop_and_resize(
         image,
         image_code,
@@ -328,9 +328,7 @@ def crop_and_resize_grad_boxes(
             f"but grads has shape {grads.shape}"
         )
     index, index_code = _v.native_index(box_ind)
-    result = _v.output(
-        out, (boxes.shape[0], 4), np.dtype(np.float32), (grads, image, boxes, box_ind)
-    )
+    result = _v.output(out, (boxes.shape[0], 4), np.dtype(np.float32))
     capi._grad_boxes(
         grads,
         image,

@@ -37,7 +37,7 @@ from cropgrad._cdefs cimport (
     cg_simd_supported,
     cg_simd_target,
 )
-from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
+from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._grad_image_nchw cimport (
     planes_task,
@@ -432,6 +432,12 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     # the boxes and gathers the crop rows it touches again (dense workload,
     # 2 threads: 4 bands per thread cost 1.15 times one).
     per_thread = 1 if tiles else TASKS_PER_THREAD
+    # A call whose work is surely below SERIAL_WORK (every sample counted
+    # on two rows, plus the zeroing) runs on the calling thread anyway:
+    # plan it for one thread, without the bands a team would need.
+    if (<int64_t>N * geo.crop_h * geo.crop_w * 16 + rows * geo.width) * geo.depth \
+            < SERIAL_WORK:
+        nthreads = 1
     num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES) if not tiles else 1
     if nthreads > 1 and num_bands * groups < <Py_ssize_t>nthreads * per_thread:
         num_bands = (<Py_ssize_t>nthreads * per_thread + groups - 1) // groups

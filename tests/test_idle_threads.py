@@ -58,7 +58,7 @@ def test_a_users_wait_policy_is_respected(variable, value):
         f"print(_parallel.shortens_wait(), os.environ.get({variable!r}))"
     )
     run = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-P", "-c", code],
         capture_output=True,
         text=True,
         env=env,
@@ -73,7 +73,7 @@ def test_the_environment_is_left_as_it_was():
     code = "import os, cropgrad; print('GOMP_SPINCOUNT' in os.environ)"
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
     run = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-P", "-c", code],
         capture_output=True,
         text=True,
         env=env,

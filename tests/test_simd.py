@@ -37,6 +37,7 @@ def test_fixtures_on_every_target(target):
     probe = subprocess.run(
         [
             sys.executable,
+            "-P",
             "-c",
             "from cropgrad import _grad_image as g; print(g.simd_target())",
         ],
@@ -49,6 +50,7 @@ def test_fixtures_on_every_target(target):
     run = subprocess.run(
         [
             sys.executable,
+            "-P",
             "-m",
             "pytest",
             "-q",
@@ -73,7 +75,7 @@ def test_fixtures_on_every_target(target):
 def test_unknown_target_is_refused_at_import():
     env = {**os.environ, "CROPGRAD_SIMD": "no-such-isa"}
     run = subprocess.run(
-        [sys.executable, "-c", "import cropgrad"],
+        [sys.executable, "-P", "-c", "import cropgrad"],
         capture_output=True,
         text=True,
         env=env,
