@@ -20,9 +20,12 @@ def test_stubtest():
         allowlist = os.path.join(tmp, "allowlist.txt")
         with open(allowlist, "w") as f:
             f.write("cropgrad\\.__main__\\..*\n")
-            # The JAX adapter and its benchmark rows import only with JAX.
+            # The adapters and their benchmark rows import only with their
+            # frameworks.
             if importlib.util.find_spec("jax") is None:
                 f.write("cropgrad\\.jax\ncropgrad\\._bench\\.jax_rows\n")
+            if importlib.util.find_spec("torch") is None:
+                f.write("cropgrad\\.torch\ncropgrad\\._bench\\.torch_rows\n")
         run = subprocess.run(
             [
                 sys.executable,

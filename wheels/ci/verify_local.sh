@@ -83,7 +83,10 @@ run_tests() {
     dir=$(mktemp -d "$work/run.XXXXXX")
     cp -r "$tree/tests" "$tree/pyproject.toml" "$tree/README.md" "$dir/"
     cp "$repo/wheels/ci/test_wheel.py" "$dir/"
-    (cd "$dir" && env PYTHONSAFEPATH=1 "$@" "$py" test_wheel.py tests -q) 2>&1 | tee "$log"
+    # The adapters' tests need JAX and PyTorch, which these environments
+    # leave out (.ci/run runs them, with both installed, before this script).
+    (cd "$dir" && env PYTHONSAFEPATH=1 "$@" "$py" test_wheel.py tests -q \
+        --ignore=tests/test_jax.py --ignore=tests/test_torch.py) 2>&1 | tee "$log"
     local passed
     passed=$(tail -n 5 "$log" | grep -Eo '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
     [[ -n $passed && $passed -gt 0 ]] || fail "no test passed ($log)"
