@@ -313,7 +313,7 @@ step "9. FMA check"
 mkdir -p "$work/so"
 (cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/") and n.endswith(".so")]' "$repaired")
 # The modules that do floating-point arithmetic: each kernel.
-for module in _forward _grad_image _grad_boxes; do
+for module in _forward _grad_image _grad_boxes _forward_nchw _grad_image_nchw; do
     so=$(ls "$work"/so/cropgrad/$module.*.so)
     bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
         | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"
