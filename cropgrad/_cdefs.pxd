@@ -39,13 +39,8 @@ cdef extern from "cg_scatter.h" nogil:
                             double* bottom_left, double* bottom_right,
                             const float* g, float w_top, float w_bottom,
                             float w_left, float w_right, Py_ssize_t n)
-    # The distinct-pixel loops above are function pointers to the clone for
-    # the instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or
-    # avx512; elsewhere "baseline").  -1: this CPU cannot run `target`.
-    const char* CG_SIMD_BASELINE
-    const char* cg_simd_target
-    int cg_simd_supported(const char* target)
-    int cg_simd_select(const char* target)
+    # The distinct-pixel loops above are function pointers to the clone
+    # chosen by cg_simd_select (cg_simd.h).
 
 cdef extern from "cg_shallow.h" nogil:
     # One crop row of bilinear samples into pixels of 1 to 4 channels.
@@ -80,7 +75,8 @@ cdef extern from "cg_shallow.h" nogil:
                                   float w_bottom, int same, Py_ssize_t n)
 
 cdef extern from "cg_planes.h" nogil:
-    # Channels between NCHW planes and side-by-side pixels (NCHW tiles).
+    # Channels between NCHW planes and side-by-side pixels.  gather and
+    # scatter_f are function pointers to the clone chosen by cg_simd_select.
     void cg_planes_gather(float* dst, const float* src, Py_ssize_t src_lane,
                           Py_ssize_t count, Py_ssize_t n)
     void cg_planes_scatter_f(float* dst, Py_ssize_t dst_lane, const float* src,
@@ -91,3 +87,12 @@ cdef extern from "cg_planes.h" nogil:
                              Py_ssize_t count, Py_ssize_t n)
     void cg_planes_scatter_h(uint16_t* dst, Py_ssize_t dst_lane, const float* src,
                              Py_ssize_t count, Py_ssize_t n)
+
+cdef extern from "cg_simd.h" nogil:
+    # The clones of the two headers above in use in this module: the
+    # instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or
+    # avx512; elsewhere "baseline").  -1: this CPU cannot run `target`.
+    const char* CG_SIMD_BASELINE
+    const char* cg_simd_target
+    int cg_simd_supported(const char* target)
+    int cg_simd_select(const char* target)

@@ -24,7 +24,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free, malloc
 
 from cropgrad._boxes cimport group_boxes
-from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f
+from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f, cg_simd_select
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
@@ -74,6 +74,13 @@ ctypedef struct Plan:
     Py_ssize_t block_rows   # crop rows computed at a time (one band only)
     char* scratch           # per thread: the tile, then the computed values
     size_t scratch_each
+
+
+cdef int use_simd(const char* target) noexcept nogil:
+    """Make this module's plane transposes run on `target`, the instruction
+    set _grad_image chose (each module holds its own pointers to the clones
+    of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
+    return cg_simd_select(target)
 
 
 cdef inline size_t _round64(size_t n) noexcept nogil:

@@ -21,7 +21,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad._cdefs cimport cg_planes_gather
+from cropgrad._cdefs cimport cg_planes_gather, cg_simd_select
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
@@ -65,6 +65,13 @@ ctypedef struct Plan:
     float* terms
     char* staged
     size_t staged_each
+
+
+cdef int use_simd(const char* target) noexcept nogil:
+    """Make this module's plane transposes run on `target`, the instruction
+    set _grad_image chose (each module holds its own pointers to the clones
+    of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
+    return cg_simd_select(target)
 
 
 cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
@@ -250,8 +257,8 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef const image_t* p_br
     cdef const float* gp
     cdef float* t
-    cdef const float* s_top
-    cdef const float* s_bottom
+    cdef const float* s_top = NULL
+    cdef const float* s_bottom = NULL
     if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                        &top, &bottom, &y_lerp):
         return 0

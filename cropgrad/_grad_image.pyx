@@ -41,13 +41,15 @@ from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_s
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._grad_image_nchw cimport (
     planes_task,
-    use_simd,
     stage_rows,
     tile_channels,
     tile_rows,
     tile_scratch,
     tiles_task,
 )
+from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
+from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
+from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_quad
 from cropgrad._types cimport Geometry, acc_t
 
@@ -86,8 +88,11 @@ cdef int _select_simd() except -1:
             f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
             f"cannot run it; choose from {simd_targets()} or 'auto'"
         )
-    # The NCHW tiles run the same corner loop: the same clone.
-    use_simd(cg_simd_target)
+    # The other modules with these loops (the NCHW tiles' corner updates,
+    # the plane transposes): the same clones.
+    grad_image_nchw_use_simd(cg_simd_target)
+    forward_nchw_use_simd(cg_simd_target)
+    grad_boxes_use_simd(cg_simd_target)
     return 0
 
 

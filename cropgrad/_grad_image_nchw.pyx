@@ -70,10 +70,10 @@ cdef enum:
 
 
 cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's deep scatter (the tiles' corner updates) run on
-    `target`, the instruction set _grad_image chose: each module holds its
-    own pointers to the clones of cg_scatter.h.  Returns 0, or -1 when this
-    CPU cannot run it."""
+    """Make this module's deep scatter (the tiles' corner updates) and plane
+    transposes run on `target`, the instruction set _grad_image chose: each
+    module holds its own pointers to the clones of cg_simd.h.  Returns 0,
+    or -1 when this CPU cannot run it."""
     return cg_simd_select(target)
 
 
@@ -246,6 +246,7 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
     cdef acc_t* bl
     cdef acc_t* br
     cdef const float* g
+    memset(&next_box, 0, sizeof(next_box))
     memset(tile, 0, (e - s) * row_size * sizeof(acc_t))
     for bi in range(s // H, (e - 1) // H + 1):
         r0 = max(s - bi * H, 0)

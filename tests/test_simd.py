@@ -1,9 +1,10 @@
-"""Every instruction set of the deep scatter gives the same bits.
+"""Every instruction set of the inner loops gives the same bits.
 
-The image gradient's deep-pixel loop has clones for wider vectors (x86-64:
-AVX2 and AVX-512F beside the SSE2 baseline), chosen at import by what the
-CPU runs, or by ``CROPGRAD_SIMD``.  Each lane does the scalar arithmetic of
-one channel, without contraction, so the TensorFlow fixtures and the
+The image gradient's deep-pixel loop and the NCHW kernels' plane transposes
+have clones for wider vectors (x86-64: AVX2 and AVX-512F beside the SSE2
+baseline), chosen at import by what the CPU runs, or by ``CROPGRAD_SIMD``.
+Each lane does the scalar arithmetic of one channel, without contraction,
+and the transposes only move floats, so the TensorFlow fixtures and the
 thread-count checks must pass unchanged on every target this CPU runs.
 """
 
@@ -22,7 +23,7 @@ TARGETS = _grad_image.simd_targets()
 SELECTION = (
     "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
     "or non_finite_gradients or large_overlapping or grad_image_big_problems "
-    "or tall_boxes"
+    "or tall_boxes or forward_and_boxes_gradient_big_problems"
 )
 
 
@@ -57,7 +58,7 @@ def test_fixtures_on_every_target(target):
             "-p",
             "no:cacheprovider",
             os.path.join(HERE, "test_grad_image.py"),
-            # NCHW tiles run the same corner loop.
+            # NCHW: the tiles' corner loop, and the transposes of all three ops.
             os.path.join(HERE, "test_nchw.py"),
             "-k",
             SELECTION,

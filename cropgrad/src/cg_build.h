@@ -24,4 +24,15 @@
 #define cg_prefetch_outer(p) ((void)(p))
 #endif
 
+/* Whether the inner loops have clones for wider instruction sets chosen at
+ * run time (cg_simd.h): x86-64 with GCC or Clang.  The baseline is what
+ * the build targets (SSE2 there). */
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define CG_SIMD_DISPATCH 1
+#define CG_SIMD_BASELINE "sse2"
+#else
+#define CG_SIMD_DISPATCH 0
+#define CG_SIMD_BASELINE "baseline"
+#endif
+
 #endif

@@ -1,12 +1,11 @@
 /* Moving channels between NCHW planes and pixels that hold them side by
- * side: the NCHW image gradient's tiles (see _grad_image_nchw.pyx).
+ * side: the NCHW kernels' staging (grads and image rows gathered into
+ * side-by-side channels, the image gradient's tiles and the forward op's
+ * crops written back to planes).
  *
  * Plain copies (and, for float16 outputs, the one rounding of the float32
  * sum): the same values land in the same places whichever way they are
- * moved.  Gathering into side-by-side channels moves blocks of 4 channels
- * x 4 positions as four 16-byte loads, a 4 x 4 transpose in registers and
- * four 16-byte stores where the compiler has __builtin_shufflevector (GCC
- * 12+, Clang); elsewhere, and at the edges, one element at a time.
+ * moved, and whichever clone moves them.
  */
 #ifndef CG_PLANES_H
 #define CG_PLANES_H
@@ -15,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cg_build.h"
 #include "cg_half.h"
 
 #if defined(__has_builtin)
@@ -51,34 +51,139 @@ static inline void cg_p4_transpose(float* dst, ptrdiff_t dst_step,
 }
 #endif
 
-/* dst[x * n + c] = src[c * src_lane + x], for x < count and c < n. */
-static inline void cg_planes_gather(float* dst, const float* src,
-                                    ptrdiff_t src_lane, ptrdiff_t count,
-                                    ptrdiff_t n) {
-    ptrdiff_t c = 0, x;
-    for (; c + 4 <= n; c += 4) {
-        const float* s0 = src + c * src_lane;
-        const float* s1 = s0 + src_lane;
-        const float* s2 = s1 + src_lane;
-        const float* s3 = s2 + src_lane;
-        x = 0;
+/* Blocks of B x B: dst[i * dst_step + j] = src[j * src_step + i].  The
+ * portable one, 4 x 4 (one element at a time without the vector builtin),
+ * and on x86-64 with GCC or Clang an 8 x 8 AVX2 one: each 256-bit register
+ * is loaded with four elements of a source row in its low half and the
+ * same four of the row 4 below in its high half, so that a 4 x 4
+ * transpose within the halves leaves whole 8-element destination rows. */
+static inline void cg_block4(float* dst, ptrdiff_t dst_step, const float* src,
+                             ptrdiff_t src_step) {
 #ifdef CG_PLANES_VECTOR
-        for (; x + 4 <= count; x += 4)
-            cg_p4_transpose(dst + x * n + c, n, s0 + x, src_lane);
+    cg_p4_transpose(dst, dst_step, src, src_step);
+#else
+    ptrdiff_t i, j;
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 4; j++) dst[i * dst_step + j] = src[j * src_step + i];
 #endif
-        for (; x < count; x++) {
-            float* d = dst + x * n + c;
-            d[0] = s0[x];
-            d[1] = s1[x];
-            d[2] = s2[x];
-            d[3] = s3[x];
-        }
-    }
-    for (; c < n; c++) {
-        const float* s = src + c * src_lane;
-        for (x = 0; x < count; x++) dst[x * n + c] = s[x];
-    }
 }
+
+#if CG_SIMD_DISPATCH
+#include <immintrin.h>
+
+__attribute__((target("avx2"), always_inline)) static inline void
+cg_block8_avx2(float* dst, ptrdiff_t dst_step, const float* src,
+               ptrdiff_t src_step) {
+    __m256 r[8], t[8];
+    int i;
+    for (i = 0; i < 4; i++) {
+        const float* lo = src + i * src_step;
+        const float* hi = lo + 4 * src_step;
+        r[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)),
+                                    _mm_loadu_ps(hi), 1);
+        r[i + 4] = _mm256_insertf128_ps(
+            _mm256_castps128_ps256(_mm_loadu_ps(lo + 4)), _mm_loadu_ps(hi + 4), 1);
+    }
+    for (i = 0; i < 8; i += 4) {
+        __m256 a = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        __m256 b = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        __m256 c = _mm256_unpacklo_ps(r[i + 2], r[i + 3]);
+        __m256 d = _mm256_unpackhi_ps(r[i + 2], r[i + 3]);
+        t[i] = _mm256_shuffle_ps(a, c, 0x44);
+        t[i + 1] = _mm256_shuffle_ps(a, c, 0xee);
+        t[i + 2] = _mm256_shuffle_ps(b, d, 0x44);
+        t[i + 3] = _mm256_shuffle_ps(b, d, 0xee);
+    }
+    for (i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * dst_step, t[i]);
+}
+#endif
+
+/* The block after the one at `i`, of blocks of `b` covering [0, total)
+ * (total >= b): where total is not a multiple of b, the last block is
+ * moved back to end at total, overlapping the one before it. */
+static inline ptrdiff_t cg_next_block(ptrdiff_t i, ptrdiff_t b, ptrdiff_t total) {
+    if (i + 2 * b <= total) return i + b;
+    return i + b < total ? total - b : total;
+}
+
+/* The float copies between planes and side-by-side channels:
+ *
+ *   gather:    dst[x * n + c] = src[c * src_lane + x]
+ *   scatter_f: dst[c * dst_lane + x] = src[x * n + c]
+ *
+ * for x < count and c < n, in blocks of B planes x B positions, B planes
+ * at a time (each plane read or written in order).  Edges are whole
+ * blocks overlapping their neighbours, which copy a few elements twice:
+ * the same value to the same place.  One element at a time only where n
+ * or count is below B.  Short runs (the image gradient's tiles: a few
+ * rows of a plane each) go faster in blocks; long runs one plane at a
+ * time (cg_planes_scatter_runs_f below).  One body, a baseline and
+ * (x86-64) an AVX2 clone, chosen at run time (cg_simd.h). */
+#define CG_DEFINE_PLANES(SUFFIX, ATTR, B, BLOCK)                              \
+    static ATTR void cg_planes_gather_##SUFFIX(float* dst, const float* src,  \
+                                               ptrdiff_t src_lane,            \
+                                               ptrdiff_t count, ptrdiff_t n) { \
+        ptrdiff_t c, x;                                                       \
+        if (n < B || count < B) {                                             \
+            for (c = 0; c < n; c++)                                           \
+                for (x = 0; x < count; x++)                                   \
+                    dst[x * n + c] = src[c * src_lane + x];                   \
+            return;                                                           \
+        }                                                                     \
+        for (c = 0; c < n; c = cg_next_block(c, B, n))                        \
+            for (x = 0; x < count; x = cg_next_block(x, B, count))            \
+                BLOCK(dst + x * n + c, n, src + c * src_lane + x, src_lane);  \
+    }                                                                         \
+    static ATTR void cg_planes_scatter_f_##SUFFIX(float* dst,                 \
+                                                  ptrdiff_t dst_lane,         \
+                                                  const float* src,           \
+                                                  ptrdiff_t count,            \
+                                                  ptrdiff_t n) {              \
+        ptrdiff_t c, x;                                                       \
+        if (n < B || count < B) {                                             \
+            for (c = 0; c < n; c++)                                           \
+                for (x = 0; x < count; x++)                                   \
+                    dst[c * dst_lane + x] = src[x * n + c];                   \
+            return;                                                           \
+        }                                                                     \
+        for (c = 0; c < n; c = cg_next_block(c, B, n))                        \
+            for (x = 0; x < count; x = cg_next_block(x, B, count))            \
+                BLOCK(dst + c * dst_lane + x, dst_lane, src + x * n + c, n);  \
+    }
+
+CG_DEFINE_PLANES(base, , 4, cg_block4)
+#if CG_SIMD_DISPATCH
+CG_DEFINE_PLANES(avx2_wide, __attribute__((target("avx2"))), 8, cg_block8_avx2)
+
+/* Below 8 planes or positions, the 4 x 4 blocks. */
+__attribute__((target("avx2"))) static void
+cg_planes_gather_avx2(float* dst, const float* src, ptrdiff_t src_lane,
+                      ptrdiff_t count, ptrdiff_t n) {
+    if (n < 8 || count < 8)
+        cg_planes_gather_base(dst, src, src_lane, count, n);
+    else
+        cg_planes_gather_avx2_wide(dst, src, src_lane, count, n);
+}
+
+__attribute__((target("avx2"))) static void
+cg_planes_scatter_f_avx2(float* dst, ptrdiff_t dst_lane, const float* src,
+                         ptrdiff_t count, ptrdiff_t n) {
+    if (n < 8 || count < 8)
+        cg_planes_scatter_f_base(dst, dst_lane, src, count, n);
+    else
+        cg_planes_scatter_f_avx2_wide(dst, dst_lane, src, count, n);
+}
+#endif
+#undef CG_DEFINE_PLANES
+
+typedef void (*cg_planes_gather_fn)(float*, const float*, ptrdiff_t, ptrdiff_t,
+                                    ptrdiff_t);
+typedef void (*cg_planes_scatter_f_fn)(float*, ptrdiff_t, const float*,
+                                       ptrdiff_t, ptrdiff_t);
+
+/* The clones in use (set by cg_simd_select). */
+static cg_planes_gather_fn cg_planes_gather = cg_planes_gather_base;
+static cg_planes_scatter_f_fn cg_planes_scatter_f = cg_planes_scatter_f_base;
 
 /* dst[c * dst_lane + x] = src[x * n + c], for x < count and c < n: float,
  * double, and float rounded to float16 bits.  The planes are written one
@@ -104,32 +209,5 @@ CG_DEFINE_SCATTER(cg_planes_scatter_h, uint16_t, float, cg_float_to_half)
 #undef CG_SAME
 #undef CG_DEFINE_SCATTER
 
-/* The same for float, in 4 x 4 blocks where the compiler can: four planes
- * written at once.  Best where the planes are few rows each (the NCHW
- * image gradient's tiles); long runs go faster one plane at a time. */
-static inline void cg_planes_scatter_f(float* dst, ptrdiff_t dst_lane,
-                                       const float* src, ptrdiff_t count,
-                                       ptrdiff_t n) {
-    ptrdiff_t c = 0, x;
-    for (; c + 4 <= n; c += 4) {
-        float* d0 = dst + c * dst_lane;
-        x = 0;
-#ifdef CG_PLANES_VECTOR
-        for (; x + 4 <= count; x += 4)
-            cg_p4_transpose(d0 + x, dst_lane, src + x * n + c, n);
-#endif
-        for (; x < count; x++) {
-            const float* s = src + x * n + c;
-            d0[x] = s[0];
-            d0[dst_lane + x] = s[1];
-            d0[2 * dst_lane + x] = s[2];
-            d0[3 * dst_lane + x] = s[3];
-        }
-    }
-    for (; c < n; c++) {
-        float* d = dst + c * dst_lane;
-        for (x = 0; x < count; x++) d[x] = src[x * n + c];
-    }
-}
 
 #endif

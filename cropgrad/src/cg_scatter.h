@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cg_build.h"
+
 #if defined(__GNUC__) || defined(__clang__)
 #define CG_RESTRICT __restrict__
 #elif defined(_MSC_VER)
@@ -56,16 +58,11 @@ CG_DEFINE_QUAD(cg_quad_d, double, , inline)
 CG_DEFINE_QUAD(cg_quad_distinct_f_base, float, CG_RESTRICT, )
 CG_DEFINE_QUAD(cg_quad_distinct_d_base, double, CG_RESTRICT, )
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#define CG_SIMD_DISPATCH 1
+#if CG_SIMD_DISPATCH
 CG_DEFINE_QUAD(cg_quad_distinct_f_avx2, float, CG_RESTRICT, __attribute__((target("avx2"))))
 CG_DEFINE_QUAD(cg_quad_distinct_d_avx2, double, CG_RESTRICT, __attribute__((target("avx2"))))
 CG_DEFINE_QUAD(cg_quad_distinct_f_avx512, float, CG_RESTRICT, __attribute__((target("avx512f"))))
 CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((target("avx512f"))))
-#define CG_SIMD_BASELINE "sse2"
-#else
-#define CG_SIMD_DISPATCH 0
-#define CG_SIMD_BASELINE "baseline"
 #endif
 
 typedef void (*cg_quad_f_fn)(float*, float*, float*, float*, const float*, float,
@@ -73,45 +70,8 @@ typedef void (*cg_quad_f_fn)(float*, float*, float*, float*, const float*, float
 typedef void (*cg_quad_d_fn)(double*, double*, double*, double*, const float*,
                              float, float, float, float, ptrdiff_t);
 
-/* The clones in use (cg_simd_select picks them once, at import). */
+/* The clones in use (set by cg_simd_select, cg_simd.h). */
 static cg_quad_f_fn cg_quad_distinct_f = cg_quad_distinct_f_base;
 static cg_quad_d_fn cg_quad_distinct_d = cg_quad_distinct_d_base;
-static const char* cg_simd_target = CG_SIMD_BASELINE;
-
-/* Whether this CPU runs `target` ("avx2", "avx512", or the baseline). */
-static inline int cg_simd_supported(const char* target) {
-    if (strcmp(target, CG_SIMD_BASELINE) == 0) return 1;
-#if CG_SIMD_DISPATCH
-    __builtin_cpu_init();
-    if (strcmp(target, "avx2") == 0) return __builtin_cpu_supports("avx2");
-    if (strcmp(target, "avx512") == 0) return __builtin_cpu_supports("avx512f");
-#endif
-    return 0;
-}
-
-/* Use `target`, or the widest the CPU has when it is NULL, "" or "auto".
- * Returns 0, or -1 (nothing changed) for a target this CPU cannot run. */
-static inline int cg_simd_select(const char* target) {
-    int best = target == NULL || target[0] == 0 || strcmp(target, "auto") == 0;
-    if (!best && !cg_simd_supported(target)) return -1;
-#if CG_SIMD_DISPATCH
-    if (best ? cg_simd_supported("avx512") : strcmp(target, "avx512") == 0) {
-        cg_quad_distinct_f = cg_quad_distinct_f_avx512;
-        cg_quad_distinct_d = cg_quad_distinct_d_avx512;
-        cg_simd_target = "avx512";
-        return 0;
-    }
-    if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
-        cg_quad_distinct_f = cg_quad_distinct_f_avx2;
-        cg_quad_distinct_d = cg_quad_distinct_d_avx2;
-        cg_simd_target = "avx2";
-        return 0;
-    }
-#endif
-    cg_quad_distinct_f = cg_quad_distinct_f_base;
-    cg_quad_distinct_d = cg_quad_distinct_d_base;
-    cg_simd_target = CG_SIMD_BASELINE;
-    return 0;
-}
 
 #endif

@@ -1,0 +1,63 @@
+/* Which clones of the inner loops run: the corner updates (cg_scatter.h)
+ * and the plane transposes (cg_planes.h).
+ *
+ * Chosen once per extension module, at import (every module that includes
+ * these headers holds its own function pointers): the widest instruction
+ * set this CPU runs, or the one CROPGRAD_SIMD names.  The corner updates
+ * give the same bits on every target; the transposes only move floats.
+ * AVX-512F pairs its corner updates with the AVX2 transposes: 16 x 16
+ * blocks do not fit the registers better. */
+#ifndef CG_SIMD_H
+#define CG_SIMD_H
+
+#include <string.h>
+
+#include "cg_planes.h"
+#include "cg_scatter.h"
+
+static const char* cg_simd_target = CG_SIMD_BASELINE;
+
+/* Whether this CPU runs `target` ("avx2", "avx512", or the baseline). */
+static inline int cg_simd_supported(const char* target) {
+    if (strcmp(target, CG_SIMD_BASELINE) == 0) return 1;
+#if CG_SIMD_DISPATCH
+    __builtin_cpu_init();
+    if (strcmp(target, "avx2") == 0) return __builtin_cpu_supports("avx2");
+    if (strcmp(target, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
+#endif
+    return 0;
+}
+
+/* Use `target`, or the widest the CPU has when it is NULL, "" or "auto".
+ * Returns 0, or -1 (nothing changed) for a target this CPU cannot run. */
+static inline int cg_simd_select(const char* target) {
+    int best = target == NULL || target[0] == 0 || strcmp(target, "auto") == 0;
+    if (!best && !cg_simd_supported(target)) return -1;
+#if CG_SIMD_DISPATCH
+    if (best ? cg_simd_supported("avx512") : strcmp(target, "avx512") == 0) {
+        cg_quad_distinct_f = cg_quad_distinct_f_avx512;
+        cg_quad_distinct_d = cg_quad_distinct_d_avx512;
+        cg_planes_gather = cg_planes_gather_avx2;
+        cg_planes_scatter_f = cg_planes_scatter_f_avx2;
+        cg_simd_target = "avx512";
+        return 0;
+    }
+    if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
+        cg_quad_distinct_f = cg_quad_distinct_f_avx2;
+        cg_quad_distinct_d = cg_quad_distinct_d_avx2;
+        cg_planes_gather = cg_planes_gather_avx2;
+        cg_planes_scatter_f = cg_planes_scatter_f_avx2;
+        cg_simd_target = "avx2";
+        return 0;
+    }
+#endif
+    cg_quad_distinct_f = cg_quad_distinct_f_base;
+    cg_quad_distinct_d = cg_quad_distinct_d_base;
+    cg_planes_gather = cg_planes_gather_base;
+    cg_planes_scatter_f = cg_planes_scatter_f_base;
+    cg_simd_target = CG_SIMD_BASELINE;
+    return 0;
+}
+
+#endif
