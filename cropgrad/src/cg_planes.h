@@ -153,7 +153,7 @@ static inline ptrdiff_t cg_next_block(ptrdiff_t i, ptrdiff_t b, ptrdiff_t total)
 
 CG_DEFINE_PLANES(base, , 4, cg_block4)
 #if CG_SIMD_DISPATCH
-CG_DEFINE_PLANES(avx2_wide, __attribute__((target("avx2"))), 8, cg_block8_avx2)
+CG_DEFINE_PLANES(wide_avx2, __attribute__((target("avx2"))), 8, cg_block8_avx2)
 
 /* Below 8 planes or positions, the 4 x 4 blocks. */
 __attribute__((target("avx2"))) static void
@@ -162,7 +162,7 @@ cg_planes_gather_avx2(float* dst, const float* src, ptrdiff_t src_lane,
     if (n < 8 || count < 8)
         cg_planes_gather_base(dst, src, src_lane, count, n);
     else
-        cg_planes_gather_avx2_wide(dst, src, src_lane, count, n);
+        cg_planes_gather_wide_avx2(dst, src, src_lane, count, n);
 }
 
 __attribute__((target("avx2"))) static void
@@ -171,7 +171,7 @@ cg_planes_scatter_f_avx2(float* dst, ptrdiff_t dst_lane, const float* src,
     if (n < 8 || count < 8)
         cg_planes_scatter_f_base(dst, dst_lane, src, count, n);
     else
-        cg_planes_scatter_f_avx2_wide(dst, dst_lane, src, count, n);
+        cg_planes_scatter_f_wide_avx2(dst, dst_lane, src, count, n);
 }
 #endif
 #undef CG_DEFINE_PLANES
