@@ -4,15 +4,24 @@ The bytes are decoded into an operation (the three public functions and the
 three ``raw_ops``) and every one of its arguments, each either valid or
 broken in one of many ways: wrong types, dtypes, ranks and shapes, memory
 layouts, NaN/inf and huge-but-finite boxes, negative and enormous sizes,
-bad ``out=`` arrays, unknown keywords.  The generator knows which arguments
-it broke, which gives an oracle:
+bad ``out=`` arrays, unknown keywords.  The public functions' arrays are
+laid out in either layout: ``data_format`` is left out (NHWC), "NHWC" or
+"NCHW" (also as str subclasses), or an invalid value (another case, another
+string, not a string).
+In NCHW, images and image gradients are ``[batch, depth, height, width]``,
+grads ``[num_boxes, depth, crop_height, crop_width]``, and ``image_size``
+and the shapes the oracle expects are in that order too; an array broken
+in one dimension is broken in its NCHW axis.  The raw ops are NHWC only
+(``data_format`` is an unknown keyword there).  The generator knows which
+arguments it broke, which gives an oracle:
 
 - all arguments valid: the call must succeed (a ``MemoryError`` is only
   allowed for a big output), return the right shape and dtype (and `out`
   itself when given), the bits of the NumPy reference
   (``cropgrad._reference`` in its exact arithmetic, flushing subnormals as
   the call asks; for outputs and ``grads`` small enough to compute it in
-  milliseconds) and the same bits with one thread;
+  milliseconds; in NHWC, so an NCHW call's inputs are transposed for it and
+  its result back) and the same bits with one thread;
 - some argument broken: the call must raise ``ValueError``, ``TypeError``,
   ``IndexError`` or ``MemoryError`` with a non-empty message naming one of
   the broken arguments;
@@ -213,7 +222,11 @@ def _fill_values(src, size, dtype, menu):
 
 def _layout(src, arr):
     """The same values in another memory layout or container."""
-    mode = src.below(10)
+    return _relayout(src.below(10), arr)
+
+
+def _relayout(mode, arr):
+    """`arr` in the memory layout or container number `mode` (0-9) stands for."""
     if mode == 1 and arr.ndim >= 2:
         return np.asfortranarray(arr)
     if mode == 2 and arr.ndim >= 1:  # every other element of a wider array
@@ -245,7 +258,12 @@ def real_array(src, shape, menu, ints=False, finite=False):
         if finite:
             with np.errstate(all="ignore"):
                 valid = bool(np.isfinite(arr.astype(np.float32)).all())
-        return Arg(_layout(src, arr), valid, shape=tuple(shape), values=arr)
+        # The memory layout is kept, to lay out the values again once their
+        # axes are moved to NCHW (see _nchw_array).
+        mode = src.below(10)
+        return Arg(
+            _relayout(mode, arr), valid, shape=tuple(shape), values=arr, mode=mode
+        )
     if mode == 10:  # wrong dtype
         dtype = src.pick(BAD_DTYPES)
         return Arg(np.zeros(shape, dtype), False)
@@ -296,13 +314,16 @@ def _dims_valid(values, positive, nonneg):
     return True
 
 
-def _depth_mismatch(grads, depth):
-    """False if `grads` is 4-D with another depth; None if that is unknown."""
+def _depth_mismatch(grads, depth, axis):
+    """False if `grads` is 4-D with another depth; None if that is unknown.
+
+    `axis` is the depth's axis in the call's layout: 3 in NHWC, 1 in NCHW.
+    """
     try:
         shape = np.shape(grads.value)
     except (ValueError, TypeError):
         return None
-    return False if len(shape) == 4 and shape[3] != depth else None
+    return False if len(shape) == 4 and shape[axis] != depth else None
 
 
 def size_arg(src, values, positive, nonneg):
@@ -462,6 +483,97 @@ EXTRAP_CHOICES = [
 ]
 
 
+class _EqualsAll(str):
+    """A str whose ``==`` says True to anything (its hash is the str's).
+
+    Valid as data_format (it is a str, found among the layouts by what it
+    holds), but comparing it with "NCHW" says nothing: the layout the call
+    computes in and the shape of its output must both come from its value.
+    """
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __repr__(self):
+        return f"_EqualsAll({str(self)!r})"
+
+
+# data_format of the public functions, each with the layout its arrays are
+# drawn in.  The first valid one is the keyword left out (NHWC, the
+# default): an input that runs out of bytes before this last draw, as every
+# input written before it existed does, keeps its NHWC call.  The invalid
+# ones lay the arrays out as they look meant, so that the layout argument
+# is what is wrong with the call.
+OMITTED = object()
+VALID_LAYOUTS = [
+    (OMITTED, "NHWC"),
+    ("NCHW", "NCHW"),
+    ("NHWC", "NHWC"),
+    ("NCHW", "NCHW"),
+    (np.str_("NCHW"), "NCHW"),  # a str subclass is a str
+    ("NCHW", "NCHW"),
+    (_EqualsAll("NHWC"), "NHWC"),
+    (_EqualsAll("NCHW"), "NCHW"),
+]
+INVALID_LAYOUTS = [
+    ("nchw", "NCHW"),  # the case matters
+    ("nhwc", "NHWC"),
+    ("NCHW ", "NCHW"),
+    ("CHW", "NCHW"),
+    ("NCDHW", "NCHW"),
+    ("channels_first", "NCHW"),
+    ("", "NHWC"),
+    (None, "NHWC"),
+    (b"NCHW", "NCHW"),  # not a str (unlike method, bytes are not decoded)
+    (1, "NCHW"),
+    (["NCHW"], "NCHW"),
+]
+NCHW_ORDER = (0, 3, 1, 2)  # NCHW's axes as positions of NHWC's
+
+
+def _nchw_array(arg):
+    """An array argument drawn in NHWC, with its axes moved to NCHW.
+
+    The arrays are drawn in NHWC whatever the layout, so that the layout can
+    be the last draw; a dimension that was changed to break the argument
+    moves with its axis and breaks it in NCHW.  Arrays of another rank (or
+    not arrays at all) are broken in either layout and stay as they are.
+    """
+    values = arg.info.get("values")
+    if values is not None and values.ndim == 4:
+        moved = np.ascontiguousarray(values.transpose(NCHW_ORDER))
+        info = dict(arg.info, shape=moved.shape, values=moved)
+        return Arg(_relayout(arg.info.get("mode", 0), moved), arg.valid, **info)
+    if isinstance(arg.value, np.ndarray) and arg.value.ndim == 4:  # bad dtype
+        moved = np.ascontiguousarray(arg.value.transpose(NCHW_ORDER))
+        return Arg(moved, arg.valid, **arg.info)
+    return arg
+
+
+def _nchw_size(arg):
+    """image_size drawn as [batch, height, width, depth], in NCHW order.
+
+    Only 4 entries have an order; a size of another length or rank is
+    broken in either layout and stays as it is.
+    """
+    value = arg.value
+    if isinstance(value, (list, tuple)) and len(value) == 4:
+        moved = type(value)(value[i] for i in NCHW_ORDER)
+    elif isinstance(value, np.ndarray) and value.shape == (4,):
+        moved = value[list(NCHW_ORDER)]
+    else:
+        return arg
+    info = dict(arg.info)
+    if info.get("ints") is not None:
+        info["ints"] = [info["ints"][i] for i in NCHW_ORDER]
+    return Arg(moved, arg.valid, **info)
+
+
 def _dtype_valid(value):
     if isinstance(value, str):
         return value in VALID_DTYPES
@@ -508,8 +620,11 @@ def _method_valid(value, allowed):
 class Call:
     """A decoded call: the function, its keyword arguments and the oracle's facts."""
 
-    def __init__(self, op, func, kwargs, checks, expect_shape, expect_dtype, out):
+    def __init__(
+        self, op, func, kwargs, checks, expect_shape, expect_dtype, out, layout
+    ):
         self.op = op
+        self.layout = layout  # "NHWC" or "NCHW": the axes of the arrays
         self.func = func
         self.kwargs = kwargs
         self.checks = checks  # argument name -> True/False/None
@@ -537,7 +652,7 @@ class Call:
             return text if len(text) < 120 else text[:117] + "..."
 
         args = ", ".join(f"{k}={short(v)}" for k, v in self.kwargs.items())
-        return f"{self.op}({args})  checks={self.checks}"
+        return f"{self.op}({args})  layout={self.layout} checks={self.checks}"
 
 
 SHAPED = ["grads", "image", "boxes", "box_ind", "image_size", "crop_size", "out"]
@@ -625,7 +740,6 @@ def decode(data):
             Arg(value, True, shape=(num_boxes,), values=np.array(vals, np.int64)),
         )
 
-    expect_shape = None
     effective_batch = None
     if op.endswith("grad_image"):
         size = add(
@@ -635,25 +749,13 @@ def decode(data):
             ),
         )
         if size.valid:
-            ints = [int(v) for v in size.info["ints"]]
-            expect_shape = tuple(ints)
-            effective_batch = ints[0]
-            if ints[3] != depth:
-                # The depth must be grads' depth.  A mangled grads may have
-                # taken another depth too: judge against the grads passed.
-                checks["image_size"] = _depth_mismatch(args["grads"], ints[3])
+            effective_batch = int(size.info["ints"][0])
     else:
         image = args["image"]
         if image.valid and image.info.get("shape"):
             effective_batch = image.info["shape"][0]
     if op.endswith("forward"):
-        crop = add(
-            "crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=())
-        )
-        if crop.valid:
-            expect_shape = (num_boxes, *[int(v) for v in crop.info["ints"]], depth)
-    if op.endswith("grad_boxes"):
-        expect_shape = (num_boxes, 4)
+        add("crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=()))
 
     box_ind = args["box_ind"]
     if box_ind.valid and "values" in box_ind.info:
@@ -679,21 +781,6 @@ def decode(data):
         checks["T"] = False  # left out: a TypeError naming T
     elif dtype_name:
         kwargs["T"], checks["T"] = np.float32, True
-    if expect_shape is not None and (
-        checks.get("image_size") or checks.get("crop_size")
-    ):
-        # Valid dimensions, but an output no machine can hold: the op must
-        # refuse it (ValueError or MemoryError), never try.
-        itemsize = 4 if expect_dtype == np.float16 else expect_dtype.itemsize
-        if _output_refused(expect_shape, itemsize):
-            size_name = "image_size" if "image_size" in checks else "crop_size"
-            # The forward op's output also takes its depth from the image and
-            # its length from the boxes: if either may have another shape,
-            # the output may be empty after all.
-            sure = size_name == "image_size" or (
-                checks.get("image") is True and checks.get("boxes") is True
-            )
-            checks[size_name] = False if sure else None
 
     if not src.chance(3):
         method = src.choose(METHOD_CHOICES, 1 if op.endswith("grad_boxes") else 5)
@@ -720,6 +807,73 @@ def decode(data):
         if op == "grad_boxes":
             unknown += ["out", "extrapolation_value"]
         add(src.pick(unknown), Arg(1, False))
+    out_how = None
+    if op in ("grad_image", "forward") and src.chance(4):
+        out_how = src.below(8)  # the out= array, made below in the layout
+
+    # The layout is the last draw (see VALID_LAYOUTS).  Everything above was
+    # drawn in NHWC; from here on the arrays, image_size and the judgments
+    # that depend on axes are in the call's layout.  An invalid data_format
+    # in about one of five inputs that are not strict: the functions check
+    # it before most other arguments, which still get their turn most of
+    # the time.
+    i = src.below(len(VALID_LAYOUTS) + (0 if src.strict else 2))
+    valid = i < len(VALID_LAYOUTS)
+    format_value, layout = VALID_LAYOUTS[i] if valid else src.pick(INVALID_LAYOUTS)
+    if raw:
+        # The raw ops are NHWC only, as TensorFlow's, and have no data_format
+        # keyword: passing one, even "NHWC", is an unknown keyword.
+        layout = "NHWC"
+        if not src.strict and type(format_value) is str and format_value == "NHWC":
+            add("data_format", Arg(format_value, False))
+    elif format_value is not OMITTED:
+        add("data_format", Arg(format_value, valid))
+    if layout == "NCHW":
+        # New values only: the judgments made so far do not depend on axes.
+        moves = {"grads": _nchw_array, "image": _nchw_array, "image_size": _nchw_size}
+        for name, move in moves.items():
+            if name in args:
+                args[name] = move(args[name])
+                kwargs[name] = args[name].value
+    depth_axis = 1 if layout == "NCHW" else 3
+
+    expect_shape = None
+    if op.endswith("grad_image"):
+        size = args["image_size"]
+        if size.valid:
+            ints = [int(v) for v in size.info["ints"]]
+            expect_shape = tuple(ints)
+            if ints[depth_axis] != depth:
+                # The depth must be grads' depth.  A mangled grads may have
+                # taken another depth too: judge against the grads passed.
+                checks["image_size"] = _depth_mismatch(
+                    args["grads"], ints[depth_axis], depth_axis
+                )
+    if op.endswith("forward"):
+        crop = args["crop_size"]
+        if crop.valid:
+            crop_hw = [int(v) for v in crop.info["ints"]]
+            if layout == "NCHW":
+                expect_shape = (num_boxes, depth, *crop_hw)
+            else:
+                expect_shape = (num_boxes, *crop_hw, depth)
+    if op.endswith("grad_boxes"):
+        expect_shape = (num_boxes, 4)
+    if expect_shape is not None and (
+        checks.get("image_size") or checks.get("crop_size")
+    ):
+        # Valid dimensions, but an output no machine can hold: the op must
+        # refuse it (ValueError or MemoryError), never try.
+        itemsize = 4 if expect_dtype == np.float16 else expect_dtype.itemsize
+        if _output_refused(expect_shape, itemsize):
+            size_name = "image_size" if "image_size" in checks else "crop_size"
+            # The forward op's output also takes its depth from the image and
+            # its length from the boxes: if either may have another shape,
+            # the output may be empty after all.
+            sure = size_name == "image_size" or (
+                checks.get("image") is True and checks.get("boxes") is True
+            )
+            checks[size_name] = False if sure else None
 
     if raw:
         # raw_ops convert, as TensorFlow does, some forms the NumPy API
@@ -749,12 +903,12 @@ def decode(data):
                 checks[name] = False
 
     out = None
-    if op in ("grad_image", "forward") and src.chance(4):
+    if out_how is not None:
         shape = expect_shape
         known = shape is not None and all(0 <= v <= 64 for v in shape)
         if not known:
             shape = (1, 1, 1, 1)
-        how = src.below(8)
+        how = out_how
         if how <= 3:
             out, valid = np.full(shape, 7, expect_dtype), True
         elif how == 4:
@@ -774,7 +928,7 @@ def decode(data):
         if not known or expect_dtype is None:
             valid = None if valid else False
         add("out", Arg(out, valid))
-    return Call(op, _FUNCS[op], kwargs, checks, expect_shape, expect_dtype, out)
+    return Call(op, _FUNCS[op], kwargs, checks, expect_shape, expect_dtype, out, layout)
 
 
 _FUNCS = {
@@ -818,37 +972,51 @@ def expected_result(call):
 
     Exact arithmetic in the serial order, flush-to-zero as the call asks
     (the raw ops always flush); float16 output is the float32 result rounded
-    once.
+    once.  The reference computes in NHWC: an NCHW call's arrays and
+    image_size are moved to NHWC for it, and its image or crops back.
     """
     kw, op = call.kwargs, call.op
     flush = True if op.startswith("raw_") else bool(kw.get("flush_denormals", False))
     method = str(kw.get("method", "bilinear"))
     common = dict(method=method, exact=True, flush=flush)
     boxes, box_ind = _array(kw["boxes"]), _array(kw["box_ind"])
+    nchw = call.layout == "NCHW"
+    nhwc_order = (0, 2, 3, 1)  # NHWC's axes as positions of NCHW's
+
+    def nhwc(name):
+        arr = _array(kw[name])
+        return arr.transpose(nhwc_order) if nchw else arr
+
+    def in_layout(result):
+        return np.ascontiguousarray(result.transpose(NCHW_ORDER)) if nchw else result
+
     with np.errstate(all="ignore"):
         if op.endswith("grad_image"):
             dtype = call.expect_dtype
             size = [int(v) for v in _array(kw["image_size"]).tolist()]
+            if nchw:
+                size = [size[i] for i in nhwc_order]
             acc = np.float32 if dtype == np.float16 else dtype
             out = reference.grad_image(
-                _array(kw["grads"]), boxes, box_ind, size, dtype=acc, **common
+                nhwc("grads"), boxes, box_ind, size, dtype=acc, **common
             )
-            return out.astype(dtype)
+            return in_layout(out.astype(dtype))
         if op.endswith("forward"):
             fill = kw.get("extrapolation_value", 0.0)
             if isinstance(fill, np.ndarray):
                 fill = fill[()]
             crop = [int(v) for v in _array(kw["crop_size"]).tolist()]
-            return reference.crop_and_resize(
-                _array(kw["image"]),
+            crops = reference.crop_and_resize(
+                nhwc("image"),
                 boxes,
                 box_ind,
                 crop,
                 extrapolation_value=np.float32(fill),
                 **common,
             )
+            return in_layout(crops)
         return reference.grad_boxes(
-            _array(kw["grads"]), _array(kw["image"]), boxes, box_ind, **common
+            nhwc("grads"), nhwc("image"), boxes, box_ind, **common
         )
 
 
@@ -996,6 +1164,7 @@ def fuzz(seconds, seed, corpus, crash, save_dir, max_failures=20):
         "failures": 0,
         "outcomes": {},
         "ops": {},
+        "nchw": {},  # the outcomes of the calls with NCHW arrays
     }
     failures = []
     deadline = time.monotonic() + seconds
@@ -1021,8 +1190,10 @@ def fuzz(seconds, seed, corpus, crash, save_dir, max_failures=20):
                 break
             continue
         stats["outcomes"][outcome] = stats["outcomes"].get(outcome, 0) + 1
-        op = decode(data).op
-        stats["ops"][op] = stats["ops"].get(op, 0) + 1
+        call = decode(data)
+        stats["ops"][call.op] = stats["ops"].get(call.op, 0) + 1
+        if call.layout == "NCHW":
+            stats["nchw"][outcome] = stats["nchw"].get(outcome, 0) + 1
         if outcome == "ok":
             stats["ok"] += 1
     return stats, failures

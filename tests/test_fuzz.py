@@ -110,6 +110,8 @@ def test_fuzz_for_a_bounded_time(tmp_path):
     assert stats["ok"] >= stats["executions"] // 20
     for kind in ("TypeError", "ValueError", "IndexError"):
         assert stats["outcomes"].get(f"rejected:{kind}", 0) > 0, kind
+    # The public functions' NCHW layout too, with calls that succeed.
+    assert stats["nchw"].get("ok", 0) > 0, stats["nchw"]
     assert set(stats["ops"]) == {
         "grad_image",
         "forward",
