@@ -421,6 +421,34 @@ def test_nchw_shapes_of_results():
     assert np.isclose(out.sum(dtype=np.float64), crops.sum(dtype=np.float64))
 
 
+class _EqualsAnything(str):
+    """A str whose ``==`` says True to anything."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("value", ["NHWC", "NCHW"])
+def test_layout_follows_the_value_not_equality(value):
+    # The result's shape and the kernel's layout both follow what the value
+    # holds: a shape of the other layout would have the wrong size here
+    # (height 1 < depth 7), and the kernel would write past its end.
+    data_format = _EqualsAnything(value)
+    nhwc = np.arange(21, dtype=np.float32).reshape(1, 1, 3, 7)
+    image = (
+        nhwc if value == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
+    )
+    boxes = [[0.0, 0.0, 1.0, 1.0]]
+    crops = cropgrad.crop_and_resize(image, boxes, [0], [1, 3], data_format=data_format)
+    expected = cropgrad.crop_and_resize(nhwc, boxes, [0], [1, 3])
+    if value == "NCHW":
+        expected = expected.transpose(0, 3, 1, 2)
+    assert crops.shape == expected.shape
+    assert_same_bits(crops, expected)
+
+
 # --------------------------------------------------------------------------
 # The benchmark's NCHW rows
 
