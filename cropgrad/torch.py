@@ -104,10 +104,13 @@ def _real(value, name):
 
 
 def _choice(value, allowed, name):
-    if not isinstance(value, str) or value not in allowed:
+    # The plain str a subclass holds: every later comparison then agrees
+    # with what was checked here, whatever the subclass's == says.
+    plain = str.__str__(value) if isinstance(value, str) else None
+    if plain not in allowed:
         choices = ", ".join(repr(m) for m in allowed)
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
+    return plain
 
 
 def _dims(layout):
