@@ -39,8 +39,22 @@ cdef extern from "cg_scatter.h" nogil:
                             double* bottom_left, double* bottom_right,
                             const float* g, float w_top, float w_bottom,
                             float w_left, float w_right, Py_ssize_t n)
-    # The distinct-pixel loops above are function pointers to the clone
-    # chosen by cg_simd_select (cg_simd.h).
+    # One crop row of bilinear samples: cg_quad_* for each sample in turn
+    # (NULL rows: the spare pixels; see cg_scatter.h).
+    void cg_row_f(float* top, float* bottom, float* spare, Py_ssize_t stride,
+                  const float* g, const Py_ssize_t* col_lo,
+                  const Py_ssize_t* col_hi, const float* w_left,
+                  const float* w_right, Py_ssize_t cw, float w_top,
+                  float w_bottom, int same_row, Py_ssize_t n, Py_ssize_t ahead,
+                  const float* g_end)
+    void cg_row_d(double* top, double* bottom, double* spare, Py_ssize_t stride,
+                  const float* g, const Py_ssize_t* col_lo,
+                  const Py_ssize_t* col_hi, const float* w_left,
+                  const float* w_right, Py_ssize_t cw, float w_top,
+                  float w_bottom, int same_row, Py_ssize_t n, Py_ssize_t ahead,
+                  const float* g_end)
+    # The distinct-pixel loops and the rows are function pointers to the
+    # clone chosen by cg_simd_select (cg_simd.h).
 
 cdef extern from "cg_shallow.h" nogil:
     # One crop row of bilinear samples into pixels of 1 to 4 channels.

@@ -30,7 +30,8 @@ from cropgrad._cdefs cimport (
     cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
-    cg_prefetch,
+    cg_row_d,
+    cg_row_f,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
     cg_simd_select,
@@ -50,7 +51,7 @@ from cropgrad._grad_image_nchw cimport (
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
-from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_quad
+from cropgrad._grad_image_plan cimport Plan, scatter_one
 from cropgrad._types cimport Geometry, acc_t
 
 # Tasks per thread: more, smaller bands balance better (they are handed out
@@ -232,53 +233,36 @@ cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
                           w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
 
 
-cdef inline void _prefetch_grads(Plan* p, Py_ssize_t start,
-                                 Py_ssize_t n) noexcept nogil:
-    """Hint that ``grads[start:start + n]`` (flat, clipped) is needed soon."""
-    cdef Py_ssize_t i = 0
-    if start + n > p.grads_size:
-        n = p.grads_size - start
-    while i < n:
-        cg_prefetch(p.grads + start + i)
-        i += 16    # floats per 64-byte cache line
-
-
 cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
                               const float* g, Py_ssize_t b, Py_ssize_t k,
                               Py_ssize_t n, bint do_top, bint do_bottom,
                               acc_t* spare, Py_ssize_t ahead) noexcept nogil:
     """Crop row ``k`` of box `b`, sample by sample, into the owned rows.
 
-    Called with `ahead` either 0 or a distance that depends only on the
-    depth, each from its own call site: the copy without prefetching has no
-    trace of it, and which copy updates an element does not depend on the
-    banding.  `spare` holds two pixels (``2 * depth`` elements) for a row
-    outside the band (NULL when every row is owned).
+    `ahead`: 0, or how far ahead of each sample to ask for grads (it
+    depends only on the depth).  `spare` holds two pixels (``2 * depth``
+    elements) for a row outside the band (NULL when every row is owned):
+    bilinear samples then go through the same code, owned rows or not.
     """
-    cdef Py_ssize_t x, col, right, cw = p.g.crop_w, D = p.g.depth
-    cdef acc_t* tl
-    cdef acc_t* tr
-    cdef acc_t* bl
-    cdef acc_t* br
-    for x in range(cw):
-        col = p.col_lo[b * cw + x]
-        if col < 0:
-            continue
-        if p.g.nearest:
-            scatter_one(top_row + col * D, g + x * D, n)
-            continue
-        right = p.col_hi[b * cw + x]
-        if ahead > 0:
-            _prefetch_grads(p, (g - p.grads) + x * D + ahead, n)
-        # A row outside the band goes to the scratch pixels: every sample
-        # is then applied by the same code, owned rows or not.
-        tl = top_row + col * D if do_top else spare
-        tr = top_row + right * D if do_top else spare + D
-        bl = bottom_row + col * D if do_bottom else spare
-        br = bottom_row + right * D if do_bottom else spare + D
-        scatter_quad(tl, tr, bl, br, g + x * D, p.row_w_lo[k], p.row_w_hi[k],
-                     p.col_w_lo[b * cw + x], p.col_w_hi[b * cw + x], n,
-                     col != right and top_row != bottom_row)
+    cdef Py_ssize_t x, col, cw = p.g.crop_w, D = p.g.depth
+    if p.g.nearest:
+        for x in range(cw):
+            col = p.col_lo[b * cw + x]
+            if col >= 0:
+                scatter_one(top_row + col * D, g + x * D, n)
+        return
+    if acc_t is float:
+        cg_row_f(top_row if do_top else NULL, bottom_row if do_bottom else NULL,
+                 spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
+                 p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
+                 p.row_w_hi[k], top_row == bottom_row, n, ahead,
+                 p.grads + p.grads_size)
+    else:
+        cg_row_d(top_row if do_top else NULL, bottom_row if do_bottom else NULL,
+                 spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
+                 p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
+                 p.row_w_hi[k], top_row == bottom_row, n, ahead,
+                 p.grads + p.grads_size)
 
 
 cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
@@ -348,12 +332,8 @@ cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
                                   cw, W, p.row_w_lo[k], p.row_w_hi[k],
                                   top == bottom, D)
                     continue
-                if ahead > 0:
-                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
-                                 do_top, do_bottom, deep_spare, ahead)
-                else:
-                    _scatter_row(p, top_row, bottom_row, g, b, k, n,
-                                 do_top, do_bottom, deep_spare, 0)
+                _scatter_row(p, top_row, bottom_row, g, b, k, n, do_top,
+                             do_bottom, deep_spare, ahead)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:

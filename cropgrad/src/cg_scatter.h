@@ -27,7 +27,7 @@
 
 
 #define CG_DEFINE_QUAD(NAME, ACC, RESTRICT, ATTR)                             \
-    static ATTR void NAME(ACC* RESTRICT top_left, ACC* RESTRICT top_right,    \
+    static inline ATTR void NAME(ACC* RESTRICT top_left, ACC* RESTRICT top_right,    \
                           ACC* RESTRICT bottom_left,                          \
                           ACC* RESTRICT bottom_right,                         \
                           const float* RESTRICT g, float w_top,               \
@@ -46,8 +46,8 @@
     }
 
 /* Pixels that may coincide: rare (a sample on a pixel row or column). */
-CG_DEFINE_QUAD(cg_quad_f, float, , inline)
-CG_DEFINE_QUAD(cg_quad_d, double, , inline)
+CG_DEFINE_QUAD(cg_quad_f, float, , )
+CG_DEFINE_QUAD(cg_quad_d, double, , )
 
 /* Four distinct pixels: the deep scatter's inner loop.  The baseline build
  * (SSE2 on x86-64) and, on x86-64 with GCC or Clang, clones for AVX2 and
@@ -65,6 +65,72 @@ CG_DEFINE_QUAD(cg_quad_distinct_f_avx512, float, CG_RESTRICT, __attribute__((tar
 CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((target("avx512f"))))
 #endif
 
+/* One crop row of bilinear samples into deep pixels: each sample's four
+ * corner updates in turn, with the walk over the samples in the same
+ * clone as the updates, so that the vector loop is inlined (a call per
+ * sample costs a good part of the work for 64 channels).
+ *
+ * Pixel `col` of a row is at row + col * stride, a sample's grads at
+ * g + x * stride, and `n` channels are updated.  `top` or `bottom` is NULL
+ * for a row outside the task's band: its updates then go to the two spare
+ * pixels (spare, spare + stride), so that every sample runs this same code
+ * for any banding.  `same_row`: the two rows are one.  With ahead > 0, the
+ * grads `ahead` floats past each sample's (n of them, up to g_end) are
+ * asked for first.  The same arithmetic as cg_quad_*, in the same order. */
+#define CG_DEFINE_ROW(NAME, ACC, DISTINCT, ANY, ATTR)                         \
+    static ATTR void NAME(ACC* top, ACC* bottom, ACC* spare, ptrdiff_t stride, \
+                          const float* g, const ptrdiff_t* col_lo,            \
+                          const ptrdiff_t* col_hi, const float* w_left,       \
+                          const float* w_right, ptrdiff_t cw, float w_top,    \
+                          float w_bottom, int same_row, ptrdiff_t n,          \
+                          ptrdiff_t ahead, const float* g_end) {              \
+        ptrdiff_t x, col, right;                                              \
+        for (x = 0; x < cw; x++) {                                            \
+            const float* gx = g + x * stride;                                 \
+            ACC *tl, *tr, *bl, *br;                                           \
+            col = col_lo[x];                                                  \
+            if (col < 0) continue;                                            \
+            right = col_hi[x];                                                \
+            if (ahead > 0) {                                                  \
+                const float* p = gx + ahead;                                  \
+                const float* end = p + n < g_end ? p + n : g_end;             \
+                for (; p < end; p += 16) cg_prefetch(p);                      \
+            }                                                                 \
+            tl = top ? top + col * stride : spare;                            \
+            tr = top ? top + right * stride : spare + stride;                 \
+            bl = bottom ? bottom + col * stride : spare;                      \
+            br = bottom ? bottom + right * stride : spare + stride;           \
+            if (col != right && !same_row)                                    \
+                DISTINCT(tl, tr, bl, br, gx, w_top, w_bottom, w_left[x],      \
+                         w_right[x], n);                                      \
+            else                                                              \
+                ANY(tl, tr, bl, br, gx, w_top, w_bottom, w_left[x],           \
+                    w_right[x], n);                                           \
+        }                                                                     \
+    }
+
+CG_DEFINE_ROW(cg_row_f_base, float, cg_quad_distinct_f_base, cg_quad_f, )
+CG_DEFINE_ROW(cg_row_d_base, double, cg_quad_distinct_d_base, cg_quad_d, )
+#if CG_SIMD_DISPATCH
+CG_DEFINE_ROW(cg_row_f_avx2, float, cg_quad_distinct_f_avx2, cg_quad_f,
+              __attribute__((target("avx2"))))
+CG_DEFINE_ROW(cg_row_d_avx2, double, cg_quad_distinct_d_avx2, cg_quad_d,
+              __attribute__((target("avx2"))))
+CG_DEFINE_ROW(cg_row_f_avx512, float, cg_quad_distinct_f_avx512, cg_quad_f,
+              __attribute__((target("avx512f"))))
+CG_DEFINE_ROW(cg_row_d_avx512, double, cg_quad_distinct_d_avx512, cg_quad_d,
+              __attribute__((target("avx512f"))))
+#endif
+
+typedef void (*cg_row_f_fn)(float*, float*, float*, ptrdiff_t, const float*,
+                            const ptrdiff_t*, const ptrdiff_t*, const float*,
+                            const float*, ptrdiff_t, float, float, int, ptrdiff_t,
+                            ptrdiff_t, const float*);
+typedef void (*cg_row_d_fn)(double*, double*, double*, ptrdiff_t, const float*,
+                            const ptrdiff_t*, const ptrdiff_t*, const float*,
+                            const float*, ptrdiff_t, float, float, int, ptrdiff_t,
+                            ptrdiff_t, const float*);
+
 typedef void (*cg_quad_f_fn)(float*, float*, float*, float*, const float*, float,
                              float, float, float, ptrdiff_t);
 typedef void (*cg_quad_d_fn)(double*, double*, double*, double*, const float*,
@@ -73,5 +139,7 @@ typedef void (*cg_quad_d_fn)(double*, double*, double*, double*, const float*,
 /* The clones in use (set by cg_simd_select, cg_simd.h). */
 static cg_quad_f_fn cg_quad_distinct_f = cg_quad_distinct_f_base;
 static cg_quad_d_fn cg_quad_distinct_d = cg_quad_distinct_d_base;
+static cg_row_f_fn cg_row_f = cg_row_f_base;
+static cg_row_d_fn cg_row_d = cg_row_d_base;
 
 #endif

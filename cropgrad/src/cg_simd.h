@@ -1,5 +1,5 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
- * and the plane transposes (cg_planes.h).
+ * and rows of them, and the plane transposes (cg_planes.h).
  *
  * Chosen once per extension module, at import (every module that includes
  * these headers holds its own function pointers): the widest instruction
@@ -38,6 +38,8 @@ static inline int cg_simd_select(const char* target) {
     if (best ? cg_simd_supported("avx512") : strcmp(target, "avx512") == 0) {
         cg_quad_distinct_f = cg_quad_distinct_f_avx512;
         cg_quad_distinct_d = cg_quad_distinct_d_avx512;
+        cg_row_f = cg_row_f_avx512;
+        cg_row_d = cg_row_d_avx512;
         cg_planes_gather = cg_planes_gather_avx2;
         cg_planes_scatter_f = cg_planes_scatter_f_avx2;
         cg_simd_target = "avx512";
@@ -46,6 +48,8 @@ static inline int cg_simd_select(const char* target) {
     if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
         cg_quad_distinct_f = cg_quad_distinct_f_avx2;
         cg_quad_distinct_d = cg_quad_distinct_d_avx2;
+        cg_row_f = cg_row_f_avx2;
+        cg_row_d = cg_row_d_avx2;
         cg_planes_gather = cg_planes_gather_avx2;
         cg_planes_scatter_f = cg_planes_scatter_f_avx2;
         cg_simd_target = "avx2";
@@ -54,6 +58,8 @@ static inline int cg_simd_select(const char* target) {
 #endif
     cg_quad_distinct_f = cg_quad_distinct_f_base;
     cg_quad_distinct_d = cg_quad_distinct_d_base;
+    cg_row_f = cg_row_f_base;
+    cg_row_d = cg_row_d_base;
     cg_planes_gather = cg_planes_gather_base;
     cg_planes_scatter_f = cg_planes_scatter_f_base;
     cg_simd_target = CG_SIMD_BASELINE;
