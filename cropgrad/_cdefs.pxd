@@ -102,6 +102,15 @@ cdef extern from "cg_planes.h" nogil:
     void cg_planes_scatter_h(uint16_t* dst, Py_ssize_t dst_lane, const float* src,
                              Py_ssize_t count, Py_ssize_t n)
 
+cdef extern from "cg_terms.h" nogil:
+    # The boxes gradient's four terms of one sample, per channel, from
+    # float32 pixels (a function pointer to the clone cg_simd_select chose).
+    void cg_terms(const float* tl, const float* tr, const float* bl,
+                  const float* br, const float* g, float x_lerp,
+                  float one_minus_x, float y_lerp, float one_minus_y,
+                  float f_y1, float f_x1, float f_y2, float f_x2, Py_ssize_t n,
+                  float* t)
+
 cdef extern from "cg_simd.h" nogil:
     # The clones of the two headers above in use in this module: the
     # instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or

@@ -21,7 +21,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad._cdefs cimport cg_planes_gather, cg_simd_select
+from cropgrad._cdefs cimport cg_planes_gather, cg_simd_select, cg_terms
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
@@ -138,31 +138,6 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     p.out[4 * b + 3] = dx2
 
 
-cdef inline void _staged_terms(const float* p_tl, const float* p_tr,
-                               const float* p_bl, const float* p_br,
-                               const float* gp, float x_lerp, float y_lerp,
-                               float f_y1, float f_y2, float f_x1, float f_x2,
-                               Py_ssize_t D, float* t) noexcept nogil:
-    """The terms of one sample from staged float32 pixels: `_row_terms`'s
-    arithmetic, term for term."""
-    cdef Py_ssize_t d
-    cdef float tl, tr, bl, br, grad_y, grad_x, g
-    for d in range(D):
-        tl = p_tl[d]
-        tr = p_tr[d]
-        bl = p_bl[d]
-        br = p_br[d]
-        grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
-        grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
-        g = gp[d]
-        grad_y = grad_y * g
-        grad_x = grad_x * g
-        t[4 * d] = grad_y * f_y1
-        t[4 * d + 1] = grad_x * f_x1
-        t[4 * d + 2] = grad_y * f_y2
-        t[4 * d + 3] = grad_x * f_x2
-
-
 cdef void _stage_row(const Plan* p, const image_t* image, bint half,
                      Py_ssize_t b, Py_ssize_t row, Py_ssize_t col0,
                      Py_ssize_t cols, float* dst) noexcept nogil:
@@ -234,7 +209,8 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     terms.  One interleaved array keeps the overlap checks of the vectorized
     loop few enough for the compiler to emit them.  Needs ``crop_h > 1``
     and ``crop_w > 1``.  Only the sums are serial; the terms themselves are
-    independent, so this loop vectorizes over channels.
+    independent, so this loop vectorizes over channels: for float32 pixels
+    in `cg_terms` (cg_terms.h), whose SIMD clone is chosen at run time.
 
     NCHW (`staged` not NULL): the pixels and grads are read from `staged`,
     where `_stage` puts them with the channels side by side (as float32,
@@ -273,35 +249,39 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
         f_x1 = <float>(W - 1) - <float>x * w_ratio
         f_x2 = <float>x * w_ratio
         t = terms + 4 * n
+        n += D
         if staged != NULL:
-            _staged_terms(s_top + (left - staged.col0) * D,
-                          s_top + (right - staged.col0) * D,
-                          s_bottom + (left - staged.col0) * D,
-                          s_bottom + (right - staged.col0) * D,
-                          staged.grads + x * D, x_lerp, y_lerp, f_y1, f_y2,
-                          f_x1, f_x2, D, t)
-            n += D
+            # NCHW: float32 pixels and grads, staged side by side.
+            cg_terms(s_top + (left - staged.col0) * D,
+                     s_top + (right - staged.col0) * D,
+                     s_bottom + (left - staged.col0) * D,
+                     s_bottom + (right - staged.col0) * D,
+                     staged.grads + x * D, x_lerp, <float>1 - x_lerp, y_lerp,
+                     <float>1 - y_lerp, f_y1, f_x1, f_y2, f_x2, D, t)
             continue
         p_tl = img + (top * W + left) * D
         p_tr = img + (top * W + right) * D
         p_bl = img + (bottom * W + left) * D
         p_br = img + (bottom * W + right) * D
         gp = p.grads + ((b * ch + y) * cw + x) * D
-        for d in range(D):
-            tl = load(p_tl, d, half)
-            tr = load(p_tr, d, half)
-            bl = load(p_bl, d, half)
-            br = load(p_br, d, half)
-            grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
-            grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
-            g = gp[d]
-            grad_y = grad_y * g
-            grad_x = grad_x * g
-            t[4 * d] = grad_y * f_y1
-            t[4 * d + 1] = grad_x * f_x1
-            t[4 * d + 2] = grad_y * f_y2
-            t[4 * d + 3] = grad_x * f_x2
-        n += D
+        if image_t is float:
+            cg_terms(p_tl, p_tr, p_bl, p_br, gp, x_lerp, <float>1 - x_lerp, y_lerp,
+                     <float>1 - y_lerp, f_y1, f_x1, f_y2, f_x2, D, t)
+        else:
+            for d in range(D):
+                tl = load(p_tl, d, half)
+                tr = load(p_tr, d, half)
+                bl = load(p_bl, d, half)
+                br = load(p_br, d, half)
+                grad_y = (<float>1 - x_lerp) * (bl - tl) + x_lerp * (br - tr)
+                grad_x = (<float>1 - y_lerp) * (tr - tl) + y_lerp * (br - bl)
+                g = gp[d]
+                grad_y = grad_y * g
+                grad_x = grad_x * g
+                t[4 * d] = grad_y * f_y1
+                t[4 * d + 1] = grad_x * f_x1
+                t[4 * d + 2] = grad_y * f_y2
+                t[4 * d + 3] = grad_x * f_x2
     return n
 
 

@@ -1,8 +1,9 @@
 """Every instruction set of the inner loops gives the same bits.
 
-The image gradient's deep-pixel loop and the NCHW kernels' plane transposes
-have clones for wider vectors (x86-64: AVX2 and AVX-512F beside the SSE2
-baseline), chosen at import by what the CPU runs, or by ``CROPGRAD_SIMD``.
+The image gradient's deep-pixel loop, the boxes gradient's terms and the
+NCHW kernels' plane transposes have clones for wider vectors (x86-64: AVX2
+and AVX-512F beside the SSE2 baseline), chosen at import by what the CPU
+runs, or by ``CROPGRAD_SIMD``.
 Each lane does the scalar arithmetic of one channel, without contraction,
 and the transposes only move floats, so the TensorFlow fixtures and the
 thread-count checks must pass unchanged on every target this CPU runs.
@@ -23,7 +24,8 @@ TARGETS = _grad_image.simd_targets()
 SELECTION = (
     "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
     "or non_finite_gradients or large_overlapping or grad_image_big_problems "
-    "or tall_boxes or forward_and_boxes_gradient_big_problems"
+    "or tall_boxes or forward_and_boxes_gradient_big_problems "
+    "or image_dtypes_are_read_as_float32"
 )
 
 
@@ -58,6 +60,8 @@ def test_fixtures_on_every_target(target):
             "-p",
             "no:cacheprovider",
             os.path.join(HERE, "test_grad_image.py"),
+            # The boxes gradient's terms.
+            os.path.join(HERE, "test_forward_and_boxes.py"),
             # NCHW: the tiles' corner loop, and the transposes of all three ops.
             os.path.join(HERE, "test_nchw.py"),
             "-k",

@@ -1,5 +1,6 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
- * and rows of them, and the plane transposes (cg_planes.h).
+ * and rows of them, the plane transposes (cg_planes.h) and the boxes
+ * gradient's terms (cg_terms.h).
  *
  * Chosen once per extension module, at import (every module that includes
  * these headers holds its own function pointers): the widest instruction
@@ -14,6 +15,7 @@
 
 #include "cg_planes.h"
 #include "cg_scatter.h"
+#include "cg_terms.h"
 
 static const char* cg_simd_target = CG_SIMD_BASELINE;
 
@@ -40,6 +42,7 @@ static inline int cg_simd_select(const char* target) {
         cg_quad_distinct_d = cg_quad_distinct_d_avx512;
         cg_row_f = cg_row_f_avx512;
         cg_row_d = cg_row_d_avx512;
+        cg_terms = cg_terms_avx512;
         cg_planes_gather = cg_planes_gather_avx2;
         cg_planes_scatter_f = cg_planes_scatter_f_avx2;
         cg_simd_target = "avx512";
@@ -50,6 +53,7 @@ static inline int cg_simd_select(const char* target) {
         cg_quad_distinct_d = cg_quad_distinct_d_avx2;
         cg_row_f = cg_row_f_avx2;
         cg_row_d = cg_row_d_avx2;
+        cg_terms = cg_terms_avx2;
         cg_planes_gather = cg_planes_gather_avx2;
         cg_planes_scatter_f = cg_planes_scatter_f_avx2;
         cg_simd_target = "avx2";
@@ -60,6 +64,7 @@ static inline int cg_simd_select(const char* target) {
     cg_quad_distinct_d = cg_quad_distinct_d_base;
     cg_row_f = cg_row_f_base;
     cg_row_d = cg_row_d_base;
+    cg_terms = cg_terms_base;
     cg_planes_gather = cg_planes_gather_base;
     cg_planes_scatter_f = cg_planes_scatter_f_base;
     cg_simd_target = CG_SIMD_BASELINE;
