@@ -110,6 +110,11 @@ cdef extern from "cg_terms.h" nogil:
                   float one_minus_x, float y_lerp, float one_minus_y,
                   float f_y1, float f_x1, float f_y2, float f_x2, Py_ssize_t n,
                   float* t)
+    # Up to CG_SUM_GROUP boxes' terms added to their four sums each, every
+    # sum in its serial order.
+    enum: CG_SUM_GROUP
+    void cg_sum_terms(float* sums, float* const* terms, const Py_ssize_t* n,
+                      int count)
 
 cdef extern from "cg_simd.h" nogil:
     # The clones of the two headers above in use in this module: the

@@ -21,7 +21,14 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad._cdefs cimport cg_planes_gather, cg_simd_select, cg_terms
+from cropgrad._cdefs cimport (
+    CG_SUM_GROUP,
+    cg_planes_gather,
+    cg_prefetch,
+    cg_simd_select,
+    cg_sum_terms,
+    cg_terms,
+)
 from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
@@ -42,6 +49,18 @@ from cropgrad._types cimport (
 )
 
 
+# Boxes per task (bilinear crops of more than one row and column): their
+# sums advance together (cg_sum_terms).
+cdef enum:
+    GROUP = CG_SUM_GROUP
+
+
+# How far ahead of a sample's grads to ask for them: 2 KiB, as the image
+# gradient's deep scatter does.
+cdef enum:
+    PREFETCH_FLOATS = 2048 // 4
+
+
 ctypedef struct Staged:
     # NCHW: one box's pixel rows and grads with the channels side by side
     Py_ssize_t box           # whose rows `rows` holds (-1: none yet)
@@ -60,8 +79,8 @@ ctypedef struct Plan:
     const float* boxes
     const int64_t* box_ind
     float* out
-    # Per thread, 8 * crop_w * depth floats of terms (see _pair), and for
-    # NCHW the two boxes' Staged (`staged_each` bytes per thread)
+    # Per thread, GROUP * 4 * crop_w * depth floats of terms (see _group),
+    # and for NCHW the GROUP boxes' Staged (`staged_each` bytes per thread)
     float* terms
     char* staged
     size_t staged_each
@@ -235,6 +254,9 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     cdef float* t
     cdef const float* s_top = NULL
     cdef const float* s_bottom = NULL
+    cdef const float* ahead
+    cdef const float* end
+    cdef const float* grads_end = p.grads + p.g.num_boxes * ch * cw * D
     if not linear_taps(sample_coord(y1, y2, h_scale, H, ch, y), H,
                        &top, &bottom, &y_lerp):
         return 0
@@ -265,6 +287,13 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
         p_br = img + (bottom * W + right) * D
         gp = p.grads + ((b * ch + y) * cw + x) * D
         if image_t is float:
+            # grads is read once, in order: ask for it PREFETCH_BYTES ahead
+            # (the terms otherwise wait on it).
+            ahead = gp + PREFETCH_FLOATS
+            end = min(ahead + D, grads_end)
+            while ahead < end:
+                cg_prefetch(ahead)
+                ahead += 16
             cg_terms(p_tl, p_tr, p_bl, p_br, gp, x_lerp, <float>1 - x_lerp, y_lerp,
                      <float>1 - y_lerp, f_y1, f_x1, f_y2, f_x2, D, t)
         else:
@@ -285,62 +314,36 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     return n
 
 
-cdef void _pair(const Plan* p, const image_t* image, Py_ssize_t b0,
-                Py_ssize_t b1, bint half, float* terms,
-                Staged* staged) noexcept nogil:
-    """Box gradients of boxes `b0` and `b1` (or `b0` alone when ``b1 < 0``).
+cdef void _group(const Plan* p, const image_t* image, Py_ssize_t b0,
+                 int count, bint half, float* terms,
+                 Staged* staged) noexcept nogil:
+    """Box gradients of boxes ``b0`` to ``b0 + count - 1`` (at most GROUP).
 
     Each box's four sums are serial chains of float32 additions, slow to
-    wait on one at a time; summing two boxes in one loop keeps eight chains
-    in flight.  Each chain still adds its own terms in the serial order.
-    `terms` holds ``8 * crop_w * depth`` floats.
+    wait on one at a time: crop row by crop row, the boxes' terms are
+    computed, then added to their sums together (cg_sum_terms).  Each chain
+    still adds its own terms in the serial order.  `terms` holds
+    ``GROUP * 4 * crop_w * depth`` floats; `staged`, GROUP Staged (NCHW).
+    The sums start from the zeroed output.
     """
-    cdef float a0 = 0, a1 = 0, a2 = 0, a3 = 0
-    cdef float c0 = 0, c1 = 0, c2 = 0, c3 = 0
-    cdef Py_ssize_t y, i, na, nb, common
-    cdef float* ta = terms
-    cdef float* tb = terms + 4 * p.g.crop_w * p.g.depth
+    cdef Py_ssize_t row_terms = 4 * p.g.crop_w * p.g.depth, y
+    cdef float* box_terms[GROUP]
+    cdef Py_ssize_t n[GROUP]
+    cdef int j
+    for j in range(count):
+        box_terms[j] = terms + j * row_terms
     for y in range(p.g.crop_h):
-        na = _row_terms(p, image, b0, y, half, ta, staged)
-        nb = 0
-        if b1 >= 0:
-            nb = _row_terms(p, image, b1, y, half, tb,
-                            staged + 1 if staged != NULL else NULL)
-        common = min(na, nb)
-        for i in range(common):
-            a0 += ta[4 * i]
-            a1 += ta[4 * i + 1]
-            a2 += ta[4 * i + 2]
-            a3 += ta[4 * i + 3]
-            c0 += tb[4 * i]
-            c1 += tb[4 * i + 1]
-            c2 += tb[4 * i + 2]
-            c3 += tb[4 * i + 3]
-        for i in range(common, na):
-            a0 += ta[4 * i]
-            a1 += ta[4 * i + 1]
-            a2 += ta[4 * i + 2]
-            a3 += ta[4 * i + 3]
-        for i in range(common, nb):
-            c0 += tb[4 * i]
-            c1 += tb[4 * i + 1]
-            c2 += tb[4 * i + 2]
-            c3 += tb[4 * i + 3]
-    p.out[4 * b0 + 0] = a0
-    p.out[4 * b0 + 1] = a1
-    p.out[4 * b0 + 2] = a2
-    p.out[4 * b0 + 3] = a3
-    if b1 >= 0:
-        p.out[4 * b1 + 0] = c0
-        p.out[4 * b1 + 1] = c1
-        p.out[4 * b1 + 2] = c2
-        p.out[4 * b1 + 3] = c3
+        for j in range(count):
+            n[j] = _row_terms(p, image, b0 + j, y, half, box_terms[j],
+                              staged + j if staged != NULL else NULL)
+        cg_sum_terms(p.out + 4 * b0, box_terms, n, count)
 
 
 cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
                       bint half, float* terms, Staged* staged) noexcept nogil:
-    """Box `t` for one-row or one-column crops, boxes 2t and 2t + 1 otherwise
-    (`staged`: the thread's two Staged, NCHW only)."""
+    """Box `t` for one-row or one-column crops, boxes ``GROUP * t`` to
+    ``GROUP * t + GROUP - 1`` otherwise (`staged`: the thread's GROUP
+    Staged, NCHW only)."""
     cdef Py_ssize_t N = p.g.num_boxes
     if p.g.crop_h == 1 or p.g.crop_w == 1:
         if p.g.nchw:
@@ -348,14 +351,15 @@ cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
         else:
             _one(p, image, t, half, <nhwc_t*>NULL)
     else:
-        _pair(p, image, 2 * t, 2 * t + 1 if 2 * t + 1 < N else -1, half, terms,
-              staged)
+        _group(p, image, GROUP * t, <int>min(GROUP, N - GROUP * t), half, terms,
+               staged)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`, of the image's dtype, with thread `thread`'s scratch."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef float* terms = p.terms + <Py_ssize_t>thread * 8 * p.g.crop_w * p.g.depth
+    cdef float* terms = p.terms + (<Py_ssize_t>thread * GROUP * 4 * p.g.crop_w
+                                   * p.g.depth)
     cdef Staged* staged = NULL
     cdef int code = p.image_dtype
     if p.staged != NULL:
@@ -381,11 +385,11 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
 
 
 cdef void _init_staged(Staged* st, const Geometry* geo) noexcept nogil:
-    """Lay out a thread's two Staged and their arrays, after them."""
+    """Lay out a thread's GROUP Staged and their arrays, after them."""
     cdef size_t floats = <size_t>(2 * geo.width + geo.crop_w) * geo.depth
-    cdef float* arrays = <float*>(<char*>st + 2 * sizeof(Staged))
+    cdef float* arrays = <float*>(<char*>st + GROUP * sizeof(Staged))
     cdef int k
-    for k in range(2):
+    for k in range(GROUP):
         st[k].box = -1
         st[k].rows = arrays + k * floats
         st[k].grads = st[k].rows + 2 * geo.width * geo.depth
@@ -422,19 +426,19 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
         memset(out, 0, 4 * N * sizeof(float))
         return 0
     # One-row or one-column crops accumulate partly in double: one box per
-    # task; otherwise two (see _pair).
+    # task; otherwise GROUP (see _group).
     if geo.crop_h == 1 or geo.crop_w == 1:
         num_tasks = N
     else:
-        num_tasks = (N + 1) // 2
+        num_tasks = (N + GROUP - 1) // GROUP
     work = N * geo.crop_h * geo.crop_w * geo.depth * 8
     team = team_size(nthreads, num_tasks) if work >= SERIAL_WORK else 1
-    terms_bytes = <size_t>team * 8 * geo.crop_w * geo.depth * sizeof(float)
-    # NCHW pairs: each thread's two Staged, their rows and grads.
+    terms_bytes = <size_t>team * GROUP * 4 * geo.crop_w * geo.depth * sizeof(float)
+    # NCHW groups: each thread's GROUP Staged, their rows and grads.
     p.staged_each = 0
     if geo.nchw and geo.crop_h > 1 and geo.crop_w > 1:
-        p.staged_each = 2 * (sizeof(Staged) + (<size_t>(2 * geo.width + geo.crop_w)
-                                               * geo.depth) * sizeof(float))
+        p.staged_each = GROUP * (sizeof(Staged) + (<size_t>(2 * geo.width + geo.crop_w)
+                                                   * geo.depth) * sizeof(float))
         p.staged_each = (p.staged_each + 63) // 64 * 64
     nbytes = terms_bytes + <size_t>team * p.staged_each + 64
     p.terms = <float*>malloc(nbytes)

@@ -157,6 +157,46 @@ def test_image_dtypes_are_read_as_float32(dtype):
     )
 
 
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_grad_boxes_of_a_group_are_each_box_alone(data_format, dtype):
+    # A task sums several boxes together, padding the ones with fewer
+    # samples inside the image; the bits must be those of each box alone
+    # (one box per call), NaN, infinities and signed zeros included.
+    rng = np.random.default_rng(11)
+    n = 23
+    image = (rng.standard_normal((2, 17, 13, 6)) * 40).astype(dtype)
+    boxes = _random_geometry(rng, n)  # many partly outside the image
+    boxes[3] = [0.2, 0.3, 0.2, 0.9]  # one crop row inside, all on one row
+    boxes[4] = [1.5, 1.5, 2.0, 2.0]  # wholly outside: no terms at all
+    box_ind = rng.integers(0, 2, n)
+    grads = rng.standard_normal((n, 5, 4, 6)).astype(np.float32)
+    grads[1, 2, 1, 3] = np.nan
+    grads[6, 0, 0, 0] = np.inf
+    grads[7] = -0.0
+    grads[9, 1, 2, 2] = -np.inf
+    if data_format == "NCHW":
+        image = np.ascontiguousarray(image.transpose(0, 3, 1, 2))
+        grads = np.ascontiguousarray(grads.transpose(0, 3, 1, 2))
+    together = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, data_format=data_format
+    )
+    alone = np.concatenate(
+        [
+            cropgrad.crop_and_resize_grad_boxes(
+                grads[i : i + 1],
+                image,
+                boxes[i : i + 1],
+                box_ind[i : i + 1],
+                data_format=data_format,
+            )
+            for i in range(n)
+        ]
+    )
+    assert_same_bits(together, alone)
+    assert np.isnan(together[1]).any() and np.isinf(together[6]).any()
+
+
 def test_same_bits_for_any_thread_count():
     rng = np.random.default_rng(8)
     image = rng.standard_normal((2, 40, 30, 16)).astype(np.float32)

@@ -14,6 +14,7 @@
 #define CG_TERMS_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "cg_build.h"
 #include "cg_scatter.h"    /* CG_RESTRICT */
@@ -48,6 +49,65 @@ CG_DEFINE_TERMS(cg_terms_avx2, __attribute__((target("avx2"))))
 CG_DEFINE_TERMS(cg_terms_avx512, __attribute__((target("avx512f"))))
 #endif
 #undef CG_DEFINE_TERMS
+
+/* The boxes a task sums together (see cg_sum_terms): four vector chains
+ * in flight.  Eight measured no faster (detector problem), with twice the
+ * scratch per thread. */
+#define CG_SUM_GROUP 4
+
+/* sums[4 * j + k] += terms[j][4 * i + k] for i < n[j], in the order of i,
+ * for each box j < count (count <= CG_SUM_GROUP): each of the 4 * count
+ * sums is its own serial chain of float32 additions.  A chain waits on its
+ * previous addition; the chains of CG_SUM_GROUP boxes advance together,
+ * one box's four sums in the four lanes of one vector, so that several
+ * additions are in flight at once.  Lane k only ever adds term k: the bits
+ * of scalar code.
+ *
+ * Boxes with fewer terms (samples outside the image) are padded up to the
+ * longest with -0.0, which leaves every float32 sum as it was (x + -0.0 is
+ * x for every x, -0.0, infinities and NaN included; a sum is never a
+ * subnormal that flush-to-zero would change, as it starts at 0 and every
+ * addition is flushed).  Each box's buffer has room for 4 * max(n) floats. */
+static inline void cg_sum_terms(float* sums, float* const* terms,
+                                const ptrdiff_t* n, int count) {
+    ptrdiff_t i, longest = 0;
+    int j;
+#if defined(__GNUC__) || defined(__clang__)
+    typedef float cg_v4 __attribute__((vector_size(16)));
+    cg_v4 acc[CG_SUM_GROUP], t;
+    if (count == CG_SUM_GROUP) {
+        for (j = 0; j < count; j++) longest = n[j] > longest ? n[j] : longest;
+        for (j = 0; j < count; j++)
+            for (i = 4 * n[j]; i < 4 * longest; i++) terms[j][i] = -0.0f;
+        for (j = 0; j < count; j++) memcpy(&acc[j], sums + 4 * j, sizeof acc[j]);
+        for (i = 0; i < longest; i++) {
+            for (j = 0; j < CG_SUM_GROUP; j++) {
+                memcpy(&t, terms[j] + 4 * i, sizeof t);
+                acc[j] += t;
+            }
+        }
+        for (j = 0; j < count; j++) memcpy(sums + 4 * j, &acc[j], sizeof acc[j]);
+        return;
+    }
+#endif
+    /* The last, smaller group of a call (or no vector extension). */
+    (void)longest;
+    for (j = 0; j < count; j++) {
+        float a0 = sums[4 * j], a1 = sums[4 * j + 1];
+        float a2 = sums[4 * j + 2], a3 = sums[4 * j + 3];
+        const float* t4 = terms[j];
+        for (i = 0; i < n[j]; i++) {
+            a0 += t4[4 * i];
+            a1 += t4[4 * i + 1];
+            a2 += t4[4 * i + 2];
+            a3 += t4[4 * i + 3];
+        }
+        sums[4 * j] = a0;
+        sums[4 * j + 1] = a1;
+        sums[4 * j + 2] = a2;
+        sums[4 * j + 3] = a3;
+    }
+}
 
 typedef void (*cg_terms_fn)(const float*, const float*, const float*,
                             const float*, const float*, float, float, float,
