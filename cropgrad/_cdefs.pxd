@@ -10,6 +10,16 @@ cdef extern from "cg_build.h" nogil:
     const char* CG_CFLAGS
     void cg_prefetch(const void* p)
     void cg_prefetch_outer(const void* p)
+    # Cache lines to ask for a few at a time: `runs` runs of `length`
+    # floats, `lane` apart; the next is run `run`, float `pos`.
+    ctypedef struct cg_ahead:
+        const float* start
+        Py_ssize_t lane
+        Py_ssize_t length
+        Py_ssize_t runs
+        Py_ssize_t run
+        Py_ssize_t pos
+    void cg_ask(cg_ahead* a, Py_ssize_t count)
 
 cdef extern from "cg_fpenv.h" nogil:
     # Flush-to-zero and denormals-are-zero for the calling thread, while
@@ -46,13 +56,13 @@ cdef extern from "cg_scatter.h" nogil:
                   const Py_ssize_t* col_hi, const float* w_left,
                   const float* w_right, Py_ssize_t cw, float w_top,
                   float w_bottom, int same_row, Py_ssize_t n, Py_ssize_t ahead,
-                  const float* g_end)
+                  const float* g_end, cg_ahead* ask, Py_ssize_t ask_count)
     void cg_row_d(double* top, double* bottom, double* spare, Py_ssize_t stride,
                   const float* g, const Py_ssize_t* col_lo,
                   const Py_ssize_t* col_hi, const float* w_left,
                   const float* w_right, Py_ssize_t cw, float w_top,
                   float w_bottom, int same_row, Py_ssize_t n, Py_ssize_t ahead,
-                  const float* g_end)
+                  const float* g_end, cg_ahead* ask, Py_ssize_t ask_count)
     # The distinct-pixel loops and the rows are function pointers to the
     # clone chosen by cg_simd_select (cg_simd.h).
 

@@ -256,13 +256,13 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
                  spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
                  p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
                  p.row_w_hi[k], top_row == bottom_row, n, ahead,
-                 p.grads + p.grads_size)
+                 p.grads + p.grads_size, NULL, 0)
     else:
         cg_row_d(top_row if do_top else NULL, bottom_row if do_bottom else NULL,
                  spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
                  p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
                  p.row_w_hi[k], top_row == bottom_row, n, ahead,
-                 p.grads + p.grads_size)
+                 p.grads + p.grads_size, NULL, 0)
 
 
 cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,

@@ -46,12 +46,15 @@ from cropgrad._cdefs cimport (
     cg_planes_scatter_d,
     cg_planes_scatter_f,
     cg_planes_scatter_h,
-    cg_prefetch_outer,
+    cg_ahead,
+    cg_ask,
+    cg_row_d,
+    cg_row_f,
     cg_shallow_rows_d_planes,
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_quad
+from cropgrad._grad_image_plan cimport Plan, scatter_one
 from cropgrad._types cimport acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
@@ -236,15 +239,11 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, g_lane = ch * cw
     cdef Py_ssize_t row_size = W * n
     cdef Py_ssize_t bi, r0, r1, j, b, y, y0, y_lo, y_hi, m, k, x, top, bottom
-    cdef Py_ssize_t col, right, nj, ahead = 0, ny_lo, ny_hi
-    cdef Ahead next_box
+    cdef Py_ssize_t col, nj, ahead = 0, ny_lo, ny_hi
+    cdef cg_ahead next_box
     cdef bint do_top, do_bottom
     cdef acc_t* top_row = NULL
     cdef acc_t* bottom_row = NULL
-    cdef acc_t* tl
-    cdef acc_t* tr
-    cdef acc_t* bl
-    cdef acc_t* br
     cdef const float* g
     memset(&next_box, 0, sizeof(next_box))
     memset(tile, 0, (e - s) * row_size * sizeof(acc_t))
@@ -270,7 +269,7 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
             while nj < p.starts[bi + 1] and (p.box_row_max[p.order[nj]] < r0
                                              or p.box_row_min[p.order[nj]] >= r1):
                 nj += 1
-            next_box.planes = 0
+            next_box.runs = 0
             ahead = 0
             if nj < p.starts[bi + 1] and y_hi >= y_lo:
                 # Just the next box's crop rows that touch the tile.
@@ -285,8 +284,8 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                                       + ((p.order[nj] * D + c0) * ch + ny_lo) * cw)
                     next_box.lane = g_lane
                     next_box.length = (ny_hi - ny_lo + 1) * cw
-                    next_box.planes = n
-                    next_box.plane = next_box.pos = 0
+                    next_box.runs = n
+                    next_box.run = next_box.pos = 0
                     ahead = (n * ((next_box.length + 15) // 16)
                              + (y_hi - y_lo + 1) * cw - 1) // ((y_hi - y_lo + 1) * cw)
             y0 = y_lo
@@ -307,48 +306,40 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                     if do_bottom:
                         bottom_row = tile + (bi * H + bottom - s) * row_size
                     g = stage + (y - y0) * cw * n
-                    for x in range(cw):
-                        col = p.col_lo[b * cw + x]
-                        if col < 0:
-                            continue
-                        _ask(&next_box, ahead)
-                        if p.g.nearest:
-                            scatter_one(top_row + col * n, g + x * n, n)
-                            continue
-                        # A row outside the tile goes to the spare pixels:
-                        # every sample is applied by the same code, owned
-                        # rows or not.
-                        right = p.col_hi[b * cw + x]
-                        tl = top_row + col * n if do_top else spare
-                        tr = top_row + right * n if do_top else spare + n
-                        bl = bottom_row + col * n if do_bottom else spare
-                        br = bottom_row + right * n if do_bottom else spare + n
-                        scatter_quad(tl, tr, bl, br, g + x * n, p.row_w_lo[k],
-                                     p.row_w_hi[k], p.col_w_lo[b * cw + x],
-                                     p.col_w_hi[b * cw + x], n,
-                                     col != right and top != bottom)
+                    if p.g.nearest:
+                        for x in range(cw):
+                            col = p.col_lo[b * cw + x]
+                            if col >= 0:
+                                cg_ask(&next_box, ahead)
+                                scatter_one(top_row + col * n, g + x * n, n)
+                        continue
+                    # A row outside the tile goes to the spare pixels (NULL
+                    # row): every sample is applied by the same code, owned
+                    # rows or not.
+                    _tile_row(top_row if do_top else NULL,
+                              bottom_row if do_bottom else NULL, spare, g,
+                              p.col_lo + b * cw, p.col_hi + b * cw,
+                              p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw,
+                              p.row_w_lo[k], p.row_w_hi[k], top == bottom, n,
+                              &next_box, ahead)
                 y0 += m
 
 
-ctypedef struct Ahead:
-    # Cache lines to ask for: `planes` runs of `length` floats, `lane` apart
-    const float* start
-    Py_ssize_t lane
-    Py_ssize_t length
-    Py_ssize_t planes
-    Py_ssize_t plane         # the next line: run `plane`, float `pos`
-    Py_ssize_t pos
-
-
-cdef inline void _ask(Ahead* a, Py_ssize_t count) noexcept nogil:
-    """Ask for the next `count` cache lines of `a` (into the outer caches)."""
-    while count > 0 and a.plane < a.planes:
-        cg_prefetch_outer(a.start + a.plane * a.lane + a.pos)
-        a.pos += 16
-        if a.pos >= a.length:
-            a.plane += 1
-            a.pos = 0
-        count -= 1
+cdef inline void _tile_row(acc_t* top, acc_t* bottom, acc_t* spare,
+                           const float* g, const Py_ssize_t* col_lo,
+                           const Py_ssize_t* col_hi, const float* w_left,
+                           const float* w_right, Py_ssize_t cw, float w_top,
+                           float w_bottom, bint same_row, Py_ssize_t n,
+                           cg_ahead* ask, Py_ssize_t ask_count) noexcept nogil:
+    """One crop row of bilinear samples into tile rows of `n` channels a
+    pixel, from its staged grads, asking for `ask_count` lines of `ask`
+    before each sample (see cg_row_* in cg_scatter.h)."""
+    if acc_t is float:
+        cg_row_f(top, bottom, spare, n, g, col_lo, col_hi, w_left, w_right, cw,
+                 w_top, w_bottom, same_row, n, 0, NULL, ask, ask_count)
+    else:
+        cg_row_d(top, bottom, spare, n, g, col_lo, col_hi, w_left, w_right, cw,
+                 w_top, w_bottom, same_row, n, 0, NULL, ask, ask_count)
 
 
 cdef inline bint _touches(const Plan* p, Py_ssize_t k, Py_ssize_t r0,

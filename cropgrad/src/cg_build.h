@@ -6,6 +6,8 @@
 #ifndef CG_BUILD_H
 #define CG_BUILD_H
 
+#include <stddef.h>
+
 #ifndef CG_COMPILER
 #define CG_COMPILER "unknown"
 #endif
@@ -23,6 +25,27 @@
 #define cg_prefetch(p) ((void)(p))
 #define cg_prefetch_outer(p) ((void)(p))
 #endif
+
+/* Cache lines to ask for a few at a time, into the outer caches: `runs`
+ * runs of `length` floats, `lane` floats apart; the next line is run
+ * `run`, float `pos`. */
+typedef struct {
+    const float* start;
+    ptrdiff_t lane, length, runs, run, pos;
+} cg_ahead;
+
+/* Ask for the next `count` lines of `a` (none once it is exhausted). */
+static inline void cg_ask(cg_ahead* a, ptrdiff_t count) {
+    while (count > 0 && a->run < a->runs) {
+        cg_prefetch_outer(a->start + a->run * a->lane + a->pos);
+        a->pos += 16;
+        if (a->pos >= a->length) {
+            a->run++;
+            a->pos = 0;
+        }
+        count--;
+    }
+}
 
 /* Whether the inner loops have clones for wider instruction sets chosen at
  * run time (cg_simd.h): x86-64 with GCC or Clang.  The baseline is what

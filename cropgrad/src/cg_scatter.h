@@ -76,14 +76,17 @@ CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((ta
  * pixels (spare, spare + stride), so that every sample runs this same code
  * for any banding.  `same_row`: the two rows are one.  With ahead > 0, the
  * grads `ahead` floats past each sample's (n of them, up to g_end) are
- * asked for first.  The same arithmetic as cg_quad_*, in the same order. */
+ * asked for first; with `ask` not NULL, `ask_count` lines of it (see
+ * cg_ask) before each sample.  The same arithmetic as cg_quad_*, in the
+ * same order. */
 #define CG_DEFINE_ROW(NAME, ACC, DISTINCT, ANY, ATTR)                         \
     static ATTR void NAME(ACC* top, ACC* bottom, ACC* spare, ptrdiff_t stride, \
                           const float* g, const ptrdiff_t* col_lo,            \
                           const ptrdiff_t* col_hi, const float* w_left,       \
                           const float* w_right, ptrdiff_t cw, float w_top,    \
                           float w_bottom, int same_row, ptrdiff_t n,          \
-                          ptrdiff_t ahead, const float* g_end) {              \
+                          ptrdiff_t ahead, const float* g_end,                \
+                          cg_ahead* ask, ptrdiff_t ask_count) {               \
         ptrdiff_t x, col, right;                                              \
         for (x = 0; x < cw; x++) {                                            \
             const float* gx = g + x * stride;                                 \
@@ -96,6 +99,7 @@ CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((ta
                 const float* end = p + n < g_end ? p + n : g_end;             \
                 for (; p < end; p += 16) cg_prefetch(p);                      \
             }                                                                 \
+            if (ask) cg_ask(ask, ask_count);                                  \
             tl = top ? top + col * stride : spare;                            \
             tr = top ? top + right * stride : spare + stride;                 \
             bl = bottom ? bottom + col * stride : spare;                      \
@@ -125,11 +129,11 @@ CG_DEFINE_ROW(cg_row_d_avx512, double, cg_quad_distinct_d_avx512, cg_quad_d,
 typedef void (*cg_row_f_fn)(float*, float*, float*, ptrdiff_t, const float*,
                             const ptrdiff_t*, const ptrdiff_t*, const float*,
                             const float*, ptrdiff_t, float, float, int, ptrdiff_t,
-                            ptrdiff_t, const float*);
+                            ptrdiff_t, const float*, cg_ahead*, ptrdiff_t);
 typedef void (*cg_row_d_fn)(double*, double*, double*, ptrdiff_t, const float*,
                             const ptrdiff_t*, const ptrdiff_t*, const float*,
                             const float*, ptrdiff_t, float, float, int, ptrdiff_t,
-                            ptrdiff_t, const float*);
+                            ptrdiff_t, const float*, cg_ahead*, ptrdiff_t);
 
 typedef void (*cg_quad_f_fn)(float*, float*, float*, float*, const float*, float,
                              float, float, float, ptrdiff_t);
