@@ -73,40 +73,39 @@ static inline void cg_sum_terms(float* sums, float* const* terms,
     ptrdiff_t i, longest = 0;
     int j;
 #if defined(__GNUC__) || defined(__clang__)
+    /* Every box goes through the same vector additions, whichever group
+     * it falls in (a full one, or the last of a call): NaN results keep
+     * the same bits. */
     typedef float cg_v4 __attribute__((vector_size(16)));
     cg_v4 acc[CG_SUM_GROUP], t;
+    for (j = 0; j < count; j++) longest = n[j] > longest ? n[j] : longest;
+    for (j = 0; j < count; j++) {
+        for (i = 4 * n[j]; i < 4 * longest; i++) terms[j][i] = -0.0f;
+        memcpy(&acc[j], sums + 4 * j, sizeof acc[j]);
+    }
     if (count == CG_SUM_GROUP) {
-        for (j = 0; j < count; j++) longest = n[j] > longest ? n[j] : longest;
-        for (j = 0; j < count; j++)
-            for (i = 4 * n[j]; i < 4 * longest; i++) terms[j][i] = -0.0f;
-        for (j = 0; j < count; j++) memcpy(&acc[j], sums + 4 * j, sizeof acc[j]);
         for (i = 0; i < longest; i++) {
             for (j = 0; j < CG_SUM_GROUP; j++) {
                 memcpy(&t, terms[j] + 4 * i, sizeof t);
                 acc[j] += t;
             }
         }
-        for (j = 0; j < count; j++) memcpy(sums + 4 * j, &acc[j], sizeof acc[j]);
-        return;
-    }
-#endif
-    /* The last, smaller group of a call (or no vector extension). */
-    (void)longest;
-    for (j = 0; j < count; j++) {
-        float a0 = sums[4 * j], a1 = sums[4 * j + 1];
-        float a2 = sums[4 * j + 2], a3 = sums[4 * j + 3];
-        const float* t4 = terms[j];
-        for (i = 0; i < n[j]; i++) {
-            a0 += t4[4 * i];
-            a1 += t4[4 * i + 1];
-            a2 += t4[4 * i + 2];
-            a3 += t4[4 * i + 3];
+    } else {
+        for (i = 0; i < longest; i++) {
+            for (j = 0; j < count; j++) {
+                memcpy(&t, terms[j] + 4 * i, sizeof t);
+                acc[j] += t;
+            }
         }
-        sums[4 * j] = a0;
-        sums[4 * j + 1] = a1;
-        sums[4 * j + 2] = a2;
-        sums[4 * j + 3] = a3;
     }
+    for (j = 0; j < count; j++) memcpy(sums + 4 * j, &acc[j], sizeof acc[j]);
+#else
+    int k;
+    (void)longest;
+    for (j = 0; j < count; j++)
+        for (i = 0; i < n[j]; i++)
+            for (k = 0; k < 4; k++) sums[4 * j + k] += terms[j][4 * i + k];
+#endif
 }
 
 typedef void (*cg_terms_fn)(const float*, const float*, const float*,
