@@ -34,23 +34,9 @@ cdef extern from "cg_half.h" nogil:
     uint16_t cg_float_to_half(float f)
 
 cdef extern from "cg_scatter.h" nogil:
-    # The four corner updates of a bilinear sample into `n` channels.
-    void cg_quad_f(float* top_left, float* top_right, float* bottom_left,
-                   float* bottom_right, const float* g, float w_top,
-                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
-    void cg_quad_d(double* top_left, double* top_right, double* bottom_left,
-                   double* bottom_right, const float* g, float w_top,
-                   float w_bottom, float w_left, float w_right, Py_ssize_t n)
-    void cg_quad_distinct_f(float* top_left, float* top_right,
-                            float* bottom_left, float* bottom_right,
-                            const float* g, float w_top, float w_bottom,
-                            float w_left, float w_right, Py_ssize_t n)
-    void cg_quad_distinct_d(double* top_left, double* top_right,
-                            double* bottom_left, double* bottom_right,
-                            const float* g, float w_top, float w_bottom,
-                            float w_left, float w_right, Py_ssize_t n)
-    # One crop row of bilinear samples: cg_quad_* for each sample in turn
-    # (NULL rows: the spare pixels; see cg_scatter.h).
+    # One crop row of bilinear samples, each sample's four corner updates in
+    # turn (NULL rows: the spare pixels; see cg_scatter.h).  Function
+    # pointers to the clone chosen by cg_simd_select (cg_simd.h).
     void cg_row_f(float* top, float* bottom, float* spare, Py_ssize_t stride,
                   const float* g, const Py_ssize_t* col_lo,
                   const Py_ssize_t* col_hi, const float* w_left,
@@ -63,8 +49,6 @@ cdef extern from "cg_scatter.h" nogil:
                   const float* w_right, Py_ssize_t cw, float w_top,
                   float w_bottom, int same_row, Py_ssize_t n, Py_ssize_t ahead,
                   const float* g_end, cg_ahead* ask, Py_ssize_t ask_count)
-    # The distinct-pixel loops and the rows are function pointers to the
-    # clone chosen by cg_simd_select (cg_simd.h).
 
 cdef extern from "cg_shallow.h" nogil:
     # One crop row of bilinear samples into pixels of 1 to 4 channels.

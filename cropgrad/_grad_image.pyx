@@ -30,8 +30,6 @@ from cropgrad._cdefs cimport (
     cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
-    cg_row_d,
-    cg_row_f,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
     cg_simd_select,
@@ -51,7 +49,7 @@ from cropgrad._grad_image_nchw cimport (
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
-from cropgrad._grad_image_plan cimport Plan, scatter_one
+from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_row
 from cropgrad._types cimport Geometry, acc_t
 
 # Tasks per thread: more, smaller bands balance better (they are handed out
@@ -251,18 +249,9 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
             if col >= 0:
                 scatter_one(top_row + col * D, g + x * D, n)
         return
-    if acc_t is float:
-        cg_row_f(top_row if do_top else NULL, bottom_row if do_bottom else NULL,
-                 spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
-                 p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
-                 p.row_w_hi[k], top_row == bottom_row, n, ahead,
-                 p.grads + p.grads_size, NULL, 0)
-    else:
-        cg_row_d(top_row if do_top else NULL, bottom_row if do_bottom else NULL,
-                 spare, D, g, p.col_lo + b * cw, p.col_hi + b * cw,
-                 p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw, p.row_w_lo[k],
-                 p.row_w_hi[k], top_row == bottom_row, n, ahead,
-                 p.grads + p.grads_size, NULL, 0)
+    scatter_row(p, b, k, top_row if do_top else NULL,
+                bottom_row if do_bottom else NULL, spare, D, g,
+                top_row == bottom_row, n, ahead, NULL, 0)
 
 
 cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,

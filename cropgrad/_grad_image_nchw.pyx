@@ -26,7 +26,7 @@ tiles (depth above 4)
     planes, accumulated ``tile_rows`` rows at a time (whole images where
     they fit) in a per-thread tile whose pixels hold the group's channels
     side by side.  The four corner updates of a sample are then NHWC's
-    vector loop (`scatter_quad`), on the sample's grads gathered out of
+    vector loop (`scatter_row`), on the sample's grads gathered out of
     their planes: for each box, the crop rows that touch the tile, a block
     at a time, each plane's part a contiguous run.  The finished tile rows
     are written to their planes (rounded to float16 there).  The tile only
@@ -48,13 +48,11 @@ from cropgrad._cdefs cimport (
     cg_planes_scatter_h,
     cg_ahead,
     cg_ask,
-    cg_row_d,
-    cg_row_f,
     cg_shallow_rows_d_planes,
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from cropgrad._grad_image_plan cimport Plan, scatter_one
+from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_row
 from cropgrad._types cimport acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
@@ -316,30 +314,10 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                     # A row outside the tile goes to the spare pixels (NULL
                     # row): every sample is applied by the same code, owned
                     # rows or not.
-                    _tile_row(top_row if do_top else NULL,
-                              bottom_row if do_bottom else NULL, spare, g,
-                              p.col_lo + b * cw, p.col_hi + b * cw,
-                              p.col_w_lo + b * cw, p.col_w_hi + b * cw, cw,
-                              p.row_w_lo[k], p.row_w_hi[k], top == bottom, n,
-                              &next_box, ahead)
+                    scatter_row(p, b, k, top_row if do_top else NULL,
+                                bottom_row if do_bottom else NULL, spare, n, g,
+                                top == bottom, n, 0, &next_box, ahead)
                 y0 += m
-
-
-cdef inline void _tile_row(acc_t* top, acc_t* bottom, acc_t* spare,
-                           const float* g, const Py_ssize_t* col_lo,
-                           const Py_ssize_t* col_hi, const float* w_left,
-                           const float* w_right, Py_ssize_t cw, float w_top,
-                           float w_bottom, bint same_row, Py_ssize_t n,
-                           cg_ahead* ask, Py_ssize_t ask_count) noexcept nogil:
-    """One crop row of bilinear samples into tile rows of `n` channels a
-    pixel, from its staged grads, asking for `ask_count` lines of `ask`
-    before each sample (see cg_row_* in cg_scatter.h)."""
-    if acc_t is float:
-        cg_row_f(top, bottom, spare, n, g, col_lo, col_hi, w_left, w_right, cw,
-                 w_top, w_bottom, same_row, n, 0, NULL, ask, ask_count)
-    else:
-        cg_row_d(top, bottom, spare, n, g, col_lo, col_hi, w_left, w_right, cw,
-                 w_top, w_bottom, same_row, n, 0, NULL, ask, ask_count)
 
 
 cdef inline bint _touches(const Plan* p, Py_ssize_t k, Py_ssize_t r0,

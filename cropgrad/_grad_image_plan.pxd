@@ -6,12 +6,7 @@
 
 from libc.stdint cimport int64_t, uint16_t
 
-from cropgrad._cdefs cimport (
-    cg_quad_d,
-    cg_quad_distinct_d,
-    cg_quad_distinct_f,
-    cg_quad_f,
-)
+from cropgrad._cdefs cimport cg_ahead, cg_row_d, cg_row_f
 from cropgrad._types cimport Geometry, acc_t
 
 
@@ -60,30 +55,26 @@ ctypedef struct Plan:
     Py_ssize_t stage_rows
 
 
-cdef inline void scatter_quad(acc_t* top_left, acc_t* top_right,
-                              acc_t* bottom_left, acc_t* bottom_right,
-                              const float* g, float w_top, float w_bottom,
-                              float w_left, float w_right, Py_ssize_t n,
-                              bint distinct) noexcept nogil:
-    """The four corner updates of one bilinear sample (see cg_scatter.h).
-
-    `distinct`: the four pixels are distinct, so the restrict-qualified loop
-    may be used.
-    """
+cdef inline void scatter_row(const Plan* p, Py_ssize_t b, Py_ssize_t k,
+                             acc_t* top, acc_t* bottom, acc_t* spare,
+                             Py_ssize_t stride, const float* g, bint same_row,
+                             Py_ssize_t n, Py_ssize_t ahead, cg_ahead* ask,
+                             Py_ssize_t ask_count) noexcept nogil:
+    """Crop row `k` of box `b`, bilinear: each sample's four corner updates
+    into `n` channels, pixels and grads `stride` apart (cg_row_* in
+    cg_scatter.h).  A NULL row sends its updates to the two spare pixels;
+    `ahead` and `ask` are the prefetches (0 and NULL for none)."""
+    cdef Py_ssize_t cw = p.g.crop_w
     if acc_t is float:
-        if distinct:
-            cg_quad_distinct_f(top_left, top_right, bottom_left, bottom_right,
-                               g, w_top, w_bottom, w_left, w_right, n)
-        else:
-            cg_quad_f(top_left, top_right, bottom_left, bottom_right, g,
-                      w_top, w_bottom, w_left, w_right, n)
+        cg_row_f(top, bottom, spare, stride, g, p.col_lo + b * cw,
+                 p.col_hi + b * cw, p.col_w_lo + b * cw, p.col_w_hi + b * cw,
+                 cw, p.row_w_lo[k], p.row_w_hi[k], same_row, n, ahead,
+                 p.grads + p.grads_size, ask, ask_count)
     else:
-        if distinct:
-            cg_quad_distinct_d(top_left, top_right, bottom_left, bottom_right,
-                               g, w_top, w_bottom, w_left, w_right, n)
-        else:
-            cg_quad_d(top_left, top_right, bottom_left, bottom_right, g,
-                      w_top, w_bottom, w_left, w_right, n)
+        cg_row_d(top, bottom, spare, stride, g, p.col_lo + b * cw,
+                 p.col_hi + b * cw, p.col_w_lo + b * cw, p.col_w_hi + b * cw,
+                 cw, p.row_w_lo[k], p.row_w_hi[k], same_row, n, ahead,
+                 p.grads + p.grads_size, ask, ask_count)
 
 
 cdef inline void scatter_one(acc_t* dst, const float* g,

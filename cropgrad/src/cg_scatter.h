@@ -135,14 +135,8 @@ typedef void (*cg_row_d_fn)(double*, double*, double*, ptrdiff_t, const float*,
                             const float*, ptrdiff_t, float, float, int, ptrdiff_t,
                             ptrdiff_t, const float*, cg_ahead*, ptrdiff_t);
 
-typedef void (*cg_quad_f_fn)(float*, float*, float*, float*, const float*, float,
-                             float, float, float, ptrdiff_t);
-typedef void (*cg_quad_d_fn)(double*, double*, double*, double*, const float*,
-                             float, float, float, float, ptrdiff_t);
 
 /* The clones in use (set by cg_simd_select, cg_simd.h). */
-static cg_quad_f_fn cg_quad_distinct_f = cg_quad_distinct_f_base;
-static cg_quad_d_fn cg_quad_distinct_d = cg_quad_distinct_d_base;
 static cg_row_f_fn cg_row_f = cg_row_f_base;
 static cg_row_d_fn cg_row_d = cg_row_d_base;
 

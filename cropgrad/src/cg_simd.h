@@ -31,6 +31,18 @@ static inline int cg_simd_supported(const char* target) {
     return 0;
 }
 
+/* Point this module's clones at the suffix's: corner updates, crop rows
+ * and terms (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
+#define CG_SIMD_USE(CORE, PLANES, NAME)                                       \
+    do {                                                                      \
+        cg_row_f = cg_row_f_##CORE;                                           \
+        cg_row_d = cg_row_d_##CORE;                                           \
+        cg_terms = cg_terms_##CORE;                                           \
+        cg_planes_gather = cg_planes_gather_##PLANES;                         \
+        cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
+        cg_simd_target = NAME;                                                \
+    } while (0)
+
 /* Use `target`, or the widest the CPU has when it is NULL, "" or "auto".
  * Returns 0, or -1 (nothing changed) for a target this CPU cannot run. */
 static inline int cg_simd_select(const char* target) {
@@ -38,36 +50,15 @@ static inline int cg_simd_select(const char* target) {
     if (!best && !cg_simd_supported(target)) return -1;
 #if CG_SIMD_DISPATCH
     if (best ? cg_simd_supported("avx512") : strcmp(target, "avx512") == 0) {
-        cg_quad_distinct_f = cg_quad_distinct_f_avx512;
-        cg_quad_distinct_d = cg_quad_distinct_d_avx512;
-        cg_row_f = cg_row_f_avx512;
-        cg_row_d = cg_row_d_avx512;
-        cg_terms = cg_terms_avx512;
-        cg_planes_gather = cg_planes_gather_avx2;
-        cg_planes_scatter_f = cg_planes_scatter_f_avx2;
-        cg_simd_target = "avx512";
+        CG_SIMD_USE(avx512, avx2, "avx512");
         return 0;
     }
     if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
-        cg_quad_distinct_f = cg_quad_distinct_f_avx2;
-        cg_quad_distinct_d = cg_quad_distinct_d_avx2;
-        cg_row_f = cg_row_f_avx2;
-        cg_row_d = cg_row_d_avx2;
-        cg_terms = cg_terms_avx2;
-        cg_planes_gather = cg_planes_gather_avx2;
-        cg_planes_scatter_f = cg_planes_scatter_f_avx2;
-        cg_simd_target = "avx2";
+        CG_SIMD_USE(avx2, avx2, "avx2");
         return 0;
     }
 #endif
-    cg_quad_distinct_f = cg_quad_distinct_f_base;
-    cg_quad_distinct_d = cg_quad_distinct_d_base;
-    cg_row_f = cg_row_f_base;
-    cg_row_d = cg_row_d_base;
-    cg_terms = cg_terms_base;
-    cg_planes_gather = cg_planes_gather_base;
-    cg_planes_scatter_f = cg_planes_scatter_f_base;
-    cg_simd_target = CG_SIMD_BASELINE;
+    CG_SIMD_USE(base, base, CG_SIMD_BASELINE);
     return 0;
 }
 
