@@ -41,6 +41,11 @@ SIGNATURES = {
         "int (float const *, int64_t const *, void const *, int, int64_t const *, "
         f"float const *, void const *, int, float *, int, int, int, int, {ERROR})"
     ),
+    "cg_crop_and_resize_jvp_boxes": (
+        "int (void const *, int, int64_t const *, float const *, float const *, "
+        "void const *, int, int64_t, int64_t, int64_t, int, int, float *, int, int, "
+        f"{ERROR})"
+    ),
     "cg_default_threads": "int (void)",
 }
 
@@ -61,6 +66,7 @@ CODES = {
     "CG_FLOAT16": 7,
     "CG_FLOAT32": 8,
     "CG_FLOAT64": 9,
+    "CG_BFLOAT16": 10,
     "CG_NHWC": 0,
     "CG_NCHW": 1,
     "CG_BILINEAR": 0,
