@@ -24,6 +24,7 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
+from cropgrad import _tuning
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
@@ -51,22 +52,26 @@ from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
 from cropgrad._types cimport Geometry, acc_t
 
-# Tasks per thread: more, smaller bands balance better (they are handed out
-# dynamically) at the cost of walking the boxes again.
-cdef enum:
-    TASKS_PER_THREAD = 4
+# The machine-dependent sizes (cropgrad/_tuning.py, from the cache sizes,
+# read once at import).  None of them changes the bits.
+#
+# Bands per thread of a team: more, smaller bands balance better (they are
+# handed out dynamically) at the cost of walking the boxes again.
+cdef Py_ssize_t TASKS_PER_THREAD = 4
 # Target size of an output band: the rows a task accumulates into should
 # stay in the core's cache while it walks the boxes.
+cdef size_t BAND_BYTES = 1 << 20
+# How far ahead of the sample being scattered to ask for grads, in bytes,
+# for pixels of at least PREFETCH_MIN_DEPTH channels.  grads is read once,
+# in order, yet without the hint the scatter of deep pixels keeps waiting
+# for it (detector workload: 1.4x faster with it on a 2 MiB-L2 Xeon, where
+# with 32 or 64 channels the hint only costs time; on a 1 MiB-L2 EPYC it
+# pays from 16 channels).
+cdef Py_ssize_t PREFETCH_BYTES = 2048
+cdef Py_ssize_t PREFETCH_MIN_DEPTH = 128
+# Channel ranges per thread when a problem has fewer rows than that.
 cdef enum:
-    BAND_BYTES = 1 << 20
-# How far ahead of the sample being scattered to ask for grads, in bytes
-# (pixels of at least 128 channels).  grads is read once, in order, yet
-# without the hint the scatter of deep pixels keeps waiting for it
-# (detector workload: 1.4x faster with it; with 32 or 64 channels the hint
-# only costs time, and a hint for the output pixels made it slower).
-cdef enum:
-    PREFETCH_BYTES = 2048
-    PREFETCH_MIN_DEPTH = 128
+    SPLITS_PER_THREAD = 4
 # Cost histogram resolution: at most this many buckets of output rows.
 cdef enum:
     MAX_BUCKETS = 1 << 16
@@ -106,6 +111,29 @@ def simd_target():
 
 
 _select_simd()
+
+
+def tuning():
+    """The machine-dependent sizes in use (see cropgrad._tuning)."""
+    return {"band_bytes": BAND_BYTES, "tasks_per_thread": TASKS_PER_THREAD,
+            "prefetch_bytes": PREFETCH_BYTES,
+            "prefetch_min_depth": PREFETCH_MIN_DEPTH}
+
+
+def use_tuning(sizes):
+    """Use `sizes` (the keys of `tuning`) from now on; returns the previous
+    ones.  For the tests and for measuring other choices: no choice changes
+    the bits.  Not thread-safe: no call may run meanwhile."""
+    global BAND_BYTES, TASKS_PER_THREAD, PREFETCH_BYTES, PREFETCH_MIN_DEPTH
+    previous = tuning()
+    BAND_BYTES = max(<size_t>sizes["band_bytes"], 1)
+    TASKS_PER_THREAD = max(<Py_ssize_t>sizes["tasks_per_thread"], 1)
+    PREFETCH_BYTES = max(<Py_ssize_t>sizes["prefetch_bytes"], 0)
+    PREFETCH_MIN_DEPTH = max(<Py_ssize_t>sizes["prefetch_min_depth"], 1)
+    return previous
+
+
+use_tuning(_tuning.tuning())
 
 
 cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
@@ -515,9 +543,9 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
 
     # Few rows but deep pixels: split channels too, in aligned ranges.
     p.num_splits = 1
-    if nthreads > 1 and rows < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+    if nthreads > 1 and rows < <Py_ssize_t>nthreads * SPLITS_PER_THREAD:
         p.num_splits = min(
-            (<Py_ssize_t>nthreads * TASKS_PER_THREAD + rows - 1) // rows,
+            (<Py_ssize_t>nthreads * SPLITS_PER_THREAD + rows - 1) // rows,
             geo.depth // CHANNEL_ALIGN,
             2 * nthreads + 1)
         if p.num_splits < 1:

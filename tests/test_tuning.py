@@ -1,0 +1,105 @@
+"""The machine-dependent sizes: read from the caches, and never in the bits."""
+
+import numpy as np
+import pytest
+
+import cropgrad
+from cropgrad import _grad_image, _tuning
+
+
+def _fake_cache(root, index, level, kind, size, shared):
+    d = root / f"index{index}"
+    d.mkdir()
+    (d / "level").write_text(f"{level}\n")
+    (d / "type").write_text(f"{kind}\n")
+    (d / "size").write_text(f"{size}\n")
+    (d / "shared_cpu_list").write_text(f"{shared}\n")
+
+
+def test_read_caches_from_sysfs(tmp_path):
+    _fake_cache(tmp_path, 0, 1, "Data", "48K", "0")
+    _fake_cache(tmp_path, 1, 1, "Instruction", "32K", "0")
+    _fake_cache(tmp_path, 2, 2, "Unified", "1024K", "0")
+    _fake_cache(tmp_path, 3, 3, "Unified", "32768K", "0-7,16-23")
+    caches = _tuning.read_caches(str(tmp_path))
+    assert caches == {1: (48 << 10, 1), 2: (1 << 20, 1), 3: (32 << 20, 16)}
+    assert _tuning.cache_sizes(caches) == (1 << 20, 2 << 20)
+
+
+def test_unknown_caches_give_the_defaults():
+    assert _tuning.cache_sizes({}) == (_tuning.DEFAULT_L2, _tuning.DEFAULT_L3_SHARE)
+    # The defaults keep the sizes first measured on a 2 MiB-L2 machine.
+    assert _tuning.choose(*_tuning.cache_sizes({})) == {
+        "band_bytes": 1 << 20,
+        "tasks_per_thread": 4,
+        "prefetch_bytes": 2048,
+        "prefetch_min_depth": 128,
+    }
+
+
+def test_small_l2_bands_follow_the_l3_share():
+    sizes = _tuning.choose(1 << 20, 16 << 20)
+    assert sizes["band_bytes"] == 8 << 20
+    assert sizes["tasks_per_thread"] == 1
+    assert sizes["prefetch_min_depth"] < 64
+    # A tiny L3 share still leaves bands of at least half the L2.
+    assert _tuning.choose(1 << 20, 256 << 10)["band_bytes"] == 512 << 10
+
+
+def test_in_use_sizes_are_this_machines():
+    assert _grad_image.tuning() == {
+        k: v for k, v in _tuning.tuning().items() if k not in ("l2", "l3_share")
+    }
+
+
+# The choices of both kinds of machine, and extremes: one-row bands, one band
+# for everything, a prefetch for every depth or none.
+TUNINGS = [
+    _tuning.choose(2 << 20, 2 << 20),
+    _tuning.choose(1 << 20, 16 << 20),
+    dict(band_bytes=1, tasks_per_thread=4, prefetch_bytes=64, prefetch_min_depth=1),
+    dict(
+        band_bytes=1 << 40,
+        tasks_per_thread=1,
+        prefetch_bytes=1 << 16,
+        prefetch_min_depth=1 << 20,
+    ),
+]
+
+
+@pytest.fixture
+def restore_tuning():
+    saved = _grad_image.tuning()
+    yield
+    _grad_image.use_tuning(saved)
+
+
+@pytest.mark.parametrize("depth", [3, 20, 64, 130])
+def test_same_bits_for_every_tuning_and_thread_count(depth, restore_tuning):
+    # Infinite and NaN gradients make NaNs whose bits depend on the
+    # instructions: the bits must not depend on the bands, the prefetch or
+    # the threads.
+    rng = np.random.default_rng(depth)
+    n, crop, size = 30, (9, 8), [2, 24, 13, depth]
+    grads = rng.standard_normal((n, *crop, depth)).astype(np.float32)
+    pick = rng.random(grads.shape)
+    grads[pick < 0.03] = np.inf
+    grads[pick > 0.97] = -np.inf
+    grads[(pick > 0.5) & (pick < 0.51)] = np.nan
+    y1, x1 = rng.uniform(-0.2, 0.8, (2, n))
+    h, w = rng.uniform(0.05, 0.6, (2, n))
+    boxes = np.stack([y1, x1, y1 + h, x1 + w], axis=1).astype(np.float32)
+    box_ind = rng.integers(0, 2, n).astype(np.int32)
+    for dtype in ("float32", "float64", "float16"):
+        results = []
+        for sizes in TUNINGS:
+            _grad_image.use_tuning(sizes)
+            for threads in (1, 2, 3):
+                results.append(
+                    cropgrad.crop_and_resize_grad_image(
+                        grads, boxes, box_ind, size, dtype, num_threads=threads
+                    )
+                )
+        assert np.isnan(results[0]).any()
+        for other in results[1:]:
+            assert other.tobytes() == results[0].tobytes(), dtype
