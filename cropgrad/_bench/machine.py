@@ -21,7 +21,11 @@ def machine_info():
     }
     # The model name alone can be vague under a hypervisor ("AMD EPYC"):
     # the family and model numbers tell the generation (26: Zen 5).
-    fields = {"model name": "cpu_model", "cpu family": "cpu_family", "model": "cpu_model_number"}
+    fields = {
+        "model name": "cpu_model",
+        "cpu family": "cpu_family",
+        "model": "cpu_model_number",
+    }
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
