@@ -47,6 +47,7 @@ from cropgrad._grad_image_nchw cimport (
     tiles_task,
 )
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
+from cropgrad._grad_image_nchw cimport use_tile_bytes
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
@@ -115,9 +116,11 @@ _select_simd()
 
 def tuning():
     """The machine-dependent sizes in use (see cropgrad._tuning)."""
+    cdef size_t tile_bytes = use_tile_bytes(0)
+    use_tile_bytes(tile_bytes)
     return {"band_bytes": BAND_BYTES, "tasks_per_thread": TASKS_PER_THREAD,
             "prefetch_bytes": PREFETCH_BYTES,
-            "prefetch_min_depth": PREFETCH_MIN_DEPTH}
+            "prefetch_min_depth": PREFETCH_MIN_DEPTH, "tile_bytes": tile_bytes}
 
 
 def use_tuning(sizes):
@@ -130,6 +133,7 @@ def use_tuning(sizes):
     TASKS_PER_THREAD = max(<Py_ssize_t>sizes["tasks_per_thread"], 1)
     PREFETCH_BYTES = max(<Py_ssize_t>sizes["prefetch_bytes"], 0)
     PREFETCH_MIN_DEPTH = max(<Py_ssize_t>sizes["prefetch_min_depth"], 1)
+    use_tile_bytes(<size_t>sizes["tile_bytes"])
     return previous
 
 
@@ -430,7 +434,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     if tiles:
         channels = tile_channels(geo.width, geo.depth, acc_size)
         groups = (geo.depth + channels - 1) // channels
-        p.tile_rows = tile_rows(geo.width, channels, acc_size)
+        # No more rows than the output has: the tile is scratch per thread.
+        p.tile_rows = min(tile_rows(geo.width, channels, acc_size), rows)
         p.stage_rows = stage_rows(geo.crop_w, channels)
 
     # Bands small enough that the rows being accumulated stay in cache, and

@@ -34,6 +34,7 @@ def test_unknown_caches_give_the_defaults():
         "tasks_per_thread": 4,
         "prefetch_bytes": 2048,
         "prefetch_min_depth": 128,
+        "tile_bytes": 1 << 20,
     }
 
 
@@ -57,12 +58,19 @@ def test_in_use_sizes_are_this_machines():
 TUNINGS = [
     _tuning.choose(2 << 20, 2 << 20),
     _tuning.choose(1 << 20, 16 << 20),
-    dict(band_bytes=1, tasks_per_thread=4, prefetch_bytes=64, prefetch_min_depth=1),
+    dict(
+        band_bytes=1,
+        tasks_per_thread=4,
+        prefetch_bytes=64,
+        prefetch_min_depth=1,
+        tile_bytes=1,
+    ),
     dict(
         band_bytes=1 << 40,
         tasks_per_thread=1,
         prefetch_bytes=1 << 16,
         prefetch_min_depth=1 << 20,
+        tile_bytes=1 << 40,
     ),
 ]
 
@@ -90,6 +98,8 @@ def test_same_bits_for_every_tuning_and_thread_count(depth, restore_tuning):
     h, w = rng.uniform(0.05, 0.6, (2, n))
     boxes = np.stack([y1, x1, y1 + h, x1 + w], axis=1).astype(np.float32)
     box_ind = rng.integers(0, 2, n).astype(np.int32)
+    grads_nchw = np.ascontiguousarray(grads.transpose(0, 3, 1, 2))
+    size_nchw = [size[0], size[3], size[1], size[2]]
     for dtype in ("float32", "float64", "float16"):
         results = []
         for sizes in TUNINGS:
@@ -100,6 +110,16 @@ def test_same_bits_for_every_tuning_and_thread_count(depth, restore_tuning):
                         grads, boxes, box_ind, size, dtype, num_threads=threads
                     )
                 )
+                nchw = cropgrad.crop_and_resize_grad_image(
+                    grads_nchw,
+                    boxes,
+                    box_ind,
+                    size_nchw,
+                    dtype,
+                    num_threads=threads,
+                    data_format="NCHW",
+                )
+                results.append(np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)))
         assert np.isnan(results[0]).any()
         for other in results[1:]:
             assert other.tobytes() == results[0].tobytes(), dtype
