@@ -1,5 +1,9 @@
 """The machine-dependent sizes: read from the caches, and never in the bits."""
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -123,3 +127,33 @@ def test_same_bits_for_every_tuning_and_thread_count(depth, restore_tuning):
         assert np.isnan(results[0]).any()
         for other in results[1:]:
             assert other.tobytes() == results[0].tobytes(), dtype
+
+
+def test_float16_scratch_is_per_band_not_per_image():
+    # The float32 accumulator of a float16 output is one band per thread:
+    # a 32 MiB float16 result needs far less than the 64 MiB of a float32
+    # image of scratch (peak resident memory of a child process).
+    child = textwrap.dedent("""
+        import resource, numpy as np, cropgrad
+        from cropgrad import _grad_image
+        sizes = _grad_image.tuning()
+        _grad_image.use_tuning(dict(sizes, band_bytes=1 << 20))
+        size = [1, 1024, 1024, 16]
+        out = np.ones(size, np.float16)
+        grads = np.ones((4, 8, 8, 16), np.float32)
+        boxes = np.array([[0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]] * 2, np.float32)
+        box_ind = np.zeros(4, np.int32)
+        G = cropgrad.crop_and_resize_grad_image
+        G(grads, boxes, box_ind, [1, 8, 8, 16], np.float16, num_threads=2)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        G(grads, boxes, box_ind, size, np.float16, out=out, num_threads=2)
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert out.any() and not out[0, 1000].any()
+        print((after - before) * 1024)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", child], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    grown = int(done.stdout.split()[-1])
+    assert grown < 16 << 20, grown
