@@ -9,6 +9,9 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "get_include",
     "raw_ops",
     "show_config",
 ]
+
+def get_include() -> str: ...
