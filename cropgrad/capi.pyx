@@ -25,6 +25,7 @@ from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._forward cimport crop_and_resize
 from cropgrad._grad_boxes cimport grad_boxes
 from cropgrad._grad_image cimport OUT_FLOAT16, OUT_FLOAT32, OUT_FLOAT64, grad_image
+from cropgrad._jvp_boxes cimport jvp_boxes
 from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 from cropgrad._parallel cimport resolve_threads
 from cropgrad._types cimport DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
@@ -343,10 +344,12 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
 
 cdef int _check_forward(const int64_t* image_shape, int image_dtype,
                         int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-                        int method, int layout, int num_threads,
+                        int method, int layout, int num_threads, bint bilinear_only,
                         cg_error* err) noexcept nogil:
+    """The forward op's checks; also the boxes JVP's (`bilinear_only`), whose
+    arguments and output are the forward op's."""
     cdef int64_t crops_shape[4]
-    if _check_common(method, layout, num_threads, False, err) != CG_OK:
+    if _check_common(method, layout, num_threads, bilinear_only, err) != CG_OK:
         return err.status
     if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
@@ -445,7 +448,7 @@ cdef int cg_crop_and_resize(
     if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
         return error.status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
-                      method, layout, num_threads, error) != CG_OK:
+                      method, layout, num_threads, False, error) != CG_OK:
         return error.status
     if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
         return error.status
@@ -605,6 +608,59 @@ cdef int cg_crop_and_resize_grad_boxes(
     return _ok(error)
 
 
+cdef int cg_crop_and_resize_jvp_boxes(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const float* boxes, const float* boxes_tangent, const void* box_ind,
+    int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,
+    int method, int layout, float* output, int num_threads, int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    cdef Geometry geo
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t s[4]
+    cdef Array arrays[5]
+    if error == NULL:
+        error = &local
+    if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
+                      method, layout, num_threads, True, error) != CG_OK:
+        return error.status
+    if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
+        return error.status
+    _nhwc(image_shape, layout, s)
+    _array(&arrays[0], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    _array(&arrays[1], boxes, 16 * num_boxes, "boxes")
+    _array(&arrays[2], boxes_tangent, 16 * num_boxes, "boxes_tangent")
+    _array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
+    _array(&arrays[4], output, 4 * num_boxes * crop_height * crop_width * s[3],
+           "output")
+    if _check_arrays(arrays, 5, error) != CG_OK:
+        return error.status
+    if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
+                   error) != CG_OK:
+        return error.status
+    if num_boxes == 0 or s[3] == 0:
+        return _ok(error)
+    if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
+        return error.status
+    geo.num_boxes = num_boxes
+    geo.crop_h = crop_height
+    geo.crop_w = crop_width
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
+    geo.nearest = False
+    geo.nchw = layout == CG_NCHW
+    jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
+              resolve_threads(num_threads), flush_denormals != 0)
+    free(owned)
+    return _ok(error)
+
+
 # --------------------------------------------------------------------------
 # The NumPy API's way in (private).  Arrays arrive checked for type, dtype,
 # number of dimensions and C-contiguity by cropgrad/_api.py.
@@ -663,7 +719,19 @@ def _check_forward_call(tuple image_shape, int image_dtype, int64_t num_boxes,
     cdef int64_t s[4]
     _shape4(s, image_shape)
     if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, &err) != CG_OK:
+                      layout, num_threads, False, &err) != CG_OK:
+        _raise(&err)
+
+
+def _check_jvp_boxes_call(tuple image_shape, int image_dtype, int64_t num_boxes,
+                          int64_t crop_height, int64_t crop_width, int method,
+                          int layout, int num_threads):
+    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    _shape4(s, image_shape)
+    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                      layout, num_threads, True, &err) != CG_OK:
         _raise(&err)
 
 
@@ -782,6 +850,39 @@ def _grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype
         _raise(&err)
 
 
+def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
+               int box_ind_dtype, int64_t crop_height, int64_t crop_width,
+               int method, int layout, out, int num_threads, bint flush):
+    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    cdef Buffers bufs
+    cdef const void* p_image
+    cdef const float* p_boxes
+    cdef const float* p_tangent
+    cdef const void* p_index
+    cdef float* p_out
+    cdef int64_t num_boxes = boxes.shape[0]
+    cdef int status
+    _shape4(s, image.shape)
+    bufs.count = 0
+    try:
+        p_image = _view(&bufs, image, False)
+        p_boxes = <const float*>_view(&bufs, boxes, False)
+        p_tangent = <const float*>_view(&bufs, boxes_tangent, False)
+        p_index = _view(&bufs, box_ind, False)
+        p_out = <float*>_view(&bufs, out, True)
+        with nogil:
+            status = cg_crop_and_resize_jvp_boxes(
+                p_image, image_dtype, s, p_boxes, p_tangent, p_index, box_ind_dtype,
+                num_boxes, crop_height, crop_width, method, layout, p_out,
+                num_threads, flush, &err)
+    finally:
+        _release(&bufs)
+    if status != CG_OK:
+        _raise(&err)
+
+
 # --------------------------------------------------------------------------
 # The way in for C, C++, ctypes, cffi and Numba (docs/capi.md)
 
@@ -801,6 +902,10 @@ ctypedef int (*grad_boxes_fn)(
     const float*, const int64_t*, const void*, int, const int64_t*, const float*,
     const void*, int, float*, int, int, int, int, cg_error*) noexcept nogil
 
+ctypedef int (*jvp_boxes_fn)(
+    const void*, int, const int64_t*, const float*, const float*, const void*, int,
+    int64_t, int64_t, int64_t, int, int, float*, int, int, cg_error*) noexcept nogil
+
 ctypedef struct ApiTable:
     int version_major
     int version_minor
@@ -810,6 +915,7 @@ ctypedef struct ApiTable:
     crop_and_resize_fn crop_and_resize
     grad_image_fn crop_and_resize_grad_image
     grad_boxes_fn crop_and_resize_grad_boxes
+    jvp_boxes_fn crop_and_resize_jvp_boxes
 
 cdef ApiTable TABLE
 TABLE.version_major = CG_API_VERSION_MAJOR
@@ -819,6 +925,7 @@ TABLE.default_threads = cg_default_threads
 TABLE.crop_and_resize = cg_crop_and_resize
 TABLE.crop_and_resize_grad_image = cg_crop_and_resize_grad_image
 TABLE.crop_and_resize_grad_boxes = cg_crop_and_resize_grad_boxes
+TABLE.crop_and_resize_jvp_boxes = cg_crop_and_resize_jvp_boxes
 
 # The capsule's name is part of the API: capi.h's CROPGRAD_CAPSULE_NAME.
 _C_API = PyCapsule_New(&TABLE, b"cropgrad.capi._C_API", NULL)
@@ -864,6 +971,7 @@ def function_addresses():
         "cg_crop_and_resize": <uintptr_t><void*>cg_crop_and_resize,
         "cg_crop_and_resize_grad_image": <uintptr_t><void*>cg_crop_and_resize_grad_image,
         "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>cg_crop_and_resize_grad_boxes,
+        "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>cg_crop_and_resize_jvp_boxes,
     }
 
 

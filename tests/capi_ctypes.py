@@ -64,6 +64,12 @@ PROTOTYPES = {
     "cg_crop_and_resize_grad_boxes": ctypes.CFUNCTYPE(
         _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P
     ),
+    # image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
+    # box_ind_dtype, num_boxes, crop_height, crop_width, method, layout,
+    # output, num_threads, flush_denormals, error
+    "cg_crop_and_resize_jvp_boxes": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _P, _P, _I, _L, _L, _L, _I, _I, _P, _I, _I, _P
+    ),
 }
 
 
@@ -198,6 +204,46 @@ class CtypesConsumer:
             _ptr(output),
             method,
             layout,
+            num_threads,
+            flush_denormals,
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    def crop_and_resize_jvp_boxes(
+        self,
+        image,
+        image_dtype,
+        image_shape,
+        boxes,
+        boxes_tangent,
+        box_ind,
+        box_ind_dtype,
+        num_boxes,
+        crop_height,
+        crop_width,
+        method,
+        layout,
+        output,
+        num_threads,
+        flush_denormals,
+        record=True,
+    ):
+        err = CgError() if record else None
+        status = self.fn["cg_crop_and_resize_jvp_boxes"](
+            _ptr(image),
+            image_dtype,
+            _shape(image_shape),
+            _ptr(boxes),
+            _ptr(boxes_tangent),
+            _ptr(box_ind),
+            box_ind_dtype,
+            num_boxes,
+            crop_height,
+            crop_width,
+            method,
+            layout,
+            _ptr(output),
             num_threads,
             flush_denormals,
             None if err is None else ctypes.byref(err),

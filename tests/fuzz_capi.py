@@ -1,6 +1,6 @@
 """Fuzz target of the C-level API: random calls judged against the NumPy API.
 
-Each execution draws one call of one of the three C functions, through
+Each execution draws one call of one of the four C functions, through
 ctypes (tests/capi_ctypes.py), from a seeded generator:
 
 - real arrays of random shapes (zero dimensions included, their pointers
@@ -66,6 +66,8 @@ IMAGE_DTYPES = [
 DTYPE_CODE = {np.dtype(t): C["CG_" + np.dtype(t).name.upper()] for t in IMAGE_DTYPES}
 OUTPUT_DTYPES = [np.float16, np.float32, np.float64]
 METHODS = {0: "bilinear", 1: "nearest"}
+BILINEAR_ONLY = ("grad_boxes", "jvp_boxes")
+INPUTS = ("image", "grads", "boxes", "boxes_tangent", "box_ind")
 LAYOUTS = {0: "NHWC", 1: "NCHW"}
 NAMES = {code: name for name, code in C.items() if name[3:4] in "UIF"}
 IMAGE_CODES_TEXT = (
@@ -144,12 +146,12 @@ def _to_layout(shape_nhwc, layout):
 
 def make_problem(rng):
     """A random call of one op on real arrays, in the NumPy API's terms."""
-    op = rng.choice(["forward", "grad_image", "grad_boxes"])
+    op = rng.choice(["forward", "grad_image", "grad_boxes", "jvp_boxes"])
     layout = rng.choice([0, 1])
     p = {
         "op": op,
         "layout": layout,
-        "method": 0 if op == "grad_boxes" else rng.choice([0, 1]),
+        "method": 0 if op in BILINEAR_ONLY else rng.choice([0, 1]),
         "num_threads": rng.choice([0, 0, 1, 2, 3, 1024]),
         "flush": rng.choice([0, 1]),
         "record": rng.random() < 0.9,
@@ -160,11 +162,14 @@ def make_problem(rng):
     p["boxes"], p["box_ind"] = _boxes(rng, num_boxes, batch)
     image_shape = _to_layout((batch, height, width, depth), layout)
     grads_shape = _to_layout((num_boxes, *crop, depth), layout)
-    if op == "forward":
+    if op in ("forward", "jvp_boxes"):
         p["image"] = _image(rng, image_shape, rng.choice(IMAGE_DTYPES))
         p["crop"] = crop
         p["extrapolation"] = rng.choice([0.0, -1.5, float("nan"), 3e38])
         p["out"] = np.full(_to_layout((num_boxes, *crop, depth), layout), 7, np.float32)
+        if op == "jvp_boxes":
+            tangent = _image(rng, (num_boxes, 4), np.float32)
+            p["boxes_tangent"] = tangent
     elif op == "grad_image":
         p["grads"] = _image(rng, grads_shape, np.float32)
         if rng.random() < 0.1:
@@ -185,7 +190,7 @@ def make_problem(rng):
 
 def _overlap(rng, p):
     """Make the output a view into an input's memory (the same dtype's bytes)."""
-    inputs = [k for k in ("image", "grads", "boxes", "box_ind") if k in p]
+    inputs = [k for k in INPUTS if k in p]
     name = rng.choice(inputs)
     out = p["out"]
     if out.nbytes == 0 or p[name].nbytes == 0:
@@ -226,6 +231,16 @@ def numpy_result(p):
                 p["box_ind"],
                 list(p["image_size"]),
                 p["out_dtype"],
+                METHODS[p["method"]],
+                **kwargs,
+            )
+        elif p["op"] == "jvp_boxes":
+            out = cropgrad.crop_and_resize_jvp_boxes(
+                p["image"],
+                p["boxes"],
+                p["box_ind"],
+                p["boxes_tangent"],
+                list(p["crop"]),
                 METHODS[p["method"]],
                 **kwargs,
             )
@@ -274,6 +289,25 @@ def c_call(consumer, p, rng=None, overrides=None):
             p["crop"][1],
             o["method"],
             p["extrapolation"],
+            o["layout"],
+            out,
+            o["num_threads"],
+            p["flush"],
+            p["record"],
+        )
+    if p["op"] == "jvp_boxes":
+        return consumer.crop_and_resize_jvp_boxes(
+            null("image"),
+            o["image_dtype"],
+            p["image"].shape,
+            null("boxes"),
+            null("boxes_tangent"),
+            null("box_ind"),
+            o["box_ind_dtype"],
+            len(p["boxes"]),
+            p["crop"][0],
+            p["crop"][1],
+            o["method"],
             o["layout"],
             out,
             o["num_threads"],
@@ -350,7 +384,7 @@ def _c_only_code(rng, p):
     kind = rng.choice(kinds)
     value = rng.choice([-1, 2, 7, 10, 99, -(2**31), 2**31 - 1])
     if kind == "method":
-        bilinear_only = p["op"] == "grad_boxes"
+        bilinear_only = p["op"] in BILINEAR_ONLY
         value = rng.choice([1, value]) if bilinear_only else value
         if value in ((0,) if bilinear_only else (0, 1)):
             value = 2
@@ -468,7 +502,7 @@ def execute(seed, consumer):
     if kind < 0.3:
         if p["out"].nbytes == 0 or any(
             p[k].nbytes and np.shares_memory(p[k], p["out"])
-            for k in ("image", "grads", "boxes", "box_ind")
+            for k in INPUTS
             if k in p
         ):
             return None  # the code must be the only error: needs a clean problem

@@ -40,6 +40,11 @@ SIGNATURES = {
         "int (float const *, int64_t const *, void const *, int, int64_t const *, "
         f"float const *, void const *, int, float *, int, int, int, int, {ERROR})"
     ),
+    "cg_crop_and_resize_jvp_boxes": (
+        "int (void const *, int, int64_t const *, float const *, float const *, "
+        "void const *, int, int64_t, int64_t, int64_t, int, int, float *, int, int, "
+        f"{ERROR})"
+    ),
     "cg_default_threads": "int (void)",
     "cg_api_version": "int (void)",
 }
@@ -118,6 +123,7 @@ def test_table_capsule():
         "cg_crop_and_resize",
         "cg_crop_and_resize_grad_image",
         "cg_crop_and_resize_grad_boxes",
+        "cg_crop_and_resize_jvp_boxes",
     ]
     pointers = (ctypes.c_void_p * len(names)).from_address(table + 8)
     addresses = cropgrad.capi.function_addresses()

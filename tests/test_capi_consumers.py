@@ -57,6 +57,7 @@ class NumbaConsumer:
         forward = fn["cg_crop_and_resize"]
         grad_image = fn["cg_crop_and_resize_grad_image"]
         grad_boxes = fn["cg_crop_and_resize_grad_boxes"]
+        jvp_boxes = fn["cg_crop_and_resize_jvp_boxes"]
 
         @numba.njit(nogil=True)
         def ptr(a):
@@ -92,6 +93,17 @@ class NumbaConsumer:
                 ptr(output), method, layout, num_threads, flush, ptr(err),
             )  # fmt: skip
 
+        @numba.njit(nogil=True)
+        def call_jvp_boxes(image, image_dtype, shape, boxes, tangent, box_ind,
+                           index_dtype, num_boxes, crop_h, crop_w, method, layout,
+                           output, num_threads, flush, err):  # fmt: skip
+            return jvp_boxes(
+                ptr(image), image_dtype, ptr(shape), ptr(boxes), ptr(tangent),
+                ptr(box_ind), index_dtype, num_boxes, crop_h, crop_w, method,
+                layout, ptr(output), num_threads, flush, ptr(err),
+            )  # fmt: skip
+
+        self._jvp_boxes = call_jvp_boxes
         self._forward = call_forward
         self._grad_image = call_grad_image
         self._grad_boxes = call_grad_boxes
@@ -124,6 +136,19 @@ class NumbaConsumer:
             self._bytes(boxes), self._bytes(box_ind), box_ind_dtype, num_boxes,
             crop_height, crop_width, method, np.float32(extrapolation_value),
             layout, self._bytes(crops), num_threads, flush, err,
+        )  # fmt: skip
+        return self._result(status, err)
+
+    def crop_and_resize_jvp_boxes(self, image, image_dtype, image_shape, boxes,
+                                  boxes_tangent, box_ind, box_ind_dtype, num_boxes,
+                                  crop_height, crop_width, method, layout, output,
+                                  num_threads, flush, record=True):  # fmt: skip
+        err = self._record(record)
+        status = self._jvp_boxes(
+            self._bytes(image), image_dtype, self._shape(image_shape),
+            self._bytes(boxes), self._bytes(boxes_tangent), self._bytes(box_ind),
+            box_ind_dtype, num_boxes, crop_height, crop_width, method, layout,
+            self._bytes(output), num_threads, flush, err,
         )  # fmt: skip
         return self._result(status, err)
 
@@ -193,7 +218,7 @@ def _numpy_and_c(consumer, p):
     return expected, result, before
 
 
-OPS = ["forward", "grad_image", "grad_boxes"]
+OPS = ["forward", "grad_image", "grad_boxes", "jvp_boxes"]
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -334,6 +359,7 @@ def test_c_header_table_and_layout(c_modules):
     for module in c_modules:
         facts = module.header_facts()
         assert facts["version"] == cropgrad.capi.api_version() == (1, 0)
+        assert len(facts["table"]) == 6
         major, minor = facts["version"]
         assert facts["runtime_version"] == (major << 16) | minor
         assert facts["error_layout"] == (528, 0, 8, 16)

@@ -1,4 +1,5 @@
-/* An extension module calling cropgrad's C-level API from plain C (or C++:
+/* An extension module calling cropgrad's C-level API (the three ops and the
+ * boxes JVP) from plain C (or C++:
  * cxx_consumer.cpp compiles this file again as C++), with nothing but
  * <cropgrad/capi.h>: no Cython, no NumPy headers, no OpenMP flags.
  *
@@ -170,12 +171,50 @@ static PyObject *crop_and_resize_grad_boxes(PyObject *self, PyObject *args) {
     return result(status, &err, record);
 }
 
+static PyObject *crop_and_resize_jvp_boxes(PyObject *self, PyObject *args) {
+    PyObject *image, *boxes, *tangent, *box_ind, *output;
+    int image_dtype, box_ind_dtype, method, layout, num_threads, flush, record = 1;
+    long long shape[4], num_boxes, crop_height, crop_width;
+    int64_t image_shape[4];
+    void *p_image, *p_boxes, *p_tangent, *p_index, *p_output;
+    Buffers bufs;
+    cg_error err;
+    int status, i;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi(LLLL)OOOiLLLiiOii|p", &image, &image_dtype,
+                          &shape[0], &shape[1], &shape[2], &shape[3], &boxes,
+                          &tangent, &box_ind, &box_ind_dtype, &num_boxes,
+                          &crop_height, &crop_width, &method, &layout, &output,
+                          &num_threads, &flush, &record)) {
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) image_shape[i] = (int64_t)shape[i];
+    bufs.count = 0;
+    if (get_data(&bufs, image, 0, &p_image) < 0 || get_data(&bufs, boxes, 0, &p_boxes) < 0
+            || get_data(&bufs, tangent, 0, &p_tangent) < 0
+            || get_data(&bufs, box_ind, 0, &p_index) < 0
+            || get_data(&bufs, output, 1, &p_output) < 0) {
+        release(&bufs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = cg_crop_and_resize_jvp_boxes(p_image, image_dtype, image_shape,
+                                          (const float *)p_boxes,
+                                          (const float *)p_tangent, p_index,
+                                          box_ind_dtype, num_boxes, crop_height,
+                                          crop_width, method, layout, (float *)p_output,
+                                          num_threads, flush, record ? &err : NULL);
+    Py_END_ALLOW_THREADS
+    release(&bufs);
+    return result(status, &err, record);
+}
+
 /* What the header says and what the table it got holds. */
 static PyObject *header_facts(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     return Py_BuildValue(
-        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsK}}",
+        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsKsK}}",
         "version", CG_API_VERSION_MAJOR, CG_API_VERSION_MINOR,
         "runtime_version", cg_api_version(),
         "error_layout", (Py_ssize_t)sizeof(cg_error),
@@ -188,7 +227,9 @@ static PyObject *header_facts(PyObject *self, PyObject *unused) {
         "cg_crop_and_resize_grad_image",
         (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_grad_image,
         "cg_crop_and_resize_grad_boxes",
-        (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_grad_boxes);
+        (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_grad_boxes,
+        "cg_crop_and_resize_jvp_boxes",
+        (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_jvp_boxes);
 }
 
 static PyObject *default_threads(PyObject *self, PyObject *unused) {
@@ -203,6 +244,8 @@ static PyMethodDef methods[] = {
      "cg_crop_and_resize_grad_image"},
     {"crop_and_resize_grad_boxes", crop_and_resize_grad_boxes, METH_VARARGS,
      "cg_crop_and_resize_grad_boxes"},
+    {"crop_and_resize_jvp_boxes", crop_and_resize_jvp_boxes, METH_VARARGS,
+     "cg_crop_and_resize_jvp_boxes"},
     {"header_facts", header_facts, METH_NOARGS, "the header's constants and table"},
     {"default_threads", default_threads, METH_NOARGS, "cg_default_threads()"},
     {NULL, NULL, 0, NULL},

@@ -171,6 +171,30 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
     int flush_denormals,
     cg_error *error);
 
+/* The derivative of cg_crop_and_resize (bilinear) along a tangent of the
+ * boxes: per crop element, the image's slopes at the sample times how fast
+ * its coordinates move; 0 where the sample is outside the image.  Its
+ * transpose is cg_crop_and_resize_grad_boxes.  Arguments as
+ * cg_crop_and_resize's, with boxes_tangent after boxes, no extrapolation
+ * value and CG_BILINEAR only. */
+typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
+    const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
+    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    const int64_t *image_shape,   /* IN  4 values, in the layout's order */
+    const float *boxes,           /* IN  [num_boxes, 4] */
+    const float *boxes_tangent,   /* IN  [num_boxes, 4], any values */
+    const void *box_ind,          /* IN  [num_boxes] */
+    int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
+    int64_t num_boxes,
+    int64_t crop_height,
+    int64_t crop_width,
+    int method,                   /* CG_BILINEAR only */
+    int layout,                   /* CG_NHWC or CG_NCHW */
+    float *output,                /* OUT [num_boxes, crop_h, crop_w, depth] or NCHW */
+    int num_threads,
+    int flush_denormals,
+    cg_error *error);
+
 /* ------------------------------------------------------------------ table */
 
 /* What the capsule points to.  version_major and version_minor stay the
@@ -185,6 +209,8 @@ typedef struct cropgrad_api_t {
     cg_crop_and_resize_fn crop_and_resize;
     cg_crop_and_resize_grad_image_fn crop_and_resize_grad_image;
     cg_crop_and_resize_grad_boxes_fn crop_and_resize_grad_boxes;
+    cg_crop_and_resize_jvp_boxes_fn crop_and_resize_jvp_boxes;
+    /* A later minor version appends its functions here, under its number. */
 } cropgrad_api_t;
 
 #if !defined(CROPGRAD_NO_PYTHON)
@@ -232,6 +258,7 @@ static CG__UNUSED int cropgrad_import(void) {
 #define cg_crop_and_resize (cropgrad_api->crop_and_resize)
 #define cg_crop_and_resize_grad_image (cropgrad_api->crop_and_resize_grad_image)
 #define cg_crop_and_resize_grad_boxes (cropgrad_api->crop_and_resize_grad_boxes)
+#define cg_crop_and_resize_jvp_boxes (cropgrad_api->crop_and_resize_jvp_boxes)
 
 #endif /* !CROPGRAD_NO_PYTHON */
 
