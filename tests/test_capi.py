@@ -271,3 +271,15 @@ def test_numpy_api_refuses_an_output_sharing_an_input(op):
             )  # fmt: skip
         else:
             cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind, out=boxes)
+
+
+def test_docs_show_the_tested_consumer():
+    """docs/capi.md's Cython consumer and its build files are the tested ones."""
+    docs = os.path.join(HERE, os.pardir, "docs", "capi.md")
+    if not os.path.exists(docs):
+        pytest.skip("the documentation is not beside the tests")
+    with open(docs) as f:
+        text = f.read()
+    for name in ("consumer.pyx", "setup.py", "pyproject.toml"):
+        with open(os.path.join(CONSUMER, name)) as f:
+            assert f.read().rstrip() in text, name
