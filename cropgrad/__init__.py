@@ -61,4 +61,5 @@ def get_include():
 
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
+
 from cropgrad import raw_ops  # noqa: E402  (needs the functions above)

@@ -965,13 +965,14 @@ def function_addresses():
     >>> divmod(version(), 1 << 16) == cropgrad.capi.api_version()
     True
     """
+    cdef ApiTable* t = &TABLE
     return {
-        "cg_api_version": <uintptr_t><void*>cg_api_version,
-        "cg_default_threads": <uintptr_t><void*>cg_default_threads,
-        "cg_crop_and_resize": <uintptr_t><void*>cg_crop_and_resize,
-        "cg_crop_and_resize_grad_image": <uintptr_t><void*>cg_crop_and_resize_grad_image,
-        "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>cg_crop_and_resize_grad_boxes,
-        "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>cg_crop_and_resize_jvp_boxes,
+        "cg_api_version": <uintptr_t><void*>t.api_version,
+        "cg_default_threads": <uintptr_t><void*>t.default_threads,
+        "cg_crop_and_resize": <uintptr_t><void*>t.crop_and_resize,
+        "cg_crop_and_resize_grad_image": <uintptr_t><void*>t.crop_and_resize_grad_image,
+        "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>t.crop_and_resize_grad_boxes,
+        "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>t.crop_and_resize_jvp_boxes,
     }
 
 

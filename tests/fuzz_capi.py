@@ -267,7 +267,9 @@ def c_call(consumer, p, rng=None, overrides=None):
         "method": p["method"],
         "layout": p["layout"],
         "num_threads": p["num_threads"],
-        "box_ind_dtype": C["CG_INT64"] if p["box_ind"].dtype == np.int64 else C["CG_INT32"],
+        "box_ind_dtype": C["CG_INT64"]
+        if p["box_ind"].dtype == np.int64
+        else C["CG_INT32"],
     }
     if "image" in p:
         o["image_dtype"] = DTYPE_CODE[p["image"].dtype]
@@ -435,8 +437,10 @@ def _huge_case(rng, consumer):
             num_boxes, crop[0], crop[1], 0, 0.0, 0, None, 0, 0,
         )  # fmt: skip
         # The NumPy API only where it must fail too (it would allocate the rest).
-        if small and num_boxes <= 1 and (
-            min(crop) <= 0 or _beyond((num_boxes, *crop, 1), 4)
+        if (
+            small
+            and num_boxes <= 1
+            and (min(crop) <= 0 or _beyond((num_boxes, *crop, 1), 4))
         ):
             image = np.zeros(image_shape, np.float32)
             boxes = np.zeros((num_boxes, 4), np.float32)
@@ -501,9 +505,7 @@ def execute(seed, consumer):
     p = make_problem(rng)
     if kind < 0.3:
         if p["out"].nbytes == 0 or any(
-            p[k].nbytes and np.shares_memory(p[k], p["out"])
-            for k in INPUTS
-            if k in p
+            p[k].nbytes and np.shares_memory(p[k], p["out"]) for k in INPUTS if k in p
         ):
             return None  # the code must be the only error: needs a clean problem
         p["boxes"] = np.nan_to_num(p["boxes"], nan=0.5, posinf=0.5)

@@ -367,9 +367,9 @@ def test_c_header_table_and_layout(c_modules):
         assert capi_ctypes.ERROR_DTYPE.itemsize == 528
         # The header's table holds every function at its address.
         assert facts["table"] == addresses
-        assert module.default_threads() == cropgrad.show_config("dicts")[
-            "default_threads"
-        ]
+        assert (
+            module.default_threads() == cropgrad.show_config("dicts")["default_threads"]
+        )
 
 
 def _header():
@@ -390,8 +390,8 @@ def test_header_codes_match_capi_pxd():
 
 def _probe_source(name):
     return (
-        "#include <Python.h>\n#include \"capi.h\"\n"
-        f"static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, \"{name}\"}};\n"
+        '#include <Python.h>\n#include "capi.h"\n'
+        f'static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, "{name}"}};\n'
         f"PyMODINIT_FUNC PyInit_{name}(void) {{\n"
         "    if (cropgrad_import() < 0) return NULL;\n"
         "    return PyModule_Create(&m);\n}\n"
@@ -403,12 +403,14 @@ def test_import_refuses_an_incompatible_runtime(tmp_path):
     major, minor = cropgrad.capi.api_version()
     header = _header()
     later = header.replace(
-        f"#define CG_API_VERSION_MINOR {minor}", f"#define CG_API_VERSION_MINOR {minor + 1}"
+        f"#define CG_API_VERSION_MINOR {minor}",
+        f"#define CG_API_VERSION_MINOR {minor + 1}",
     )
     other = header.replace(
-        f"#define CG_API_VERSION_MAJOR {major}", f"#define CG_API_VERSION_MAJOR {major + 1}"
+        f"#define CG_API_VERSION_MAJOR {major}",
+        f"#define CG_API_VERSION_MAJOR {major + 1}",
     )
-    same = header.replace("#define CG_API_VERSION_MINOR", "#define CG_API_VERSION_MINOR")
+    same = header
     assert later != header and other != header
     setup = (
         "from setuptools import Extension, setup\n"
@@ -433,7 +435,9 @@ def test_import_refuses_an_incompatible_runtime(tmp_path):
         f"built against version {major}.{minor + 1}: it needs a cropgrad whose "
         f"C-level API is {major}.{minor + 1} or a later {major}.x"
     )
-    with pytest.raises(ImportError, match=rf"built against version {major + 1}\.{minor}"):
+    with pytest.raises(
+        ImportError, match=rf"built against version {major + 1}\.{minor}"
+    ):
         capi_build.build(None, str(tmp_path / "again"), ["other_major"], files)
     (module,) = capi_build.build(None, str(tmp_path / "ok"), ["same_version"], files)
     assert module.__name__ == "same_version"

@@ -1,8 +1,9 @@
 # A C extension (and the same source as C++) calling cropgrad's C-level API
 # through its header alone:  pip wheel --no-build-isolation .
 # The -I comes from the installed cropgrad; nothing else is needed.
-import cropgrad
 from setuptools import Extension, setup
+
+import cropgrad
 
 flags = ["-Wall", "-Wextra", "-Werror"]
 setup(
