@@ -280,8 +280,11 @@ errors = []
 for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "_jvp_boxes", "capi", "_testing"):
     if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
         errors.append(f"no compiled cropgrad/{module}*.so")
-if "cropgrad/capi.pxd" not in names:
-    errors.append("the C-level API's cropgrad/capi.pxd is not in the wheel")
+# The C-level API: capi.pxd for Cython, capi.h for C and C++.
+public = ("cropgrad/capi.pxd", "cropgrad/include/cropgrad/capi.h")
+for need in public:
+    if need not in names:
+        errors.append(f"the C-level API's {need} is not in the wheel")
 for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
     "cropgrad/" + os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "*.pyi"))
 ]:
@@ -290,14 +293,14 @@ for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
 errors += [
     f"source file {n} in the wheel"
     for n in pkg
-    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n != "cropgrad/capi.pxd"
+    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n not in public
 ]
 errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
 print("\n".join(pkg))
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
 EOF
-note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed and stubs, no .pyx/.pxd/.c/.h"
+note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.c/.h"
 
 # --------------------------------------------------------------------------
 step "8. the repaired wheel in a fresh venv, tests from a temporary directory"
