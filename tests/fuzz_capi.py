@@ -69,7 +69,11 @@ METHODS = {0: "bilinear", 1: "nearest"}
 BILINEAR_ONLY = ("grad_boxes", "jvp_boxes")
 INPUTS = ("image", "grads", "boxes", "boxes_tangent", "box_ind")
 LAYOUTS = {0: "NHWC", 1: "NCHW"}
-NAMES = {code: name for name, code in C.items() if name[3:4] in "UIFB"}
+NAMES = {
+    code: name
+    for name, code in C.items()
+    if name[3:4] in "UIF" or name == "CG_BFLOAT16"
+}
 IMAGE_CODES_TEXT = (
     "CG_UINT8, CG_INT8, CG_UINT16, CG_INT16, CG_INT32, CG_INT64, CG_FLOAT16, "
     "CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16"
