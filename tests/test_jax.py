@@ -8,6 +8,7 @@ or needs its own XLA flags runs in a child process.
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -443,6 +444,33 @@ def test_vmap_keeps_bad_indices_out_of_range():
         np.asarray(f(images, bad))
     with pytest.raises(Exception, match=r"IndexError: box_ind has values outside"):
         np.asarray(f(images, np.array([[0, 1], [-1, 1]], np.int32)))
+
+
+@pytest.mark.parametrize("value", [2, 5, -3])
+def test_vmap_messages_name_the_callers_indices(value):
+    # The folded call sees box 3 * 2 + 2 = 8 of 4 images, and the value
+    # shifted past the folded end: the message restates both.
+    image, grads, boxes, _ = problem(17, num_boxes=3)
+    images = np.broadcast_to(image, (2, 2, *image.shape))
+    index = np.zeros((2, 2, 3), np.int32)
+    index[1, 0, 2] = value
+    f = jax.vmap(jax.vmap(lambda x, i: cgj.crop_and_resize(x, boxes, i, (4, 3))))
+    expected = (
+        "box_ind has values outside [0, batch_size) = [0, 2): "
+        f"box_ind[1, 0, 2] = {value}"
+    )
+    with pytest.raises(Exception, match=re.escape(expected)):
+        np.asarray(f(images, index))
+    g = jax.vmap(
+        lambda i: cgj.crop_and_resize_grad_image(grads, boxes, i, image.shape)
+    )
+    with pytest.raises(Exception, match=re.escape(expected.replace("1, 0, 2", "2, 2"))):
+        np.asarray(g(index.reshape(4, 3)))
+    nan_boxes = np.broadcast_to(boxes, (4, 3, 4)).copy()
+    nan_boxes[2, 1, 3] = np.nan
+    h = jax.vmap(lambda b: cgj.crop_and_resize(image, b, index[0, 0], (4, 3)))
+    with pytest.raises(Exception, match=re.escape("boxes must be finite: boxes[2, 1] = [")):
+        np.asarray(h(nan_boxes))
 
 
 # --------------------------------------------------------------------------
