@@ -186,6 +186,7 @@ _MODULES = [
     "_grad_image",
     "_grad_image_nchw",
     "_grad_boxes",
+    "_jvp_boxes",
     "capi",
     "_testing",
     "_xla",

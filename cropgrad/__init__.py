@@ -7,7 +7,9 @@ TensorFlow:
 - `crop_and_resize_grad_image`: its gradient with respect to the image
   (``CropAndResizeGradImage``);
 - `crop_and_resize_grad_boxes`: its gradient with respect to the boxes
-  (``CropAndResizeGradBoxes``).
+  (``CropAndResizeGradBoxes``);
+- `crop_and_resize_jvp_boxes`: its derivative along a tangent of the boxes
+  (forward mode; the boxes gradient is its transpose).
 
 Every call checks its arguments before any work and raises a Python
 exception for bad input (TensorFlow crashes on non-finite boxes), runs with
@@ -26,6 +28,7 @@ from cropgrad._api import (  # noqa: E402
     crop_and_resize,
     crop_and_resize_grad_boxes,
     crop_and_resize_grad_image,
+    crop_and_resize_jvp_boxes,
     show_config,
 )
 from cropgrad._version import __version__  # noqa: E402, F401  (public)
@@ -34,6 +37,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "crop_and_resize_jvp_boxes",
     "raw_ops",
     "show_config",
 ]

@@ -2,6 +2,7 @@ from cropgrad import raw_ops as raw_ops
 from cropgrad._api import crop_and_resize as crop_and_resize
 from cropgrad._api import crop_and_resize_grad_boxes as crop_and_resize_grad_boxes
 from cropgrad._api import crop_and_resize_grad_image as crop_and_resize_grad_image
+from cropgrad._api import crop_and_resize_jvp_boxes as crop_and_resize_jvp_boxes
 from cropgrad._api import show_config as show_config
 from cropgrad._version import __version__ as __version__
 
@@ -9,6 +10,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "crop_and_resize_jvp_boxes",
     "raw_ops",
     "show_config",
 ]

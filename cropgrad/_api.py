@@ -18,6 +18,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "crop_and_resize_jvp_boxes",
     "show_config",
 ]
 
@@ -344,6 +345,146 @@ def crop_and_resize_grad_boxes(
         result,
         method_code,
         layout,
+        nthreads,
+        flush,
+    )
+    return result
+
+
+def crop_and_resize_jvp_boxes(
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method="bilinear",
+    *,
+    out=None,
+    num_threads=None,
+    flush_denormals=False,
+    data_format="NHWC",
+):
+    """Derivative of crop-and-resize along a tangent of the boxes.
+
+    Forward mode: how the crops of `crop_and_resize` change as the boxes
+    move along `boxes_tangent`.  Each crop element is the image's slope at
+    the sample along y and x times how fast the sample's row and column
+    coordinates move, with exactly the per-element factors of
+    `crop_and_resize_grad_boxes` (TensorFlow's ``CropAndResizeGradBoxes``),
+    so that the boxes gradient is this map's transpose:
+    ``sum(jvp(t) * g) == sum(t * grad_boxes(g))`` up to rounding.  Samples
+    outside the image are 0.  Bilinear only, as the boxes gradient.
+
+    Parameters
+    ----------
+    image : array_like of shape (batch, image_height, image_width, depth)
+        Any dtype `crop_and_resize` accepts; read as float32.
+    boxes : array_like of shape (num_boxes, 4)
+        Finite ``[y1, x1, y2, x2]`` in normalized coordinates (float32).
+    box_ind : array_like of int, shape (num_boxes,)
+        Image of each box, in ``[0, batch)``.
+    boxes_tangent : array_like of shape (num_boxes, 4)
+        Direction of the boxes' motion, ``[dy1, dx1, dy2, dx2]`` per box,
+        converted to float32; NaN and infinities are allowed and propagate.
+    crop_size : sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive.
+    method : {"bilinear"}
+        Only bilinear sampling has a boxes derivative.
+    out : ndarray, optional
+        C-contiguous float32 array of the result's shape to overwrite and
+        return instead of a new array.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).  The result
+        does not depend on it.
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic (see
+        `crop_and_resize_grad_image`).
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `image` and of the result: with ``"NCHW"``, image
+        ``(batch, depth, image_height, image_width)`` and result
+        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC result
+        transposed, bit for bit.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop_height, crop_width, depth), dtype=float32
+        (``(num_boxes, depth, crop_height, crop_width)`` in NCHW)
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite boxes, a method other than ``"bilinear"``, a
+        bad `out`, or an output too large to index.
+    IndexError
+        A `box_ind` value outside ``[0, batch)``.
+    TypeError
+        Non-numeric, complex or boolean inputs; an unsupported image dtype.
+
+    Notes
+    -----
+    The sampling coordinates, the slopes and the factors are those of the
+    boxes gradient, which rounds the spacing of the samples as
+    ``(y2 - y1) * ((H - 1) / (crop_height - 1))``; docs/semantics.md gives
+    the float32 order of every operation.
+
+    Examples
+    --------
+    A ramp rising by 3 per row: moving the box down by ``t`` (both ``y1``
+    and ``y2``) moves every sample by ``2 * t`` rows, so the crops rise by
+    ``6 * t``:
+
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> boxes = [[0.25, 0.25, 0.75, 0.75]]
+    >>> jvp = cropgrad.crop_and_resize_jvp_boxes(
+    ...     image, boxes, [0], [[1.0, 0.0, 1.0, 0.0]], [2, 2]
+    ... )
+    >>> jvp[0, :, :, 0]
+    array([[6., 6.],
+           [6., 6.]], dtype=float32)
+    """
+    method_code = _v.method(method, allowed=("bilinear",))
+    layout = _v.data_format(data_format)
+    nthreads = _v.threads(num_threads)
+    flush = _v.flag(flush_denormals, "flush_denormals")
+    image, image_code = _v.image_array(image, data_format)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
+    crop_h, crop_w = _v.int_vector(
+        crop_size, 2, "crop_size", "[crop_height, crop_width]"
+    )
+    capi._check_jvp_boxes_call(
+        image.shape,
+        image_code,
+        boxes.shape[0],
+        crop_h,
+        crop_w,
+        method_code,
+        layout,
+        nthreads,
+    )
+    index, index_code = _v.native_index(box_ind)
+    # The output's shape from the layout code, as in crop_and_resize.
+    nchw = layout == _v.LAYOUT_CODES["NCHW"]
+    depth = image.shape[1] if nchw else image.shape[3]
+    if nchw:
+        shape = (boxes.shape[0], depth, crop_h, crop_w)
+    else:
+        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    result = _v.output(out, shape, np.dtype(np.float32))
+    capi._jvp_boxes(
+        image,
+        image_code,
+        boxes,
+        tangent,
+        index,
+        index_code,
+        crop_h,
+        crop_w,
+        method_code,
+        layout,
+        result,
         nthreads,
         flush,
     )

@@ -9,6 +9,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "crop_and_resize_jvp_boxes",
     "show_config",
 ]
 
@@ -46,6 +47,19 @@ def crop_and_resize_grad_boxes(
     image: npt.ArrayLike,
     boxes: npt.ArrayLike,
     box_ind: npt.ArrayLike,
+    method: Literal["bilinear"] = ...,
+    *,
+    out: npt.NDArray[np.float32] | None = ...,
+    num_threads: int | None = ...,
+    flush_denormals: bool = ...,
+    data_format: _DataFormat = ...,
+) -> npt.NDArray[np.float32]: ...
+def crop_and_resize_jvp_boxes(
+    image: npt.ArrayLike,
+    boxes: npt.ArrayLike,
+    box_ind: npt.ArrayLike,
+    boxes_tangent: npt.ArrayLike,
+    crop_size: npt.ArrayLike,
     method: Literal["bilinear"] = ...,
     *,
     out: npt.NDArray[np.float32] | None = ...,

@@ -32,8 +32,11 @@ sample_coords, inside, linear_taps, nearest_tap
     where a crop sample falls in the image, along one axis;
 grad_image, crop_and_resize, grad_boxes
     the three operations (NHWC);
+jvp_boxes
+    the derivative of the forward op along a tangent of the boxes, the
+    boxes gradient's transpose (NHWC);
 grad_boxes_magnitude
-    a scale of the rounding errors of the boxes gradient.
+    a scale of the rounding errors of the boxes gradient (and of the JVP).
 
 Examples
 --------
@@ -622,6 +625,132 @@ def _double_term_sum(slopes, size, flush):
     for slope in slopes:
         total = _fz(float(total) + float(slope) * 0.5 * float(size - 1), flush)
     return total
+
+
+def _coord_tangent(t_lo, t_hi, index, size, crop, exact, flush):
+    """How fast crop index `index`'s coordinate moves along ``(t_lo, t_hi)``.
+
+    The boxes gradient's factors (`_box_factors`): ``t_lo * low + t_hi *
+    high`` in float32 (``exact``) or float64; for a one-sample crop both
+    factors are ``0.5 * (size - 1)``, applied in double and, with ``exact``,
+    rounded to float32 once.
+    """
+    factors = _box_factors(index, size, crop)
+    if factors is None:
+        half = 0.5 * float(size - 1)
+        if exact:
+            return _fz(
+                float(t_lo) * 0.5 * float(size - 1)
+                + float(t_hi) * 0.5 * float(size - 1),
+                flush,
+            )
+        return float(t_lo) * half + float(t_hi) * half
+    low, high = factors
+    if exact:
+        return _fz(_fz(t_lo * low, flush) + _fz(t_hi * high, flush), flush)
+    return float(t_lo) * float(low) + float(t_hi) * float(high)
+
+
+def jvp_boxes(
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method="bilinear",
+    exact=False,
+    flush=False,
+):
+    """The boxes JVP: the forward op's derivative along `boxes_tangent`.
+
+    For each sample inside the image and each channel, the image's slopes
+    along y and x at the sample (`grad_boxes`'s, without the incoming
+    gradient) times how fast the sample's row and column coordinates move:
+    ``slope_y * rate_y + slope_x * rate_x`` with ``rate_y = t_y1 *
+    low_y + t_y2 * high_y`` and the boxes gradient's factors ``low_y``,
+    ``high_y`` (`_coord_tangent`).  Samples outside the image give 0.  With
+    ``exact``, float32 in that order (each product and sum rounded), the
+    slopes rounded as in `grad_boxes`.
+
+    Parameters
+    ----------
+    image : array_like of shape (batch, height, width, depth)
+        Any real dtype, read as float32.
+    boxes, box_ind
+        As for `grad_image`.
+    boxes_tangent : array_like of shape (num_boxes, 4)
+        ``[t_y1, t_x1, t_y2, t_x2]`` per box, read as float32.
+    crop_size : sequence of 2 ints
+    method : {"bilinear"}
+    exact, flush : bool, default False
+        See the module docstring.
+
+    Returns
+    -------
+    ndarray of shape (num_boxes, crop_height, crop_width, depth)
+        float64, or float32 with ``exact=True``.
+
+    Examples
+    --------
+    A ramp rising by 3 per row; moving the box down by 1 moves the samples
+    by 2 rows:
+
+    >>> image = np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1)
+    >>> jvp = jvp_boxes(image, [[0.25, 0.25, 0.75, 0.75]], [0], [[1, 0, 1, 0]], (2, 2))
+    >>> jvp[0, :, :, 0].tolist()
+    [[6.0, 6.0], [6.0, 6.0]]
+    """
+    if method != "bilinear":
+        raise ValueError(f"the boxes JVP is bilinear only, got {method!r}")
+    with np.errstate(all="ignore"):
+        boxes = np.asarray(boxes, dtype=f32)
+        tangent = _fz(np.asarray(boxes_tangent, dtype=f32), flush)
+    pixels = _fz(_read_image(image, flush), flush)
+    box_ind = np.asarray(box_ind).astype(np.int64)
+    _, height, width, depth = pixels.shape
+    crop_h, crop_w = (int(v) for v in crop_size)
+    if not exact:
+        pixels = pixels.astype(f64)
+    out = np.zeros((len(boxes), crop_h, crop_w, depth), f32 if exact else f64)
+    one = f32(1)
+    with np.errstate(all="ignore"):
+        for b in range(len(boxes)):
+            y1, x1, y2, x2 = boxes[b]
+            t_y1, t_x1, t_y2, t_x2 = tangent[b]
+            img = pixels[int(box_ind[b])]
+            rows = _inside_coords(y1, y2, height, crop_h, ratio=True, flush=flush)
+            cols = _inside_coords(x1, x2, width, crop_w, ratio=True, flush=flush)
+            for y, cy in rows:
+                top, bottom, y_lerp = linear_taps(cy, height, flush)
+                rate_y = _coord_tangent(t_y1, t_y2, y, height, crop_h, exact, flush)
+                for x, cx in cols:
+                    left, right, x_lerp = linear_taps(cx, width, flush)
+                    rate_x = _coord_tangent(t_x1, t_x2, x, width, crop_w, exact, flush)
+                    tl, tr = img[top, left], img[top, right]
+                    bl, br = img[bottom, left], img[bottom, right]
+                    if exact:
+                        x_left = _fz(one - x_lerp, flush)
+                        y_top = _fz(one - y_lerp, flush)
+                        slope_y = _fz(
+                            _fz(x_left * _fz(bl - tl, flush), flush)
+                            + _fz(x_lerp * _fz(br - tr, flush), flush),
+                            flush,
+                        )
+                        slope_x = _fz(
+                            _fz(y_top * _fz(tr - tl, flush), flush)
+                            + _fz(y_lerp * _fz(br - bl, flush), flush),
+                            flush,
+                        )
+                        out[b, y, x] = _fz(
+                            _fz(slope_y * rate_y, flush) + _fz(slope_x * rate_x, flush),
+                            flush,
+                        )
+                    else:
+                        wy, wx = float(y_lerp), float(x_lerp)
+                        slope_y = (1 - wx) * (bl - tl) + wx * (br - tr)
+                        slope_x = (1 - wy) * (tr - tl) + wy * (br - bl)
+                        out[b, y, x] = slope_y * rate_y + slope_x * rate_x
+    return out
 
 
 def grad_boxes_magnitude(grads, image, boxes, box_ind):

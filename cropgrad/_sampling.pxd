@@ -79,6 +79,34 @@ cdef inline float sample_coord(float lo, float hi, float scale,
     return <float>(0.5 * <double>(lo + hi) * <double>(size - 1))
 
 
+cdef inline float coord_tangent(float t_lo, float t_hi, float ratio,
+                                Py_ssize_t size, Py_ssize_t crop,
+                                Py_ssize_t i) noexcept nogil:
+    """How fast crop index `i`'s coordinate moves as the box edges move.
+
+    The derivative of the boxes gradient's `sample_coord` (spacing
+    ``(hi - lo) * ratio``) with respect to ``lo`` and ``hi``, applied to the
+    edges' tangents `t_lo` and `t_hi`: the factors the boxes gradient
+    multiplies its terms by, so that it is this derivative's transpose.
+
+    Returns
+    -------
+    float
+        ``t_lo * ((size - 1) - i * ratio) + t_hi * (i * ratio)`` in float32,
+        rounded after each operation.  A one-sample crop (``crop == 1``,
+        the box centre) has the factor ``0.5 * (size - 1)`` for both edges,
+        applied in double as the boxes gradient applies it:
+        ``t_lo * 0.5 * (size - 1) + t_hi * 0.5 * (size - 1)`` in double,
+        rounded to float32 once.
+    """
+    cdef float high
+    if crop > 1:
+        high = <float>i * ratio
+        return t_lo * (<float>(size - 1) - high) + t_hi * high
+    return <float>(<double>t_lo * 0.5 * <double>(size - 1)
+                   + <double>t_hi * 0.5 * <double>(size - 1))
+
+
 cdef inline bint inside(float coord, Py_ssize_t size) noexcept nogil:
     """True when ``0 <= coord <= size - 1``; NaN is never inside.
 

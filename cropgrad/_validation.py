@@ -270,6 +270,21 @@ def boxes_and_index(boxes, box_ind):
     return boxes, box_ind
 
 
+def boxes_tangent(value, num_boxes):
+    """``boxes_tangent`` as C-contiguous float32 of the shape of boxes.
+
+    Converted as boxes are (a value beyond float32 becomes an infinity) but
+    not checked for finiteness: a tangent's NaN or infinity propagates.
+    """
+    tangent = float32_array(value, "boxes_tangent")
+    if tangent.shape != (num_boxes, 4):
+        raise ValueError(
+            f"boxes_tangent must have the shape of boxes ({num_boxes}, 4), "
+            f"got shape {tangent.shape}"
+        )
+    return tangent
+
+
 _INDEX_CODES = {
     np.dtype(np.int32): CODES["CG_INT32"],
     np.dtype(np.int64): CODES["CG_INT64"],

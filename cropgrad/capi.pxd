@@ -1,6 +1,6 @@
 # cython: language_level=3
 #
-# cropgrad's C-level API: the three ops for compiled code.
+# cropgrad's C-level API: the three ops and the boxes JVP for compiled code.
 #
 #     from cropgrad cimport capi
 #
@@ -127,6 +127,30 @@ cdef int cg_crop_and_resize_grad_boxes(
     float* output,               # OUT [num_boxes, 4]
     int method,                  # CG_BILINEAR only
     int layout,                  # CG_NHWC or CG_NCHW
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+# The derivative of cg_crop_and_resize (bilinear) along a tangent of the
+# boxes: per crop element, the image's slopes at the sample times how fast
+# its coordinates move (the boxes gradient's factors, so that
+# cg_crop_and_resize_grad_boxes is this map's transpose); 0 where the sample
+# is outside the image.  boxes_tangent may hold any values.
+cdef int cg_crop_and_resize_jvp_boxes(
+    const void* image,           # IN  [batch, H, W, depth] or [batch, depth, H, W]
+    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const float* boxes,          # IN  [num_boxes, 4]
+    const float* boxes_tangent,  # IN  [num_boxes, 4]
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    int64_t num_boxes,
+    int64_t crop_height,
+    int64_t crop_width,
+    int method,                  # CG_BILINEAR only
+    int layout,                  # CG_NHWC or CG_NCHW
+    float* output,               # OUT [num_boxes, crop_h, crop_w, depth] or NCHW
     int num_threads,
     int flush_denormals,
     cg_error* error,

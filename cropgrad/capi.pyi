@@ -28,6 +28,16 @@ def _check_forward_call(
     layout: int,
     num_threads: int,
 ) -> None: ...
+def _check_jvp_boxes_call(
+    image_shape: tuple[int, ...],
+    image_dtype: int,
+    num_boxes: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+) -> None: ...
 def _grad_image(
     grads: npt.NDArray[np.float32],
     boxes: npt.NDArray[np.float32],
@@ -66,6 +76,21 @@ def _grad_boxes(
     out: npt.NDArray[np.float32],
     method: int,
     layout: int,
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def _jvp_boxes(
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.float32],
+    boxes_tangent: npt.NDArray[np.float32],
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    layout: int,
+    out: npt.NDArray[np.float32],
     num_threads: int,
     flush: bool,
 ) -> None: ...

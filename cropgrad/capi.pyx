@@ -24,6 +24,7 @@ from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._forward cimport crop_and_resize
 from cropgrad._grad_boxes cimport grad_boxes
 from cropgrad._grad_image cimport OUT_FLOAT16, OUT_FLOAT32, OUT_FLOAT64, grad_image
+from cropgrad._jvp_boxes cimport jvp_boxes
 from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 from cropgrad._parallel cimport resolve_threads
 from cropgrad._types cimport DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
@@ -244,10 +245,12 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
 
 cdef int _check_forward(const int64_t* image_shape, int image_dtype,
                         int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-                        int method, int layout, int num_threads,
+                        int method, int layout, int num_threads, bint bilinear_only,
                         cg_error* err) noexcept nogil:
+    """The forward op's checks; also the boxes JVP's (`bilinear_only`), whose
+    arguments and output are the forward op's."""
     cdef int64_t crops_shape[4]
-    if _check_common(method, layout, num_threads, False, err) != CG_OK:
+    if _check_common(method, layout, num_threads, bilinear_only, err) != CG_OK:
         return err.status
     if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
@@ -337,7 +340,7 @@ cdef int cg_crop_and_resize(
     cdef size_t failed = 0
     cdef int status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
-                      method, layout, num_threads, error) != CG_OK:
+                      method, layout, num_threads, False, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
                    error) != CG_OK:
@@ -457,6 +460,43 @@ cdef int cg_crop_and_resize_grad_boxes(
     return _ok(error)
 
 
+cdef int cg_crop_and_resize_jvp_boxes(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const float* boxes, const float* boxes_tangent, const void* box_ind,
+    int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,
+    int method, int layout, float* output, int num_threads, int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef Geometry geo
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t s[4]
+    if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
+                      method, layout, num_threads, True, error) != CG_OK:
+        return error.status
+    if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
+                   error) != CG_OK:
+        return error.status
+    _nhwc(image_shape, layout, s)
+    if num_boxes == 0 or s[3] == 0:
+        return _ok(error)
+    if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
+        return error.status
+    geo.num_boxes = num_boxes
+    geo.crop_h = crop_height
+    geo.crop_w = crop_width
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
+    geo.nearest = False
+    geo.nchw = layout == CG_NCHW
+    jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
+              resolve_threads(num_threads), flush_denormals != 0)
+    free(owned)
+    return _ok(error)
+
+
 # --------------------------------------------------------------------------
 # The NumPy API's way in (private).  Arrays arrive checked for type, dtype,
 # number of dimensions and C-contiguity by cropgrad/_api.py.
@@ -515,7 +555,19 @@ def _check_forward_call(tuple image_shape, int image_dtype, int64_t num_boxes,
     cdef int64_t s[4]
     _shape4(s, image_shape)
     if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, &err) != CG_OK:
+                      layout, num_threads, False, &err) != CG_OK:
+        _raise(&err)
+
+
+def _check_jvp_boxes_call(tuple image_shape, int image_dtype, int64_t num_boxes,
+                          int64_t crop_height, int64_t crop_width, int method,
+                          int layout, int num_threads):
+    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    _shape4(s, image_shape)
+    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                      layout, num_threads, True, &err) != CG_OK:
         _raise(&err)
 
 
@@ -651,6 +703,40 @@ def _grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype
             status = cg_crop_and_resize_grad_boxes(
                 p_grads, g, p_image, image_dtype, s, p_boxes, p_index,
                 box_ind_dtype, p_out, method, layout, num_threads, flush, &err)
+    finally:
+        _release(&bufs)
+    if status != CG_OK:
+        _raise(&err)
+
+
+def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
+               int box_ind_dtype, int64_t crop_height, int64_t crop_width,
+               int method, int layout, out, int num_threads, bint flush):
+    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    cdef Buffers bufs
+    cdef const void* p_image
+    cdef const float* p_boxes
+    cdef const float* p_tangent
+    cdef const void* p_index
+    cdef float* p_out
+    cdef int64_t num_boxes = boxes.shape[0]
+    cdef int status
+    _shape4(s, image.shape)
+    bufs.count = 0
+    try:
+        p_image = _view(&bufs, image, False)
+        p_boxes = <const float*>_view(&bufs, boxes, False)
+        p_tangent = <const float*>_view(&bufs, boxes_tangent, False)
+        p_index = _view(&bufs, box_ind, False)
+        p_out = <float*>_view(&bufs, out, True)
+        _check_out_apart(&bufs)
+        with nogil:
+            status = cg_crop_and_resize_jvp_boxes(
+                p_image, image_dtype, s, p_boxes, p_tangent, p_index, box_ind_dtype,
+                num_boxes, crop_height, crop_width, method, layout, p_out,
+                num_threads, flush, &err)
     finally:
         _release(&bufs)
     if status != CG_OK:

@@ -41,6 +41,11 @@ SIGNATURES = {
         "int (float const *, int64_t const *, void const *, int, int64_t const *, "
         f"float const *, void const *, int, float *, int, int, int, int, {ERROR})"
     ),
+    "cg_crop_and_resize_jvp_boxes": (
+        "int (void const *, int, int64_t const *, float const *, float const *, "
+        "void const *, int, int64_t, int64_t, int64_t, int, int, float *, int, int, "
+        f"{ERROR})"
+    ),
     "cg_default_threads": "int (void)",
 }
 

@@ -68,10 +68,25 @@ def grad_boxes_args():
     return dict(grads=_grads(), image=_image(), boxes=_boxes(), box_ind=_box_ind())
 
 
+def _tangent():
+    return np.array([[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, -1.0, 2.0]], dtype=np.float32)
+
+
+def jvp_boxes_args():
+    return dict(
+        image=_image(),
+        boxes=_boxes(),
+        box_ind=_box_ind(),
+        boxes_tangent=_tangent(),
+        crop_size=[CROP_H, CROP_W],
+    )
+
+
 OPS = {
     "grad_image": (cropgrad.crop_and_resize_grad_image, grad_image_args),
     "forward": (cropgrad.crop_and_resize, forward_args),
     "grad_boxes": (cropgrad.crop_and_resize_grad_boxes, grad_boxes_args),
+    "jvp_boxes": (cropgrad.crop_and_resize_jvp_boxes, jvp_boxes_args),
     "raw_grad_image": (
         raw_ops.CropAndResizeGradImage,
         lambda: dict(grad_image_args(), T=np.float32),
@@ -82,8 +97,11 @@ OPS = {
 GRAD_IMAGE_OPS = ("grad_image", "raw_grad_image")
 FORWARD_OPS = ("forward", "raw_forward")
 GRAD_BOXES_OPS = ("grad_boxes", "raw_grad_boxes")
+# The boxes JVP takes the forward op's arguments and a tangent of the boxes,
+# and is bilinear only, as the boxes gradient.
+JVP_OPS = ("jvp_boxes",)
 ALL_OPS = tuple(OPS)
-PUBLIC_OPS = ("grad_image", "forward", "grad_boxes")
+PUBLIC_OPS = ("grad_image", "forward", "grad_boxes", "jvp_boxes")
 RAW_OPS = ("raw_grad_image", "raw_forward", "raw_grad_boxes")
 
 
@@ -129,8 +147,9 @@ def case(ops, changes, exc, *names, id):
 _ARRAY_ARGS = {
     # argument -> (ops that take it, a valid shape for it)
     "grads": (GRAD_IMAGE_OPS + GRAD_BOXES_OPS, (NUM_BOXES, CROP_H, CROP_W, DEPTH)),
-    "image": (FORWARD_OPS + GRAD_BOXES_OPS, (BATCH, HEIGHT, WIDTH, DEPTH)),
+    "image": (FORWARD_OPS + GRAD_BOXES_OPS + JVP_OPS, (BATCH, HEIGHT, WIDTH, DEPTH)),
     "boxes": (ALL_OPS, (NUM_BOXES, 4)),
+    "boxes_tangent": (JVP_OPS, (NUM_BOXES, 4)),
     "box_ind": (ALL_OPS, (NUM_BOXES,)),
 }
 
@@ -228,8 +247,8 @@ case(
 )
 case(G_OPS, {"grads": [[[[1, 2], [3]]]]}, ValueError, "grads", id="grads-ragged-inner")
 
-# image (the forward op and the boxes gradient)
-I_OPS = FORWARD_OPS + GRAD_BOXES_OPS
+# image (the forward op, the boxes gradient and the boxes JVP)
+I_OPS = FORWARD_OPS + GRAD_BOXES_OPS + JVP_OPS
 case(
     I_OPS,
     {"image": np.zeros((BATCH, HEIGHT, WIDTH))},
@@ -337,6 +356,22 @@ case(
     "boxes[1]",
     id="boxes-nan-big-endian",
 )
+
+# boxes_tangent (boxes JVP): the shape of boxes; any values
+for value, label in [
+    (np.zeros((NUM_BOXES, 3)), "3-columns"),
+    (np.zeros((NUM_BOXES + 1, 4)), "more-rows-than-boxes"),
+    (np.zeros(4 * NUM_BOXES), "1d"),
+    (np.zeros((NUM_BOXES, 4, 1)), "3d"),
+    ([[0, 0, 1, 1], [0, 0, 1]], "ragged-rows"),
+]:
+    case(
+        JVP_OPS,
+        {"boxes_tangent": value},
+        ValueError,
+        "boxes_tangent",
+        id=f"boxes_tangent-{label}",
+    )
 
 # box_ind
 case(ALL_OPS, {"box_ind": [0]}, ValueError, "box_ind", id="box_ind-short")
@@ -567,7 +602,7 @@ for value, exc, label in [
     ([CROP_H, 2**70], ValueError, "2**70"),
 ]:
     ops = public(FORWARD_OPS) if label == "bool" else FORWARD_OPS
-    case(ops, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
+    case(ops + JVP_OPS, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
 for value, label in [
     (np.array([CROP_H, np.inf]), "float-inf"),
     (np.array([0.5, CROP_W]), "float-truncates-to-0"),
@@ -581,7 +616,7 @@ for value, label in [
         id=f"crop_size-{label}",
     )
 case(
-    FORWARD_OPS,
+    FORWARD_OPS + JVP_OPS,
     {"crop_size": [2**31, 2**31]},
     (MemoryError, ValueError),
     "output",
@@ -664,9 +699,15 @@ for value, label in [
         "bilinear",
         id=f"method-{label}",
     )
-    case(GRAD_BOXES_OPS, {"method": value}, ValueError, "method", id=f"method-{label}")
+    case(
+        GRAD_BOXES_OPS + JVP_OPS,
+        {"method": value},
+        ValueError,
+        "method",
+        id=f"method-{label}",
+    )
 case(
-    GRAD_BOXES_OPS,
+    GRAD_BOXES_OPS + JVP_OPS,
     {"method": "nearest"},
     ValueError,
     "method",
@@ -726,7 +767,7 @@ for op in ALL_OPS:
     )
 case(("raw_grad_boxes",), {"out": None}, TypeError, "out", id="raw-has-no-out")
 case(
-    GRAD_BOXES_OPS,
+    GRAD_BOXES_OPS + JVP_OPS,
     {"extrapolation_value": 0.0},
     TypeError,
     "extrapolation_value",
@@ -759,7 +800,11 @@ def _strided(shape, dtype=np.float32):
     return np.zeros(shape[:-1] + (2 * shape[-1],), dtype)[..., ::2]
 
 
-for op, shape in (("grad_image", _GI_SHAPE), ("forward", _FW_SHAPE)):
+for op, shape in (
+    ("grad_image", _GI_SHAPE),
+    ("forward", _FW_SHAPE),
+    ("jvp_boxes", _FW_SHAPE),
+):
     for value, exc, label in [
         (np.zeros(shape[:-1] + (shape[-1] + 1,), np.float32), ValueError, "shape"),
         (np.zeros(shape[1:], np.float32), ValueError, "rank"),
@@ -818,11 +863,27 @@ case(
     id="out-aliases-boxes-float16",
 )
 case(
-    ("forward",),
+    ("forward", "jvp_boxes"),
     {"out": Derived(_alias_image)},
     ValueError,
     "out",
     id="out-aliases-image",
+)
+
+
+def _alias_tangent(args):
+    out = np.zeros(_FW_SHAPE, np.float32)
+    args["boxes_tangent"] = out.reshape(-1)[-4 * NUM_BOXES :].reshape(NUM_BOXES, 4)
+    args["boxes_tangent"][:] = _tangent()
+    return out
+
+
+case(
+    ("jvp_boxes",),
+    {"out": Derived(_alias_tangent)},
+    ValueError,
+    "out",
+    id="out-aliases-boxes_tangent",
 )
 
 
@@ -878,7 +939,7 @@ def no_kernel(monkeypatch):
     call that raised ran no kernel, one that returned did.
     """
     started = []
-    for name in ("_grad_image", "_crop_and_resize", "_grad_boxes"):
+    for name in ("_grad_image", "_crop_and_resize", "_grad_boxes", "_jvp_boxes"):
         real = getattr(cropgrad.capi, name)
 
         def spy(*args, _name=name, _real=real, **kwargs):
@@ -922,6 +983,7 @@ _OUT_SHAPES = {
     "grad_image": _GI_SHAPE,
     "forward": _FW_SHAPE,
     "grad_boxes": (NUM_BOXES, 4),
+    "jvp_boxes": _FW_SHAPE,
 }
 _SHAPE_ARGS = {
     "out",
@@ -931,6 +993,7 @@ _SHAPE_ARGS = {
     "image",
     "grads",
     "boxes",
+    "boxes_tangent",
     "box_ind",
     "no_such_argument",
     "T",
@@ -956,6 +1019,14 @@ def test_rejected_call_leaves_valid_out_untouched(op, changes, exc, names, no_ke
     out = np.full(_OUT_SHAPES[op], 1234.5, np.float32)
     _run_case(op, changes, exc, names, no_kernel, extra={"out": out})
     assert np.all(out == np.float32(1234.5))
+
+
+def test_jvp_boxes_writes_into_out():
+    args = jvp_boxes_args()
+    out = np.full(_FW_SHAPE, 1234.5, np.float32)
+    result = cropgrad.crop_and_resize_jvp_boxes(**args, out=out)
+    assert result is out
+    np.testing.assert_array_equal(out, cropgrad.crop_and_resize_jvp_boxes(**args))
 
 
 def test_grad_boxes_writes_into_out():
