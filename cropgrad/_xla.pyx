@@ -26,6 +26,13 @@ Targets and their operands (shapes in the layout's order, NHWC or NCHW):
     ``num_threads``.
 ``cropgrad_crop_and_resize_grad_boxes``
     grads, image, boxes, box_ind -> f32 [n, 4]; attributes as above.
+``cropgrad_crop_and_resize_jvp_boxes``
+    image, boxes, box_ind, boxes_tangent f32 [n, 4] -> f32 crops: the
+    crops' derivative along the boxes tangent; attributes as above.
+
+Under vmap, every op may also carry ``fold_shape`` (s64 array) and
+``fold_images`` (s64): how cropgrad.jax folded the mapped axes into the
+op's own, for messages that name the caller's indices.
 ``cropgrad_ffi_version``
     no operand -> s32 [2]: the FFI API version of the running XLA.
 
@@ -580,6 +587,55 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame,
                     image.dims[0])
 
 
+cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    cdef capi.cg_error e
+    if _is_metadata_query(frame):
+        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
+        return NULL
+    if _check_frame(frame, 4, 1, &e) == 0:
+        _run_jvp_boxes(frame, &e)
+    return _leave(frame, "crop_and_resize_jvp_boxes", &e)
+
+
+cdef void _run_jvp_boxes(cg_ffi_call_frame* frame,
+                         capi.cg_error* e) noexcept nogil:
+    cdef Options o
+    cdef const float* boxes
+    cdef const void* box_ind
+    cdef int index_dtype, image_dtype
+    cdef int64_t crop_h, crop_w
+    cdef cg_ffi_buffer* image = _buffer(&frame.args, 0, 4, "image", e)
+    cdef cg_ffi_buffer* tangent = _buffer(&frame.args, 3, 2, "boxes_tangent", e)
+    cdef cg_ffi_buffer* output = _buffer(&frame.rets, 0, 4, "output", e)
+    if (image == NULL or tangent == NULL or output == NULL
+            or _options(frame, False, &o, e) < 0):
+        return
+    image_dtype = _dtype_of(image, "image", True, e)
+    if (image_dtype < 0 or _dtype_of(output, "output", False, e) < 0
+            or _dtype_of(tangent, "boxes_tangent", False, e) < 0):
+        return
+    if _boxes_and_index(&frame.args, 1, output.dims[0], &boxes, &box_ind,
+                        &index_dtype, e) < 0:
+        return
+    if tangent.dims[0] != output.dims[0] or tangent.dims[1] != 4:
+        _fail(e, capi.CG_ERR_VALUE, "boxes_tangent must have shape (num_boxes, 4)")
+        return
+    if _depth(output.dims, o.layout) != _depth(image.dims, o.layout):
+        _fail(e, capi.CG_ERR_VALUE, "output and image differ in depth")
+        return
+    if o.layout == capi.CG_NHWC:
+        crop_h, crop_w = output.dims[1], output.dims[2]
+    else:
+        crop_h, crop_w = output.dims[2], output.dims[3]
+    capi.cg_crop_and_resize_jvp_boxes(
+        _data(image), image_dtype, image.dims, boxes,
+        <const float*>_data(tangent), box_ind, index_dtype, output.dims[0],
+        crop_h, crop_w, o.method, o.layout, <float*>_data(output),
+        o.num_threads, 1, e)
+    _unfold_message(&o, e, boxes, box_ind, index_dtype, output.dims[0],
+                    image.dims[0])
+
+
 # The smallest handler: it reports the FFI API version of the running XLA
 # (the plumbing's own test, and a fact for error messages).  The version it
 # declares can be changed, to test XLA's refusal of an incompatible handler.
@@ -626,6 +682,7 @@ def handlers():
         "cropgrad_crop_and_resize": _capsule(_crop_and_resize),
         "cropgrad_crop_and_resize_grad_image": _capsule(_grad_image),
         "cropgrad_crop_and_resize_grad_boxes": _capsule(_grad_boxes),
+        "cropgrad_crop_and_resize_jvp_boxes": _capsule(_jvp_boxes),
         "cropgrad_ffi_version": _capsule(_ffi_version),
     }
 
