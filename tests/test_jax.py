@@ -286,7 +286,7 @@ def test_check_grads_image_to_second_order(method):
         lambda x: cgj.crop_and_resize(x, boxes, box_ind, (4, 3), method),
         (image,),
         order=2,
-        modes=["rev"],
+        modes=["fwd", "rev"],
         eps=1e-2,
     )
     check_grads(
@@ -295,7 +295,7 @@ def test_check_grads_image_to_second_order(method):
         ),
         (problem(9)[1],),
         order=2,
-        modes=["rev"],
+        modes=["fwd", "rev"],
         eps=1e-2,
     )
 
@@ -311,7 +311,7 @@ def test_check_grads_boxes():
         lambda b: cgj.crop_and_resize(image, b, box_ind, (4, 3)),
         (boxes,),
         order=1,
-        modes=["rev"],
+        modes=["fwd", "rev"],
     )
 
 
@@ -958,3 +958,142 @@ def test_boxes_gradient_after_an_image_only_gradient():
     jax.grad(f, argnums=1)(img, boxes)
     d_image = jax.jit(jax.grad(scanned))(img, boxes)
     assert_same_bits(np.asarray(d_image), expected_image)
+
+
+# --------------------------------------------------------------------------
+# Forward mode, second derivatives, what has no kernel
+
+
+def test_jvp_of_an_integer_image_is_along_the_boxes_only():
+    image, _, boxes, box_ind = problem(22)
+    pixels = image_of(image, "uint8")
+    tangent = np.random.default_rng(22).standard_normal(boxes.shape).astype(np.float32)
+    _, t_out = jax.jvp(
+        lambda b: cgj.crop_and_resize(pixels, b, box_ind, (4, 3)), (boxes,), (tangent,)
+    )
+    assert_same_bits(
+        np.asarray(t_out),
+        cropgrad.crop_and_resize_jvp_boxes(
+            pixels, boxes, box_ind, tangent, (4, 3), flush_denormals=True
+        ),
+    )
+
+
+def test_hessian_along_the_image():
+    image, _, boxes, box_ind = problem(23, batch=1, height=4, width=3, depth=1)
+
+    def loss(x):
+        return jnp.sum(cgj.crop_and_resize(x, boxes, box_ind, (2, 2), "bilinear", 1.0) ** 2)
+
+    # loss = |A x + c|^2 for the crop's matrix A: its Hessian is 2 A^T A.
+    basis = np.eye(image.size, dtype=np.float32).reshape(-1, *image.shape)
+    a = np.stack(
+        [cropgrad.crop_and_resize(e, boxes, box_ind, (2, 2)).ravel() for e in basis], 1
+    )
+    hessian = np.asarray(jax.hessian(loss)(image)).reshape(image.size, image.size)
+    np.testing.assert_allclose(hessian, 2 * a.T @ a, rtol=1e-6, atol=1e-6)
+    other = np.asarray(jax.jacrev(jax.jacfwd(loss))(image)).reshape(hessian.shape)
+    np.testing.assert_allclose(other, hessian, rtol=1e-6, atol=1e-6)
+
+
+def test_what_has_no_kernel_raises_clearly():
+    image, grads, boxes, box_ind = problem(24)
+
+    def crops(x, b):
+        return cgj.crop_and_resize(x, b, box_ind, (4, 3))
+
+    # A second derivative along the boxes.
+    with pytest.raises(NotImplementedError, match="once with respect to the boxes"):
+        jax.hessian(lambda b: crops(image, b).sum())(boxes)
+    # Reverse mode of the boxes gradient along the image, and forward mode
+    # of the image gradient along the boxes: the boxes derivative of the
+    # image gradient has no kernel.
+    with pytest.raises(NotImplementedError, match="no kernel for the derivative"):
+        jax.grad(
+            lambda x: cgj.crop_and_resize_grad_boxes(grads, x, boxes, box_ind).sum()
+        )(image)
+    with pytest.raises(NotImplementedError, match="no kernel for the derivative"):
+        jax.jvp(
+            lambda b: cgj.crop_and_resize_grad_image(grads, b, box_ind, image.shape),
+            (boxes,),
+            (boxes,),
+        )
+    # Mixed second derivatives through the boxes gradient along the image
+    # work in forward mode: the boxes gradient is linear in the image.
+    _, t = jax.jvp(
+        lambda x: cgj.crop_and_resize_grad_boxes(grads, x, boxes, box_ind),
+        (image,),
+        (image,),
+    )
+    assert_same_bits(
+        np.asarray(t),
+        cropgrad.crop_and_resize_grad_boxes(
+            grads, image, boxes, box_ind, flush_denormals=True
+        ),
+    )
+
+
+def test_float64_computes_in_float32_and_check_grads_needs_a_float32_step(x64):
+    # The ops read float64 images as float64 but compute in float32, as
+    # TensorFlow does: finite differences need a step that float32 rounding
+    # does not swamp.  1e-2 works for the image (the op is linear in it);
+    # eps=1e-3 with boxes well inside the image for the boxes.
+    image, _, _, box_ind = problem(25, height=17, width=15)
+    image = image.astype(np.float64)
+    rng = np.random.default_rng(25)
+    boxes = np.sort(rng.uniform(0.1, 0.9, (6, 2, 2)), axis=1)
+    boxes = boxes.transpose(0, 2, 1).reshape(6, 4)[:, [0, 2, 1, 3]]
+    out = cgj.crop_and_resize(image, boxes, box_ind, (4, 3))
+    assert out.dtype == jnp.float32
+    f64 = lambda x, b: cgj.crop_and_resize(x, b, box_ind, (4, 3)).astype(jnp.float64)
+    check_grads(lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2)
+    check_grads(
+        lambda b: f64(image, b),
+        (boxes,),
+        order=1,
+        modes=["fwd", "rev"],
+        eps=1e-3,
+        atol=1e-2,
+        rtol=1e-2,
+    )
+    d_image = jax.grad(lambda x: f64(x, boxes).sum())(image)
+    assert d_image.dtype == jnp.float64
+
+
+# --------------------------------------------------------------------------
+# jax.export
+
+
+def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
+    image, grads, boxes, box_ind = problem(26)
+
+    def step(image, boxes):
+        crops, vjp = jax.vjp(
+            lambda x, b: cgj.crop_and_resize(x, b, box_ind, (4, 3)), image, boxes
+        )
+        return (crops, *vjp(jnp.asarray(grads)))
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
+    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, boxes)
+    path = tmp_path / "step.jax"
+    path.write_bytes(exported.serialize())
+    data = tmp_path / "inputs.npz"
+    np.savez(data, image=image, boxes=boxes)
+    report = run_child(
+        f"""
+        import json
+        import numpy as np
+        import jax
+        import cropgrad.jax  # registers the FFI targets
+
+        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
+        inputs = np.load({str(data)!r})
+        outs = exported.call(inputs["image"], inputs["boxes"])
+        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
+        """
+    )
+    expected = [np.asarray(o).tobytes().hex() for o in step(image, boxes)]
+    assert report == expected
+    # Without the list, jax.export refuses the custom calls.
+    with pytest.raises(ValueError, match="cropgrad_crop_and_resize"):
+        jax.export.export(jax.jit(step))(image, boxes)
