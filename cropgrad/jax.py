@@ -1,12 +1,36 @@
 """cropgrad for JAX: crop-and-resize and its gradients as XLA custom calls.
 
-The three ops of cropgrad as JAX functions.  They run eagerly and under
-`jax.jit`, `jax.vmap`, `jax.pmap` and `jax.shard_map` on CPU devices, and
-`crop_and_resize` is differentiable in reverse mode with respect to the
-image and the boxes, its backward pass being cropgrad's own gradient
-kernels.  Each op is one XLA FFI call into the compiled kernels
-(``cropgrad._xla``), which read and write XLA's buffers in place: no Python
-callback, no copy, no GIL.
+The three ops of cropgrad as JAX primitives.  They run eagerly and under
+`jax.jit`, `jax.vmap`, `jax.pmap`, `jax.shard_map`, `jax.lax.scan` and
+`jax.checkpoint` on CPU devices.  Each op is one XLA FFI call into the
+compiled kernels (``cropgrad._xla``), which read and write XLA's buffers in
+place: no Python callback, no copy, no GIL.
+
+Derivatives: `crop_and_resize` is differentiable in forward and reverse
+mode with respect to the image (any number of times) and the boxes
+(bilinear; once).  Each op has a forward-mode rule, linear in the tangents,
+and JAX transposes it for reverse mode, the transposes being cropgrad's
+gradient kernels: `jax.grad`, `jax.vjp`, `jax.jvp`, `jax.jacfwd`,
+`jax.jacrev` and `jax.hessian` all work, and no result depends on which
+inputs are differentiated.  What has no kernel raises NotImplementedError:
+a second derivative along the boxes, and forward mode of
+`crop_and_resize_grad_image` along the boxes (reverse mode of it works).
+
+float64 images are read exactly, but the ops compute in float32, as
+TensorFlow does: finite-difference checks need a step float32 rounding
+does not swamp (``jax.test_util.check_grads(..., eps=1e-2)`` for the image,
+on which the ops are linear; ``eps=1e-3`` and tolerance 1e-2 for boxes well
+inside the image).
+
+jax.export: the ops are custom calls, which `jax.export.export` accepts
+when `FFI_TARGETS` are listed as known ones, and the process running the
+exported function must import cropgrad.jax (registering the handlers)::
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in FFI_TARGETS]
+    exported = jax.export.export(jax.jit(f), disabled_checks=checks)(*args)
+    blob = exported.serialize()
+    # elsewhere, after importing cropgrad.jax:
+    jax.export.deserialize(blob).call(*args)
 
 Results are the NumPy API's bits, computed as XLA:CPU computes everything
 else: with flush-to-zero and denormals-are-zero, TensorFlow's arithmetic.
@@ -21,7 +45,8 @@ raises JAX's runtime error (`jax.errors.JaxRuntimeError`; JAX's fast path
 for cached calls raises it as a `ValueError`), whose message is cropgrad's,
 prefixed by the op and the exception the NumPy API would raise, e.g.
 ``cropgrad.jax.crop_and_resize: IndexError: box_ind has values outside
-[0, batch_size) = [0, 2): box_ind[1] = 5``.
+[0, batch_size) = [0, 2): box_ind[1] = 5``.  Under `jax.vmap` the box is
+named by the caller's indices (``box_ind[1, 1] = 2``).
 
 Threads: ``num_threads`` is fixed when the call is traced (it is an
 attribute of the XLA call, like the method).  The default, None, is
@@ -845,8 +870,10 @@ def crop_and_resize(
 
     TensorFlow's ``CropAndResize`` as an XLA custom call; the same bits as
     `cropgrad.crop_and_resize` (with ``flush_denormals=True``, XLA:CPU's
-    arithmetic).  Differentiable in reverse mode with respect to `image`
-    (floating dtypes; any number of times) and `boxes` (bilinear; once).
+    arithmetic).  Differentiable in forward and reverse mode with respect to
+    `image` (floating dtypes; any number of times: the image tangent is the
+    op on it with ``extrapolation_value=0``) and `boxes` (bilinear; once:
+    the tangent is `cropgrad.crop_and_resize_jvp_boxes`).
 
     Parameters
     ----------
@@ -946,7 +973,8 @@ def crop_and_resize_grad_image(
     TensorFlow's ``CropAndResizeGradImage`` (deterministic, and the same bits
     as `cropgrad.crop_and_resize_grad_image` with ``flush_denormals=True``).
     It is linear in `grads`, and differentiable with respect to `grads` (its
-    transpose is the forward op) and, bilinear, `boxes`.
+    transpose is the forward op) and, bilinear, in reverse mode, `boxes`
+    (forward mode along the boxes has no kernel: NotImplementedError).
 
     Parameters
     ----------
@@ -1036,7 +1064,9 @@ def crop_and_resize_grad_boxes(
 
     TensorFlow's ``CropAndResizeGradBoxes`` (bilinear only, as there); the
     same bits as `cropgrad.crop_and_resize_grad_boxes` with
-    ``flush_denormals=True``.  Not differentiable itself.
+    ``flush_denormals=True``.  Linear in `grads` (its transpose is the boxes
+    JVP) and in `image` (forward mode only: reverse mode along the image has
+    no kernel); not differentiable with respect to `boxes`.
 
     Parameters
     ----------
