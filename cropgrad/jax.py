@@ -431,9 +431,7 @@ def _aval(prim, shape, dtype, operands):
     sharding = jax.sharding.NamedSharding(
         operands[0].sharding.mesh, jax.sharding.PartitionSpec()
     )
-    return jax.core.ShapedArray(
-        shape, dtype, sharding=sharding, manual_axis_type=mat
-    )
+    return jax.core.ShapedArray(shape, dtype, sharding=sharding, manual_axis_type=mat)
 
 
 def _crops_shape(image_shape, num_boxes, crop_size, layout):
@@ -701,9 +699,7 @@ def _undefined(*xs):
 
 
 def _not_linear(op, which):
-    return ValueError(
-        f"{op} is not linear in {which}: JAX asked to transpose it there"
-    )
+    return ValueError(f"{op} is not linear in {which}: JAX asked to transpose it there")
 
 
 def _crop_size_of(grads, layout):
@@ -714,7 +710,9 @@ def _crop_transpose(ct, image, boxes, box_ind, **params):
     if _undefined(image, boxes, box_ind) != (True, False, False):
         raise _not_linear("crop_and_resize", "the boxes")
     if params["extrapolation"] != 0:
-        raise _not_linear("crop_and_resize with a nonzero extrapolation_value", "the image")
+        raise _not_linear(
+            "crop_and_resize with a nonzero extrapolation_value", "the image"
+        )
     if not _nonzero(ct):
         return None, None, None
     d_image = _grad_image(
@@ -775,7 +773,12 @@ def _jvp_boxes_transpose(ct, image, boxes, box_ind, tangent, **params):
     if not _nonzero(ct):
         return None, None, None, None
     if linear[3]:
-        return None, None, None, _grad_boxes(ct, image, boxes, box_ind, **_common(params))
+        return (
+            None,
+            None,
+            None,
+            _grad_boxes(ct, image, boxes, box_ind, **_common(params)),
+        )
     d_image = _grad_image_jvp_boxes(
         ct,
         boxes,
@@ -791,7 +794,9 @@ def _jvp_boxes_transpose(ct, image, boxes, box_ind, tangent, **params):
 def _grad_image_jvp_boxes_transpose(ct, grads, boxes, box_ind, tangent, **params):
     linear = _undefined(grads, boxes, box_ind, tangent)
     if linear not in ((True, False, False, False), (False, False, False, True)):
-        raise _not_linear("the boxes derivative of crop_and_resize_grad_image", "the boxes")
+        raise _not_linear(
+            "the boxes derivative of crop_and_resize_grad_image", "the boxes"
+        )
     if not _nonzero(ct):
         return None, None, None, None
     if linear[0]:

@@ -461,15 +461,15 @@ def test_vmap_messages_name_the_callers_indices(value):
     )
     with pytest.raises(Exception, match=re.escape(expected)):
         np.asarray(f(images, index))
-    g = jax.vmap(
-        lambda i: cgj.crop_and_resize_grad_image(grads, boxes, i, image.shape)
-    )
+    g = jax.vmap(lambda i: cgj.crop_and_resize_grad_image(grads, boxes, i, image.shape))
     with pytest.raises(Exception, match=re.escape(expected.replace("1, 0, 2", "2, 2"))):
         np.asarray(g(index.reshape(4, 3)))
     nan_boxes = np.broadcast_to(boxes, (4, 3, 4)).copy()
     nan_boxes[2, 1, 3] = np.nan
     h = jax.vmap(lambda b: cgj.crop_and_resize(image, b, index[0, 0], (4, 3)))
-    with pytest.raises(Exception, match=re.escape("boxes must be finite: boxes[2, 1] = [")):
+    with pytest.raises(
+        Exception, match=re.escape("boxes must be finite: boxes[2, 1] = [")
+    ):
         np.asarray(h(nan_boxes))
 
 
@@ -983,7 +983,9 @@ def test_hessian_along_the_image():
     image, _, boxes, box_ind = problem(23, batch=1, height=4, width=3, depth=1)
 
     def loss(x):
-        return jnp.sum(cgj.crop_and_resize(x, boxes, box_ind, (2, 2), "bilinear", 1.0) ** 2)
+        return jnp.sum(
+            cgj.crop_and_resize(x, boxes, box_ind, (2, 2), "bilinear", 1.0) ** 2
+        )
 
     # loss = |A x + c|^2 for the crop's matrix A: its Hessian is 2 A^T A.
     basis = np.eye(image.size, dtype=np.float32).reshape(-1, *image.shape)
@@ -1045,8 +1047,13 @@ def test_float64_computes_in_float32_and_check_grads_needs_a_float32_step(x64):
     boxes = boxes.transpose(0, 2, 1).reshape(6, 4)[:, [0, 2, 1, 3]]
     out = cgj.crop_and_resize(image, boxes, box_ind, (4, 3))
     assert out.dtype == jnp.float32
-    f64 = lambda x, b: cgj.crop_and_resize(x, b, box_ind, (4, 3)).astype(jnp.float64)
-    check_grads(lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2)
+
+    def f64(x, b):
+        return cgj.crop_and_resize(x, b, box_ind, (4, 3)).astype(jnp.float64)
+
+    check_grads(
+        lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2
+    )
     check_grads(
         lambda b: f64(image, b),
         (boxes,),

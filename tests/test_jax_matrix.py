@@ -148,13 +148,19 @@ def expected_gradient(op, wrt, a, w, data_format):
             w, boxes, box_ind, a["image"].shape, **np_kw
         )
     if (op, wrt) == ("crop_and_resize", "boxes"):
-        return cropgrad.crop_and_resize_grad_boxes(w, a["image"], boxes, box_ind, **np_kw)
+        return cropgrad.crop_and_resize_grad_boxes(
+            w, a["image"], boxes, box_ind, **np_kw
+        )
     if (op, wrt) == ("crop_and_resize_grad_image", "grads"):
         return cropgrad.crop_and_resize(w, boxes, box_ind, CROP, **np_kw)
     if (op, wrt) == ("crop_and_resize_grad_image", "boxes"):
-        return cropgrad.crop_and_resize_grad_boxes(a["grads"], w, boxes, box_ind, **np_kw)
+        return cropgrad.crop_and_resize_grad_boxes(
+            a["grads"], w, boxes, box_ind, **np_kw
+        )
     assert (op, wrt) == ("crop_and_resize_grad_boxes", "grads")
-    return cropgrad.crop_and_resize_jvp_boxes(a["image"], boxes, box_ind, w, CROP, **np_kw)
+    return cropgrad.crop_and_resize_jvp_boxes(
+        a["image"], boxes, box_ind, w, CROP, **np_kw
+    )
 
 
 def expected_tangent(op, wrt, a, t, data_format):
@@ -297,7 +303,9 @@ def check_forward(column, op, wrt, data_format):
     if column == "jvp":
         primal, tangent = jax.jvp(f, xs, [t[name] for name in wrt])
         assert_same_bits(np.asarray(primal), np.asarray(f(*xs)))
-        assert_same_bits(np.asarray(tangent), expected_tangent(op, wrt, a, t, data_format))
+        assert_same_bits(
+            np.asarray(tangent), expected_tangent(op, wrt, a, t, data_format)
+        )
         return
     forward = jax.jacfwd(f, argnums)(*xs)
     reverse = jax.jacrev(f, argnums)(*xs)
