@@ -16,13 +16,13 @@ structs of XLA's FFI C API that the handlers use.
 Targets and their operands (shapes in the layout's order, NHWC or NCHW):
 
 ``cropgrad_crop_and_resize``
-    image (any image dtype) [batch, H, W, depth], boxes f32 [n, 4],
+    image (any image dtype, bfloat16 too) [batch, H, W, depth], boxes f32 [n, 4],
     box_ind s32/s64 [n] -> crops f32 [n, crop_h, crop_w, depth];
     attributes ``extrapolation_value`` f32, ``layout``, ``method``,
     ``num_threads`` s32.
 ``cropgrad_crop_and_resize_grad_image``
     grads f32 [n, crop_h, crop_w, depth], boxes, box_ind -> image gradient
-    (f16/f32/f64) of the output's shape; attributes ``layout``, ``method``,
+    (f16/bf16/f32/f64) of the output's shape; attributes ``layout``, ``method``,
     ``num_threads``.
 ``cropgrad_crop_and_resize_grad_boxes``
     grads, image, boxes, box_ind -> f32 [n, 4]; attributes as above.
@@ -51,6 +51,7 @@ from cropgrad cimport capi
 from cropgrad._xla_ffi cimport (
     CG_FFI_ATTR_ARRAY,
     CG_FFI_ATTR_SCALAR,
+    CG_FFI_BF16,
     CG_FFI_BUFFER,
     CG_FFI_BUFFER_SIZE,
     CG_FFI_CALL_FRAME_SIZE,
@@ -219,6 +220,8 @@ cdef int _image_dtype(int xla_dtype) noexcept nogil:
         return capi.CG_FLOAT32
     if xla_dtype == CG_FFI_F64:
         return capi.CG_FLOAT64
+    if xla_dtype == CG_FFI_BF16:
+        return capi.CG_BFLOAT16
     return -1
 
 
@@ -531,8 +534,10 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame,
         return
     output_dtype = _image_dtype(output.dtype)
     if (output_dtype != capi.CG_FLOAT16 and output_dtype != capi.CG_FLOAT32
-            and output_dtype != capi.CG_FLOAT64):
-        _fail(e, capi.CG_ERR_TYPE, "output must be float16, float32 or float64")
+            and output_dtype != capi.CG_FLOAT64
+            and output_dtype != capi.CG_BFLOAT16):
+        _fail(e, capi.CG_ERR_TYPE,
+              "output must be float16, bfloat16, float32 or float64")
         return
     if _boxes_and_index(&frame.args, 1, grads.dims[0], &boxes, &box_ind,
                         &index_dtype, e) < 0:

@@ -254,6 +254,7 @@ cdef enum:
     CG_FFI_F16 = 10
     CG_FFI_F32 = 11
     CG_FFI_F64 = 12
+    CG_FFI_BF16 = 16
 
 # XLA_FFI_Error_Code: absl's status codes.
 cdef enum:

@@ -108,6 +108,7 @@ _IMAGE_DTYPES = tuple(
         np.float16,
         np.float32,
         np.float64,
+        jnp.bfloat16,
     )
 )
 # The XLA FFI targets the ops lower to, registered for the CPU platform when
@@ -254,7 +255,7 @@ def _image(image, layout):
     if image.dtype not in _IMAGE_DTYPES:
         raise TypeError(
             "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
+            f"bfloat16, float32 or float64, got {image.dtype}"
         )
     if image.ndim != 4:
         raise ValueError(f"image must be 4-D {_ORDER[layout]}, got shape {image.shape}")
@@ -883,9 +884,9 @@ def crop_and_resize(
     Parameters
     ----------
     image : array of shape (batch, image_height, image_width, depth)
-        uint8, uint16, int8, int16, int32, int64, float16, float32 or
-        float64 (shape ``(batch, depth, image_height, image_width)`` with
-        ``data_format="NCHW"``).
+        uint8, uint16, int8, int16, int32, int64, float16, bfloat16 (read
+        exactly as float32), float32 or float64 (shape ``(batch, depth,
+        image_height, image_width)`` with ``data_format="NCHW"``).
     boxes : array of shape (num_boxes, 4)
         ``[y1, x1, y2, x2]`` in normalized coordinates, computed in float32
         (other real dtypes are converted); they must be finite.
@@ -992,9 +993,10 @@ def crop_and_resize_grad_image(
         Image of each box, in ``[0, batch)``.
     image_shape : sequence of 4 ints
         The output's shape, in the layout's order; static.
-    dtype : {float32, float16, float64}, default float32
+    dtype : {float32, float16, bfloat16, float64}, default float32
         Output dtype (float64 needs ``jax_enable_x64``, otherwise JAX makes
-        it float32); float16 accumulates in float32 and is rounded once.
+        it float32); float16 and bfloat16 accumulate in float32 and are
+        rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
     data_format : {"NHWC", "NCHW"}, default "NHWC"
     num_threads : int, optional

@@ -36,8 +36,8 @@ from cropgrad import _xla
 from cropgrad._validation import CODES
 
 METHODS = ["bilinear", "nearest"]
-IMAGE_DTYPES = ["uint8", "float16", "float32", "float64"]
-OUT_DTYPES = ["float16", "float32", "float64"]
+IMAGE_DTYPES = ["uint8", "float16", "bfloat16", "float32", "float64"]
+OUT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 # NCHW cases check the bits when this build computes in NCHW, and the
 # documented NotImplementedError until then.
 LAYOUTS = ["NHWC", "NCHW"]
@@ -60,6 +60,8 @@ def image_of(image, dtype):
     """`image` in `dtype` (uint8 spread over its range)."""
     if dtype == "uint8":
         return np.clip(image * 60 + 128, 0, 255).astype(np.uint8)
+    if dtype == "bfloat16":
+        return image.astype(jnp.bfloat16)
     return image.astype(dtype)
 
 
@@ -209,10 +211,11 @@ def test_box_ind_dtypes_and_list_inputs(x64):
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_grad_equals_the_gradient_kernels(method, dtype, x64):
+    # The image gradient comes in the image's dtype (bfloat16 rounded once).
     image, grads, boxes, box_ind = problem(6)
-    image = image.astype(dtype)
+    image = image_of(image, dtype)
 
     @jax.jit
     @jax.grad
@@ -570,7 +573,7 @@ TRACE_ERRORS = [
         "image must hold real numbers",
     ),
     (
-        lambda i, g, b, k: cgj.crop_and_resize(i.astype(jnp.bfloat16), b, k, (4, 3)),
+        lambda i, g, b, k: cgj.crop_and_resize(i.astype(jnp.uint32), b, k, (4, 3)),
         TypeError,
         "image must be uint8",
     ),
