@@ -768,6 +768,21 @@ def _jvp_boxes_vmap(
 # image of the last two) raises NotImplementedError when it is needed.
 
 
+def _flows(tangent):
+    """Whether a tangent the jvp rule gets carries anything.
+
+    Forward-mode AD gives a Function zeros for the floating inputs that have
+    no tangent (not None), so a derivative cropgrad lacks is refused only
+    for a tangent that is not all zero.  (Under vmap the values cannot be
+    read: a mapped tangent is one.)
+    """
+    if tangent is None:
+        return False
+    if torch._C._functorch.is_batchedtensor(tangent):
+        return True
+    return bool(tangent.any())
+
+
 def _missing(op, wrt, mode):
     return NotImplementedError(
         f"cropgrad.torch: the {mode} derivative of {op} with respect to {wrt} "
@@ -860,6 +875,7 @@ class _GradImage(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         grads, boxes, box_ind, _, _, method, layout, threads, flush = inputs
         ctx.save_for_backward(grads, boxes, box_ind)
+        ctx.save_for_forward(grads, boxes, box_ind)
         height, width = _dims(layout)[1:]
         ctx.crop_size = [grads.shape[height], grads.shape[width]]
         ctx.grads_dtype = grads.dtype
@@ -889,7 +905,7 @@ class _GradImage(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, grads_t, boxes_t, *_):
-        if boxes_t is not None and ctx.options[0] == "bilinear":
+        if ctx.options[0] == "bilinear" and _flows(boxes_t):
             raise _missing("crop_and_resize_grad_image", "boxes", "forward-mode")
         grads, boxes, box_ind = ctx.saved_tensors
         if grads_t is None:
@@ -931,7 +947,7 @@ class _GradBoxes(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, grads_t, image_t, boxes_t, *_):
-        if boxes_t is not None:
+        if _flows(boxes_t):
             raise _missing("crop_and_resize_grad_boxes", "boxes", "forward-mode")
         grads, image, boxes, box_ind = ctx.saved_tensors
         parts = []
@@ -977,7 +993,7 @@ class _JvpBoxes(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, image_t, boxes_t, _, tangent_t, *__):
-        if boxes_t is not None:
+        if _flows(boxes_t):
             raise _missing("crop_and_resize_jvp_boxes", "boxes", "forward-mode")
         image, boxes, box_ind, tangent = ctx.saved_tensors
         parts = []
