@@ -56,10 +56,11 @@ def crop_and_resize_grad_image(
         Image of the batch each box was cut from, in ``[0, batch)``.
     image_size : sequence of 4 ints
         ``[batch, image_height, image_width, depth]``: the output's shape.
-    dtype : {float32, float16, float64}, default float32
+    dtype : {float32, float16, float64, bfloat16}, default float32
         Output dtype: a NumPy dtype, a name (``"float32"``, ``"float"``,
-        ``"half"``, ``"double"``, ...) or a TensorFlow DType.  float16
-        accumulates in float32 and is rounded once at the end.
+        ``"half"``, ``"double"``, ``"bfloat16"``, ...), ``ml_dtypes.bfloat16``
+        or a TensorFlow DType.  float16 and bfloat16 accumulate in float32
+        and are rounded once at the end (``"bfloat16"`` needs ml_dtypes).
     method : {"bilinear", "nearest"}, default "bilinear"
         Sampling method of the forward crop.
     out : ndarray, optional
@@ -134,7 +135,7 @@ def crop_and_resize_grad_image(
             f"but grads has shape {grads.shape}"
         )
     shape = _v.image_size(image_size, data_format)
-    out_code = _v.DTYPE_CODES[out_dtype]
+    out_code = _v.dtype_code(out_dtype)
     capi._check_grad_image_call(
         grads.shape, shape, out_code, method_code, layout, nthreads
     )
@@ -176,8 +177,9 @@ def crop_and_resize(
     Parameters
     ----------
     image : array_like of shape (batch, image_height, image_width, depth)
-        uint8, uint16, int8, int16, int32, int64, float16, float32 or
-        float64; pixels are converted to float32 as they are read.
+        uint8, uint16, int8, int16, int32, int64, float16, float32, float64
+        or bfloat16 (``ml_dtypes.bfloat16``); pixels are converted to
+        float32 as they are read (float16 and bfloat16 exactly).
     boxes : array_like of shape (num_boxes, 4)
         Finite ``[y1, x1, y2, x2]`` in normalized coordinates (float32).
     box_ind : array_like of int, shape (num_boxes,)

@@ -32,6 +32,9 @@ cdef extern from "cg_half.h" nogil:
     # Exact float16 -> float32; float32 -> float16 rounding to nearest even.
     float cg_half_to_float(uint16_t h)
     uint16_t cg_float_to_half(float f)
+    # The same for bfloat16.
+    float cg_bfloat16_to_float(uint16_t h)
+    uint16_t cg_float_to_bfloat16(float f)
 
 cdef extern from "cg_scatter.h" nogil:
     # One crop row of bilinear samples, each sample's four corner updates in
@@ -95,6 +98,8 @@ cdef extern from "cg_planes.h" nogil:
                              Py_ssize_t count, Py_ssize_t n)
     void cg_planes_scatter_h(uint16_t* dst, Py_ssize_t dst_lane, const float* src,
                              Py_ssize_t count, Py_ssize_t n)
+    void cg_planes_scatter_bf(uint16_t* dst, Py_ssize_t dst_lane, const float* src,
+                              Py_ssize_t count, Py_ssize_t n)
 
 cdef extern from "cg_terms.h" nogil:
     # The boxes gradient's four terms of one sample, per channel, from

@@ -11,10 +11,11 @@ expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
 from cropgrad._forward_nchw cimport crop_and_resize_nchw
-from cropgrad._image cimport load
+from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._types cimport (
+    DT_BFLOAT16,
     DT_FLOAT16,
     DT_FLOAT32,
     DT_INT8,
@@ -39,7 +40,7 @@ ctypedef struct Plan:
 
 
 cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task,
-               bint half) noexcept nogil:
+               int half) noexcept nogil:
     """Crop row ``task % crop_h`` of box ``task // crop_h``."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w
@@ -101,23 +102,25 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef const Plan* p = <const Plan*>ctx
     cdef int code = p.image_dtype
     if code == DT_UINT8:
-        _row(p, <const uint8_t*>p.image, t, False)
+        _row(p, <const uint8_t*>p.image, t, HALF_NONE)
     elif code == DT_INT8:
-        _row(p, <const int8_t*>p.image, t, False)
+        _row(p, <const int8_t*>p.image, t, HALF_NONE)
     elif code == DT_UINT16:
-        _row(p, <const uint16_t*>p.image, t, False)
+        _row(p, <const uint16_t*>p.image, t, HALF_NONE)
     elif code == DT_FLOAT16:
-        _row(p, <const uint16_t*>p.image, t, True)
+        _row(p, <const uint16_t*>p.image, t, HALF_FLOAT16)
+    elif code == DT_BFLOAT16:
+        _row(p, <const uint16_t*>p.image, t, HALF_BFLOAT16)
     elif code == DT_INT16:
-        _row(p, <const int16_t*>p.image, t, False)
+        _row(p, <const int16_t*>p.image, t, HALF_NONE)
     elif code == DT_INT32:
-        _row(p, <const int32_t*>p.image, t, False)
+        _row(p, <const int32_t*>p.image, t, HALF_NONE)
     elif code == DT_INT64:
-        _row(p, <const int64_t*>p.image, t, False)
+        _row(p, <const int64_t*>p.image, t, HALF_NONE)
     elif code == DT_FLOAT32:
-        _row(p, <const float*>p.image, t, False)
+        _row(p, <const float*>p.image, t, HALF_NONE)
     else:
-        _row(p, <const double*>p.image, t, False)
+        _row(p, <const double*>p.image, t, HALF_NONE)
 
 
 cdef int crop_and_resize(const Geometry* geo, const void* image, int image_dtype,

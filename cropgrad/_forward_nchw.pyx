@@ -25,10 +25,11 @@ from libc.stdlib cimport free, malloc
 
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f, cg_simd_select
-from cropgrad._image cimport load
+from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._types cimport (
+    DT_BFLOAT16,
     DT_FLOAT16,
     DT_FLOAT32,
     DT_INT8,
@@ -87,7 +88,7 @@ cdef inline size_t _round64(size_t n) noexcept nogil:
     return (n + 63) // 64 * 64
 
 
-cdef void _fill_tile(const Plan* p, const image_t* planes, bint half,
+cdef void _fill_tile(const Plan* p, const image_t* planes, int half,
                      float* tile, Py_ssize_t r0, Py_ssize_t r1,
                      Py_ssize_t n) noexcept nogil:
     """Rows ``[r0, r1)`` of `n` planes (``planes``, a plane apart) as
@@ -207,7 +208,7 @@ cdef void _outside_row(const Plan* p, Py_ssize_t b, Py_ssize_t y,
             dst[c * ch * cw + x] = p.extrapolation
 
 
-cdef void _band(const Plan* p, const image_t* image, bint half,
+cdef void _band(const Plan* p, const image_t* image, int half,
                 Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: band ``t % bands`` of group ``t // bands % groups`` of
     image ``t // (bands * groups)``."""
@@ -257,23 +258,25 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef const Plan* p = <const Plan*>ctx
     cdef int code = p.image_dtype
     if code == DT_UINT8:
-        _band(p, <const uint8_t*>p.image, False, t, thread)
+        _band(p, <const uint8_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_INT8:
-        _band(p, <const int8_t*>p.image, False, t, thread)
+        _band(p, <const int8_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_UINT16:
-        _band(p, <const uint16_t*>p.image, False, t, thread)
+        _band(p, <const uint16_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_FLOAT16:
-        _band(p, <const uint16_t*>p.image, True, t, thread)
+        _band(p, <const uint16_t*>p.image, HALF_FLOAT16, t, thread)
+    elif code == DT_BFLOAT16:
+        _band(p, <const uint16_t*>p.image, HALF_BFLOAT16, t, thread)
     elif code == DT_INT16:
-        _band(p, <const int16_t*>p.image, False, t, thread)
+        _band(p, <const int16_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_INT32:
-        _band(p, <const int32_t*>p.image, False, t, thread)
+        _band(p, <const int32_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_INT64:
-        _band(p, <const int64_t*>p.image, False, t, thread)
+        _band(p, <const int64_t*>p.image, HALF_NONE, t, thread)
     elif code == DT_FLOAT32:
-        _band(p, <const float*>p.image, False, t, thread)
+        _band(p, <const float*>p.image, HALF_NONE, t, thread)
     else:
-        _band(p, <const double*>p.image, False, t, thread)
+        _band(p, <const double*>p.image, HALF_NONE, t, thread)
 
 
 cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,

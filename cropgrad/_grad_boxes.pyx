@@ -29,10 +29,11 @@ from cropgrad._cdefs cimport (
     cg_sum_terms,
     cg_terms,
 )
-from cropgrad._image cimport load
+from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
 from cropgrad._types cimport (
+    DT_BFLOAT16,
     DT_FLOAT16,
     DT_FLOAT32,
     DT_INT8,
@@ -95,7 +96,7 @@ cdef int use_simd(const char* target) noexcept nogil:
 
 
 cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
-               bint half, layout_t* layout) noexcept nogil:
+               int half, layout_t* layout) noexcept nogil:
     """The four box-coordinate gradients of box `b`, summed in serial order.
 
     For crops of one row or one column, whose sums are partly in double.
@@ -158,7 +159,7 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     p.out[4 * b + 3] = dx2
 
 
-cdef void _stage_row(const Plan* p, const image_t* image, bint half,
+cdef void _stage_row(const Plan* p, const image_t* image, int half,
                      Py_ssize_t b, Py_ssize_t row, Py_ssize_t col0,
                      Py_ssize_t cols, float* dst) noexcept nogil:
     """Columns ``[col0, col0 + cols)`` of image row `row` of box `b`'s image,
@@ -174,7 +175,7 @@ cdef void _stage_row(const Plan* p, const image_t* image, bint half,
 
 
 cdef (const float*, const float*) _stage(
-        const Plan* p, const image_t* image, bint half, Py_ssize_t b, Py_ssize_t y,
+        const Plan* p, const image_t* image, int half, Py_ssize_t b, Py_ssize_t y,
         Py_ssize_t top, Py_ssize_t bottom, float w_scale,
         Staged* st) noexcept nogil:
     """NCHW: crop row `y` of box `b` with its channels side by side.
@@ -220,7 +221,7 @@ cdef (const float*, const float*) _stage(
 
 
 cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
-                           Py_ssize_t y, bint half, float* terms,
+                           Py_ssize_t y, int half, float* terms,
                            Staged* staged) noexcept nogil:
     """The terms crop row `y` of box `b` adds to its four box gradients.
 
@@ -316,7 +317,7 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
 
 
 cdef void _group(const Plan* p, const image_t* image, Py_ssize_t b0,
-                 int count, bint half, float* terms,
+                 int count, int half, float* terms,
                  Staged* staged) noexcept nogil:
     """Box gradients of boxes ``b0`` to ``b0 + count - 1`` (at most GROUP).
 
@@ -341,7 +342,7 @@ cdef void _group(const Plan* p, const image_t* image, Py_ssize_t b0,
 
 
 cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
-                      bint half, float* terms, Staged* staged) noexcept nogil:
+                      int half, float* terms, Staged* staged) noexcept nogil:
     """Box `t` for one-row or one-column crops, boxes ``GROUP * t`` to
     ``GROUP * t + GROUP - 1`` otherwise (`staged`: the thread's GROUP
     Staged, NCHW only)."""
@@ -366,23 +367,25 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     if p.staged != NULL:
         staged = <Staged*>(p.staged + <size_t>thread * p.staged_each)
     if code == DT_UINT8:
-        _typed_task(p, <const uint8_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const uint8_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_INT8:
-        _typed_task(p, <const int8_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const int8_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_UINT16:
-        _typed_task(p, <const uint16_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const uint16_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_FLOAT16:
-        _typed_task(p, <const uint16_t*>p.image, t, True, terms, staged)
+        _typed_task(p, <const uint16_t*>p.image, t, HALF_FLOAT16, terms, staged)
+    elif code == DT_BFLOAT16:
+        _typed_task(p, <const uint16_t*>p.image, t, HALF_BFLOAT16, terms, staged)
     elif code == DT_INT16:
-        _typed_task(p, <const int16_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const int16_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_INT32:
-        _typed_task(p, <const int32_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const int32_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_INT64:
-        _typed_task(p, <const int64_t*>p.image, t, False, terms, staged)
+        _typed_task(p, <const int64_t*>p.image, t, HALF_NONE, terms, staged)
     elif code == DT_FLOAT32:
-        _typed_task(p, <const float*>p.image, t, False, terms, staged)
+        _typed_task(p, <const float*>p.image, t, HALF_NONE, terms, staged)
     else:
-        _typed_task(p, <const double*>p.image, t, False, terms, staged)
+        _typed_task(p, <const double*>p.image, t, HALF_NONE, terms, staged)
 
 
 cdef void _init_staged(Staged* st, const Geometry* geo) noexcept nogil:

@@ -27,7 +27,6 @@ from libc.string cimport memset
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
-    cg_float_to_half,
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_shallow_rows_d,
@@ -49,7 +48,7 @@ from cropgrad._grad_image_nchw cimport (
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
-from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_row
+from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
 from cropgrad._types cimport Geometry, acc_t
 
 # Tasks per thread: more, smaller bands balance better (they are handed out
@@ -332,7 +331,7 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef Py_ssize_t g1 = p.bounds[t // p.num_splits + 1]
     cdef Py_ssize_t c0 = p.splits[t % p.num_splits]
     cdef Py_ssize_t c1 = p.splits[t % p.num_splits + 1]
-    cdef Py_ssize_t W = p.g.width, D = p.g.depth, pixel, d
+    cdef Py_ssize_t W = p.g.width, D = p.g.depth, pixel
     cdef char* spare = NULL
     cdef float* acc
     if g0 >= g1 or c1 <= c0:
@@ -346,8 +345,7 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     _accumulate_band(p, acc, g0, g1, c0, c1, <float*>spare)
     if p.half_out != NULL:
         for pixel in range(g0 * W, g1 * W):
-            for d in range(c0, c1):
-                p.half_out[pixel * D + d] = cg_float_to_half(acc[pixel * D + d])
+            round_half(p, p.half_out + pixel * D + c0, acc + pixel * D + c0, c1 - c0)
 
 
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
@@ -447,7 +445,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
         + spare_each * team + 64
     )
-    if out_kind == OUT_FLOAT16 and not tiles:
+    if (out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16) and not tiles:
         acc_bytes = out_elems * sizeof(float)
     tables = <char*>malloc(nbytes)
     if tables == NULL:
@@ -455,7 +453,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         return -1
     p.acc = out
     p.half_out = NULL
-    if out_kind == OUT_FLOAT16:
+    p.bfloat16_out = out_kind == OUT_BFLOAT16
+    if out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16:
         p.half_out = <uint16_t*>out
         # Tiles round into the output as they write it.
         p.acc = NULL

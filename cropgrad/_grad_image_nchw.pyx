@@ -41,8 +41,8 @@ tiles (depth above 4)
 from libc.string cimport memset
 
 from cropgrad._cdefs cimport (
-    cg_float_to_half,
     cg_planes_gather,
+    cg_planes_scatter_bf,
     cg_planes_scatter_d,
     cg_planes_scatter_f,
     cg_planes_scatter_h,
@@ -52,7 +52,7 @@ from cropgrad._cdefs cimport (
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from cropgrad._grad_image_plan cimport Plan, scatter_one, scatter_row
+from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
 from cropgrad._types cimport acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
@@ -205,7 +205,7 @@ cdef void planes_task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef Plan* p = <Plan*>ctx
     cdef Py_ssize_t g0 = p.bounds[t], g1 = p.bounds[t + 1]
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
-    cdef Py_ssize_t bi, d, i, start, stop
+    cdef Py_ssize_t bi, d, start, stop
     cdef float* acc
     if g0 >= g1:
         return
@@ -221,8 +221,7 @@ cdef void planes_task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
         for d in range(D):
             start = (bi * D + d) * H * W + max(g0 - bi * H, 0) * W
             stop = (bi * D + d) * H * W + min(g1 - bi * H, H) * W
-            for i in range(start, stop):
-                p.half_out[i] = cg_float_to_half(acc[i])
+            round_half(p, p.half_out + start, acc + start, stop - start)
 
 
 # --------------------------------------------------------------------------
@@ -342,6 +341,8 @@ cdef void _tile_write(Plan* p, const acc_t* tile, Py_ssize_t s, Py_ssize_t e,
         dst = ((bi * D + c0) * H + r - bi * H) * W
         if acc_t is double:
             cg_planes_scatter_d(<double*>p.acc + dst, H * W, src, W, n)
+        elif p.half_out != NULL and p.bfloat16_out:
+            cg_planes_scatter_bf(p.half_out + dst, H * W, src, W, n)
         elif p.half_out != NULL:
             cg_planes_scatter_h(p.half_out + dst, H * W, src, W, n)
         else:

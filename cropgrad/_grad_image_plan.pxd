@@ -6,7 +6,13 @@
 
 from libc.stdint cimport int64_t, uint16_t
 
-from cropgrad._cdefs cimport cg_ahead, cg_row_d, cg_row_f
+from cropgrad._cdefs cimport (
+    cg_ahead,
+    cg_float_to_bfloat16,
+    cg_float_to_half,
+    cg_row_d,
+    cg_row_f,
+)
 from cropgrad._types cimport Geometry, acc_t
 
 
@@ -16,9 +22,10 @@ ctypedef struct Plan:
     # output; NULL for NCHW tiles, which accumulate in their own scratch)
     void* acc
     bint acc_double
-    # float16 output (or NULL): each task rounds its finished float32 band
-    # into it while the band is still in cache.
+    # float16 or bfloat16 output (or NULL): each task rounds its finished
+    # float32 band into it while the band is still in cache.
     uint16_t* half_out
+    bint bfloat16_out        # half_out holds bfloat16, not float16
     const float* grads
     Py_ssize_t grads_size    # elements of grads
     int64_t* order           # box numbers grouped by image, serial order within
@@ -83,3 +90,15 @@ cdef inline void scatter_one(acc_t* dst, const float* g,
     cdef Py_ssize_t d
     for d in range(n):
         dst[d] += <acc_t>g[d]
+
+
+cdef inline void round_half(const Plan* p, uint16_t* dst, const float* src,
+                            Py_ssize_t n) noexcept nogil:
+    """``dst[i] = src[i]`` rounded once to the float16 or bfloat16 output."""
+    cdef Py_ssize_t i
+    if p.bfloat16_out:
+        for i in range(n):
+            dst[i] = cg_float_to_bfloat16(src[i])
+    else:
+        for i in range(n):
+            dst[i] = cg_float_to_half(src[i])

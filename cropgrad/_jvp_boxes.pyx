@@ -15,10 +15,11 @@ result is the NHWC result transposed, bit for bit.
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
-from cropgrad._image cimport load
+from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
 from cropgrad._types cimport (
+    DT_BFLOAT16,
     DT_FLOAT16,
     DT_FLOAT32,
     DT_INT8,
@@ -45,7 +46,7 @@ ctypedef struct Plan:
     float* out
 
 
-cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, bint half,
+cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, int half,
                layout_t* layout) noexcept nogil:
     """Crop row ``task % crop_h`` of box ``task // crop_h``: every element."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
@@ -95,7 +96,7 @@ cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, bint half,
 
 
 cdef void _typed_row(const Plan* p, const image_t* image, Py_ssize_t t,
-                     bint half) noexcept nogil:
+                     int half) noexcept nogil:
     if p.g.nchw:
         _row(p, image, t, half, <nchw_t*>NULL)
     else:
@@ -107,23 +108,25 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef const Plan* p = <const Plan*>ctx
     cdef int code = p.image_dtype
     if code == DT_UINT8:
-        _typed_row(p, <const uint8_t*>p.image, t, False)
+        _typed_row(p, <const uint8_t*>p.image, t, HALF_NONE)
     elif code == DT_INT8:
-        _typed_row(p, <const int8_t*>p.image, t, False)
+        _typed_row(p, <const int8_t*>p.image, t, HALF_NONE)
     elif code == DT_UINT16:
-        _typed_row(p, <const uint16_t*>p.image, t, False)
+        _typed_row(p, <const uint16_t*>p.image, t, HALF_NONE)
     elif code == DT_FLOAT16:
-        _typed_row(p, <const uint16_t*>p.image, t, True)
+        _typed_row(p, <const uint16_t*>p.image, t, HALF_FLOAT16)
+    elif code == DT_BFLOAT16:
+        _typed_row(p, <const uint16_t*>p.image, t, HALF_BFLOAT16)
     elif code == DT_INT16:
-        _typed_row(p, <const int16_t*>p.image, t, False)
+        _typed_row(p, <const int16_t*>p.image, t, HALF_NONE)
     elif code == DT_INT32:
-        _typed_row(p, <const int32_t*>p.image, t, False)
+        _typed_row(p, <const int32_t*>p.image, t, HALF_NONE)
     elif code == DT_INT64:
-        _typed_row(p, <const int64_t*>p.image, t, False)
+        _typed_row(p, <const int64_t*>p.image, t, HALF_NONE)
     elif code == DT_FLOAT32:
-        _typed_row(p, <const float*>p.image, t, False)
+        _typed_row(p, <const float*>p.image, t, HALF_NONE)
     else:
-        _typed_row(p, <const double*>p.image, t, False)
+        _typed_row(p, <const double*>p.image, t, HALF_NONE)
 
 
 cdef int jvp_boxes(const Geometry* geo, const void* image, int image_dtype,

@@ -13,7 +13,8 @@ ctypedef fused acc_t:
     double
 
 # Every real image dtype of the forward op and the boxes gradient; float16
-# images arrive as their uint16 bit patterns with ``half`` set.
+# and bfloat16 images arrive as their uint16 bit patterns, with ``half``
+# saying which (see _image.pxd).
 ctypedef fused image_t:
     uint8_t
     int8_t
@@ -55,6 +56,7 @@ cdef enum:
     DT_FLOAT16 = 7
     DT_FLOAT32 = 8
     DT_FLOAT64 = 9
+    DT_BFLOAT16 = 10
 
 
 # Layout tags: kernels written once for both layouts take a `layout_t*`

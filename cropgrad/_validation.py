@@ -65,6 +65,37 @@ DTYPE_CODES = {
 }
 
 
+# bfloat16 (ml_dtypes.bfloat16, which JAX and TensorFlow use too): NumPy has
+# no such type, so an array of it can only exist once a library defining it
+# is loaded.  It is recognised by its name, and ml_dtypes is imported only
+# for a dtype given by name.
+BFLOAT16_NAME = "bfloat16"
+
+
+def is_bfloat16(dtype):
+    """Whether the NumPy dtype `dtype` is a bfloat16 (2 bytes, that name)."""
+    return dtype.name == BFLOAT16_NAME and dtype.itemsize == 2
+
+
+def bfloat16_dtype():
+    """ml_dtypes' bfloat16 dtype, or None when ml_dtypes is not installed."""
+    module = sys.modules.get("ml_dtypes")
+    if module is None:
+        try:
+            import ml_dtypes as module
+        except ImportError:
+            return None
+    return np.dtype(module.bfloat16)
+
+
+def dtype_code(dtype):
+    """The C-level API's code of an image or output dtype (None: no code)."""
+    code = DTYPE_CODES.get(dtype)
+    if code is None and is_bfloat16(dtype) and dtype.isnative:
+        code = CODES["CG_BFLOAT16"]
+    return code
+
+
 def default_threads():
     """The thread count used when ``num_threads`` is None."""
     return _parallel.default_threads()
@@ -163,6 +194,13 @@ def _output_dtype(dtype, name):
         dtype = dtype.as_numpy_dtype
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         dtype = _DTYPE_NAMES[dtype]
+    if isinstance(dtype, str) and dtype == BFLOAT16_NAME:
+        dtype = bfloat16_dtype()
+        if dtype is None:
+            raise TypeError(
+                f"{name} {original!r} needs ml_dtypes, which is not installed "
+                "(pip install ml_dtypes)"
+            )
     try:
         # np.dtype(None) is float64, which is not what None means here.
         resolved = None if dtype is None else np.dtype(dtype)
@@ -170,14 +208,20 @@ def _output_dtype(dtype, name):
         resolved = None
     if resolved is not None and resolved.kind == "f":
         resolved = resolved.newbyteorder("=")
+    if resolved is not None and is_bfloat16(resolved):
+        return resolved if resolved.isnative else resolved.newbyteorder("=")
     # `is None` first: NumPy's ``np.dtype("float64") == None`` is True.
     if resolved is None or resolved not in _OUTPUT_DTYPES:
-        raise TypeError(f"{name} must be float16, float32 or float64, got {original!r}")
+        raise TypeError(
+            f"{name} must be float16, float32 or float64 (or ml_dtypes.bfloat16), "
+            f"got {original!r}"
+        )
     return resolved
 
 
-def real_array(value, name):
-    """``numpy.asarray(value)``, refusing anything but integers and floats."""
+def real_array(value, name, bfloat16=False):
+    """``numpy.asarray(value)``, refusing anything but integers and floats
+    (and, with `bfloat16`, bfloat16 floats)."""
     if isinstance(value, np.ndarray):
         arr = value
     else:
@@ -186,7 +230,7 @@ def real_array(value, name):
         except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"{name} cannot be converted to an array: {exc}") from None
     kind = arr.dtype.kind
-    if kind not in "iuf":
+    if kind not in "iuf" and not (bfloat16 and is_bfloat16(arr.dtype)):
         raise TypeError(
             f"{name} must hold real numbers (integers or floats), got "
             f"{_KIND_NAMES.get(kind, kind)} dtype {arr.dtype}"
@@ -229,18 +273,18 @@ def image_array(image, data_format="NHWC"):
     order, used in place when it already is) and its dtype code.
     `data_format` (already checked) only words the message.
     """
-    image = real_array(image, "image")
+    image = real_array(image, "image", bfloat16=True)
     if image.ndim != 4:
         raise ValueError(
             f"image must be 4-D {_IMAGE_AXES[data_format]} ({data_format}), got "
             f"shape {image.shape}"
         )
     native = image.dtype.newbyteorder("=")
-    code = DTYPE_CODES.get(native)
+    code = dtype_code(native)
     if code is None:
         raise TypeError(
             "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
+            f"float32 or float64 (or bfloat16), got {image.dtype}"
         )
     if image.dtype != native or not image.flags.c_contiguous:
         image = np.ascontiguousarray(image, dtype=native)

@@ -46,9 +46,10 @@ cdef enum:
     CG_ERR_MEMORY = 4        # MemoryError: scratch could not be allocated
     CG_ERR_UNSUPPORTED = 5   # NotImplementedError: a code this build lacks
 
-# Data types.  Images: any of them but CG_FLOAT16 arrives as IEEE half bits
-# (uint16 storage).  Image-gradient outputs: CG_FLOAT16, CG_FLOAT32,
-# CG_FLOAT64.  box_ind: CG_INT32 or CG_INT64.
+# Data types.  Images: any of them; CG_FLOAT16 arrives as IEEE half bits,
+# CG_BFLOAT16 as bfloat16 bits (uint16 storage).  Image-gradient outputs:
+# CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64.  box_ind: CG_INT32 or
+# CG_INT64.
 cdef enum:
     CG_UINT8 = 1
     CG_INT8 = 2
@@ -59,6 +60,7 @@ cdef enum:
     CG_FLOAT16 = 7
     CG_FLOAT32 = 8
     CG_FLOAT64 = 9
+    CG_BFLOAT16 = 10
 
 # Memory layouts of images, image gradients, crops and grads.
 cdef enum:
@@ -82,7 +84,7 @@ ctypedef struct cg_error:
 
 cdef int cg_crop_and_resize(
     const void* image,           # IN  [batch, H, W, depth] or [batch, depth, H, W]
-    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
     const int64_t* image_shape,  # IN  4 values, in the layout's order
     const float* boxes,          # IN  [num_boxes, 4]
     const void* box_ind,         # IN  [num_boxes]
@@ -107,7 +109,7 @@ cdef int cg_crop_and_resize_grad_image(
     int box_ind_dtype,           # CG_INT32 or CG_INT64
     const int64_t* image_size,   # IN  4 values: the output shape, layout order
     void* output,                # OUT image_size, of output_dtype
-    int output_dtype,            # CG_FLOAT16, CG_FLOAT32 or CG_FLOAT64
+    int output_dtype,            # CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64
     int method,                  # CG_BILINEAR or CG_NEAREST
     int layout,                  # CG_NHWC or CG_NCHW
     int num_threads,
@@ -119,7 +121,7 @@ cdef int cg_crop_and_resize_grad_boxes(
     const float* grads,          # IN  [num_boxes, crop_h, crop_w, depth], NCHW
     const int64_t* grads_shape,  # IN  4 values, in the layout's order
     const void* image,           # IN  [batch, H, W, depth] or NCHW
-    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
     const int64_t* image_shape,  # IN  4 values, in the layout's order
     const float* boxes,          # IN  [num_boxes, 4]
     const void* box_ind,         # IN  [num_boxes]
@@ -139,7 +141,7 @@ cdef int cg_crop_and_resize_grad_boxes(
 # is outside the image.  boxes_tangent may hold any values.
 cdef int cg_crop_and_resize_jvp_boxes(
     const void* image,           # IN  [batch, H, W, depth] or [batch, depth, H, W]
-    int image_dtype,             # CG_UINT8 ... CG_FLOAT64
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
     const int64_t* image_shape,  # IN  4 values, in the layout's order
     const float* boxes,          # IN  [num_boxes, 4]
     const float* boxes_tangent,  # IN  [num_boxes, 4]

@@ -23,27 +23,34 @@ from libc.stdlib cimport free, malloc
 from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._forward cimport crop_and_resize
 from cropgrad._grad_boxes cimport grad_boxes
-from cropgrad._grad_image cimport OUT_FLOAT16, OUT_FLOAT32, OUT_FLOAT64, grad_image
+from cropgrad._grad_image cimport (
+    OUT_BFLOAT16,
+    OUT_FLOAT16,
+    OUT_FLOAT32,
+    OUT_FLOAT64,
+    grad_image,
+)
 from cropgrad._jvp_boxes cimport jvp_boxes
 from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 from cropgrad._parallel cimport resolve_threads
-from cropgrad._types cimport DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
+from cropgrad._types cimport DT_BFLOAT16, DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
 
 # The kernels number dtypes as the codes of capi.pxd do (they cannot
 # cimport this module: it imports theirs).
 if not (<int>DT_UINT8 == <int>CG_UINT8 and <int>DT_FLOAT16 == <int>CG_FLOAT16
-        and <int>DT_FLOAT64 == <int>CG_FLOAT64):
+        and <int>DT_FLOAT64 == <int>CG_FLOAT64
+        and <int>DT_BFLOAT16 == <int>CG_BFLOAT16):
     raise ImportError("cropgrad: the kernels' dtype codes differ from capi's")
 
 cdef enum:
     MAX_THREADS = 1024
 
 # Item sizes and names by dtype code (index 0 unused).
-cdef int64_t ITEMSIZE[10]
-ITEMSIZE[:] = [0, 1, 1, 2, 2, 4, 8, 2, 4, 8]
-cdef const char* DTYPE_NAME[10]
+cdef int64_t ITEMSIZE[11]
+ITEMSIZE[:] = [0, 1, 1, 2, 2, 4, 8, 2, 4, 8, 2]
+cdef const char* DTYPE_NAME[11]
 DTYPE_NAME[:] = [b"?", b"uint8", b"int8", b"uint16", b"int16", b"int32",
-                 b"int64", b"float16", b"float32", b"float64"]
+                 b"int64", b"float16", b"float32", b"float64", b"bfloat16"]
 
 
 # --------------------------------------------------------------------------
@@ -85,7 +92,7 @@ cdef void _format_shape(char* buf, size_t size, const int64_t* shape) noexcept n
 # Checks shared by the three ops
 
 cdef bint _valid_image_dtype(int code) noexcept nogil:
-    return CG_UINT8 <= code <= CG_FLOAT64
+    return CG_UINT8 <= code <= CG_BFLOAT16
 
 
 cdef int _check_common(int method, int layout, int num_threads, bint bilinear_only,
@@ -209,10 +216,10 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
     _nhwc(grads_shape, layout, g)
     _nhwc(image_size, layout, s)
     if output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32 \
-            and output_dtype != CG_FLOAT64:
+            and output_dtype != CG_FLOAT64 and output_dtype != CG_BFLOAT16:
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "dtype must be float16, float32 or float64, got dtype code %d",
-                 output_dtype)
+                 "dtype must be float16, float32 or float64 (or bfloat16), got "
+                 "dtype code %d", output_dtype)
         return _fail(err, CG_ERR_TYPE, -1)
     if _check_size(grads_shape, 4, "grads", err) != CG_OK:
         return err.status
@@ -236,8 +243,9 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
                  "image_size and grads are incompatible: image_size depth is %lld "
                  "but grads depth is %lld", <long long>s[3], <long long>g[3])
         return _fail(err, CG_ERR_VALUE, -1)
-    # float16 outputs also need a float32 accumulator of the same shape.
-    if _check_size(image_size, 4 if output_dtype == CG_FLOAT16 else
+    # float16 and bfloat16 outputs also need a float32 accumulator of the
+    # same shape.
+    if _check_size(image_size, 4 if ITEMSIZE[output_dtype] == 2 else
                    ITEMSIZE[output_dtype], "the output", err) != CG_OK:
         return err.status
     return _ok(err)
@@ -281,7 +289,7 @@ cdef int _check_image(const int64_t* image_shape, int image_dtype, int layout,
     if not _valid_image_dtype(image_dtype):
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-                 "float32 or float64, got dtype code %d", image_dtype)
+                 "float32, float64 or bfloat16, got dtype code %d", image_dtype)
         return _fail(err, CG_ERR_TYPE, -1)
     if _check_size(image_shape, ITEMSIZE[image_dtype], "image", err) != CG_OK:
         return err.status
@@ -405,14 +413,15 @@ cdef int cg_crop_and_resize_grad_image(
     geo.nearest = method == CG_NEAREST
     geo.nchw = layout == CG_NCHW
     kind = (OUT_FLOAT32 if output_dtype == CG_FLOAT32 else
-            OUT_FLOAT64 if output_dtype == CG_FLOAT64 else OUT_FLOAT16)
+            OUT_FLOAT64 if output_dtype == CG_FLOAT64 else
+            OUT_BFLOAT16 if output_dtype == CG_BFLOAT16 else OUT_FLOAT16)
     status = grad_image(&geo, grads, boxes, index, output, kind,
                         resolve_threads(num_threads), flush_denormals != 0, &failed)
     free(owned)
     if status != 0:
         return _memory_error(error, "crop_and_resize_grad_image", failed,
                              "scratch (sampling tables, or the float32 "
-                             "accumulator of a float16 output)")
+                             "accumulator of a float16 or bfloat16 output)")
     return _ok(error)
 
 
@@ -509,6 +518,7 @@ _CODES = {
     "CG_UINT8": CG_UINT8, "CG_INT8": CG_INT8, "CG_UINT16": CG_UINT16,
     "CG_INT16": CG_INT16, "CG_INT32": CG_INT32, "CG_INT64": CG_INT64,
     "CG_FLOAT16": CG_FLOAT16, "CG_FLOAT32": CG_FLOAT32, "CG_FLOAT64": CG_FLOAT64,
+    "CG_BFLOAT16": CG_BFLOAT16,
     "CG_NHWC": CG_NHWC, "CG_NCHW": CG_NCHW,
     "CG_BILINEAR": CG_BILINEAR, "CG_NEAREST": CG_NEAREST,
     "CG_MESSAGE_SIZE": CG_MESSAGE_SIZE,

@@ -17,6 +17,8 @@ runs, where that differs from the NumPy API:
   arrays of numbers are converted number by number, and ``grads`` and
   ``boxes`` of a dtype NumPy widens to float32 without loss (such as
   ``ml_dtypes.bfloat16``) are widened;
+- a bfloat16 image and ``T=bfloat16`` are refused, as TensorFlow refuses
+  them (the NumPy API takes both);
 - ``method=None`` and ``extrapolation_value=None`` mean the defaults, a
   Python bool is a number as ``extrapolation_value``, and ``T=float`` (the
   Python type) is float32.
@@ -163,7 +165,25 @@ def _object_ints(arr, name, error):
 
 def _output_dtype(T):
     # TensorFlow maps the Python type float to float32 (NumPy: float64).
-    return _v.output_dtype(np.float32 if T is float else T, "T")
+    dtype = _v.output_dtype(np.float32 if T is float else T, "T")
+    if _v.is_bfloat16(dtype):
+        raise TypeError(
+            "T must be float16, float32 or float64, got bfloat16: TensorFlow's "
+            "CropAndResizeGradImage does not take it (the NumPy API's "
+            "crop_and_resize_grad_image does)"
+        )
+    return dtype
+
+
+def _image_input(image, op):
+    """The image, unless it is bfloat16, which TensorFlow's `op` refuses."""
+    dtype = getattr(image, "dtype", None)
+    if isinstance(dtype, np.dtype) and _v.is_bfloat16(dtype):
+        raise TypeError(
+            f"image of dtype bfloat16: TensorFlow's {op} does not take it (the "
+            "NumPy API does, reading it exactly as float32)"
+        )
+    return image
 
 
 def CropAndResizeGradImage(  # noqa: N802
@@ -208,7 +228,7 @@ def CropAndResize(  # noqa: N802
         # A Python bool is a number to TensorFlow (np.bool_ is not).
         extrapolation_value = float(extrapolation_value)
     return cropgrad.crop_and_resize(
-        image,
+        _image_input(image, "CropAndResize"),
         _float_input(boxes, "boxes"),
         _int_input(box_ind, "box_ind", IndexError),
         _size_input(crop_size, "crop_size"),
@@ -228,7 +248,7 @@ def CropAndResizeGradBoxes(  # noqa: N802
     """
     return cropgrad.crop_and_resize_grad_boxes(
         _float_input(grads, "grads"),
-        image,
+        _image_input(image, "CropAndResizeGradBoxes"),
         _float_input(boxes, "boxes"),
         _int_input(box_ind, "box_ind", IndexError),
         method="bilinear" if method is None else method,

@@ -56,7 +56,11 @@ import numpy as np
 
 import cropgrad
 from cropgrad import _reference as reference
-from cropgrad import raw_ops
+from cropgrad import _validation, raw_ops
+
+# ml_dtypes' bfloat16 (None without ml_dtypes): an output dtype of the NumPy
+# API's image gradient, refused by the raw op as by TensorFlow.
+BFLOAT16 = _validation.bfloat16_dtype()
 
 ALLOWED = (ValueError, TypeError, IndexError, MemoryError)
 MAXSIZE = sys.maxsize
@@ -574,7 +578,9 @@ def _nchw_size(arg):
     return Arg(moved, arg.valid, **info)
 
 
-def _dtype_valid(value):
+def _dtype_valid(value, raw):
+    if isinstance(value, str) and value == "bfloat16":
+        return BFLOAT16 is not None and not raw
     if isinstance(value, str):
         return value in VALID_DTYPES
     if value is None or value is np.longdouble and np.dtype(np.longdouble).itemsize > 8:
@@ -771,11 +777,13 @@ def decode(data):
     dtype_name = {"grad_image": "dtype", "raw_grad_image": "T"}.get(op)
     if dtype_name and (dtype_name == "dtype" or src.strict or not src.chance(20)):
         dtype = src.choose(DTYPE_CHOICES, N_VALID_DTYPES)
-        add(dtype_name, Arg(dtype, _dtype_valid(dtype)))
+        add(dtype_name, Arg(dtype, _dtype_valid(dtype, raw)))
         if checks[dtype_name]:
             resolved = (
                 VALID_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
             )
+            if isinstance(resolved, str) and resolved == "bfloat16":
+                resolved = BFLOAT16
             expect_dtype = np.dtype(resolved).newbyteorder("=")
     elif dtype_name and not src.strict:
         checks["T"] = False  # left out: a TypeError naming T
@@ -996,7 +1004,8 @@ def expected_result(call):
             size = [int(v) for v in _array(kw["image_size"]).tolist()]
             if nchw:
                 size = [size[i] for i in nhwc_order]
-            acc = np.float32 if dtype == np.float16 else dtype
+            # float16 and bfloat16: the float32 result rounded once.
+            acc = np.float32 if dtype.itemsize == 2 else dtype
             out = reference.grad_image(
                 nhwc("grads"), boxes, box_ind, size, dtype=acc, **common
             )

@@ -66,6 +66,7 @@ CODES = {
     "CG_FLOAT16": 7,
     "CG_FLOAT32": 8,
     "CG_FLOAT64": 9,
+    "CG_BFLOAT16": 10,
     "CG_NHWC": 0,
     "CG_NCHW": 1,
     "CG_BILINEAR": 0,

@@ -1,7 +1,8 @@
-/* IEEE binary16 <-> binary32 conversions in integer arithmetic.
+/* IEEE binary16 <-> binary32 and bfloat16 <-> binary32 conversions in
+ * integer arithmetic.
  *
- * Cython memoryviews have no float16 type, so float16 images reach the
- * kernels as their uint16 bit patterns.  Integer arithmetic keeps the
+ * Cython memoryviews have no float16 or bfloat16 type, so such images reach
+ * the kernels as their uint16 bit patterns.  Integer arithmetic keeps the
  * conversion exact and independent of the flush-to-zero mode and of the
  * CPU's conversion instructions.
  */
@@ -72,6 +73,33 @@ static inline uint16_t cg_float_to_half(float value) {
         }
         return (uint16_t)(sign | rounded);
     }
+}
+
+/* bfloat16 is the upper half of a binary32: widening is exact. */
+static inline float cg_bfloat16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* binary32 -> bfloat16, rounding to nearest, ties to even, in integer
+ * arithmetic (independent of the flush-to-zero mode).  Finite values
+ * round as IEEE says, subnormals included (bfloat16 has binary32's
+ * exponent range); magnitudes from the largest bfloat16 plus half an ulp
+ * up round to infinity, which the carry into the exponent gives by itself.
+ * Infinities stay infinities.  A NaN stays a NaN of the same sign with the
+ * upper 7 bits of its payload and the quiet bit set (as the CPUs'
+ * conversion instructions make it); rounding its bits could carry it into
+ * an infinity. */
+static inline uint16_t cg_float_to_bfloat16(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)((bits >> 16) | 0x0040u);
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
 }
 
 #endif

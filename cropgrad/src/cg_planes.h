@@ -186,7 +186,7 @@ static cg_planes_gather_fn cg_planes_gather = cg_planes_gather_base;
 static cg_planes_scatter_f_fn cg_planes_scatter_f = cg_planes_scatter_f_base;
 
 /* dst[c * dst_lane + x] = src[x * n + c], for x < count and c < n: float,
- * double, and float rounded to float16 bits.  The planes are written one
+ * double, and float rounded to float16 or bfloat16 bits.  The planes are written one
  * after the other, each as one sequential run: writing several planes at
  * once (a 4 x 4 transpose stored straight to four planes) makes the stores
  * wait on memory far longer (measured: the NCHW forward op 1.3 times
@@ -206,6 +206,7 @@ static cg_planes_scatter_f_fn cg_planes_scatter_f = cg_planes_scatter_f_base;
 CG_DEFINE_SCATTER(cg_planes_scatter_runs_f, float, float, CG_SAME)
 CG_DEFINE_SCATTER(cg_planes_scatter_d, double, double, CG_SAME)
 CG_DEFINE_SCATTER(cg_planes_scatter_h, uint16_t, float, cg_float_to_half)
+CG_DEFINE_SCATTER(cg_planes_scatter_bf, uint16_t, float, cg_float_to_bfloat16)
 #undef CG_SAME
 #undef CG_DEFINE_SCATTER
 
