@@ -42,6 +42,7 @@ import numbers
 from collections.abc import Sequence
 
 import cropgrad as _cg
+from cropgrad import _validation as _v
 
 try:
     import torch
@@ -71,11 +72,12 @@ _IMAGE_DTYPES = (
     torch.int32,
     torch.int64,
     torch.float16,
+    torch.bfloat16,
     torch.float32,
     torch.float64,
 )
-_GRAD_DTYPES = (torch.float16, torch.float32, torch.float64)
-_GRAD_DTYPE_NAMES = "float16, float32 or float64"
+_GRAD_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_GRAD_DTYPE_NAMES = "float16, bfloat16, float32 or float64"
 
 
 # --------------------------------------------------------------------------
@@ -144,7 +146,7 @@ def _image(image, layout, name="image"):
     if image.dtype not in _IMAGE_DTYPES:
         raise TypeError(
             f"{name} must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
+            f"bfloat16, float32 or float64, got {image.dtype}"
         )
     if image.dim() != 4:
         raise ValueError(
@@ -289,9 +291,13 @@ def _numpy(t):
     t = t.detach().resolve_neg()
     if t.dtype == torch.bfloat16:
         # NumPy has no bfloat16 of its own: the bits, as ml_dtypes' type.
-        import ml_dtypes
-
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+        bfloat16 = _v.bfloat16_dtype()
+        if bfloat16 is None:
+            raise TypeError(
+                "a bfloat16 tensor needs ml_dtypes, which is not installed "
+                "(pip install ml_dtypes)"
+            )
+        return t.view(torch.uint16).numpy().view(bfloat16)
     return t.numpy()
 
 

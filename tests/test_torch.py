@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 from test_grad_image import assert_same_bits
@@ -776,9 +777,9 @@ def _forward_error_cases():
         ({"image": torch.zeros(2, 3, 5)}, ValueError, "[batch, depth, height, width]"),
         ({"image": torch.zeros(2, 3, 0, 4)}, ValueError, "(2, 3, 0, 4) (NCHW)"),
         (
-            {"image": torch.zeros(2, 3, 5, 4, dtype=torch.bfloat16)},
+            {"image": torch.zeros(2, 3, 5, 4, dtype=torch.complex64)},
             TypeError,
-            "bfloat16",
+            "image must hold real numbers",
         ),
         ({"image": torch.zeros(2, 3, 5, 4, dtype=torch.bool)}, TypeError, "image"),
         ({"image": torch.zeros(2, 3, 5, 4, device="meta")}, ValueError, "CPU"),
@@ -1055,6 +1056,84 @@ def test_cpu_autocast_runs_the_ops_as_outside_it():
             np.float64
         ),
     )
+
+
+def _bfloat16_image(seed, layout):
+    """A bfloat16 image in `layout` and the same bits as ml_dtypes' (NHWC)."""
+    image, grads, boxes, box_ind = problem(seed=seed)
+    bits = image.astype(ml_dtypes.bfloat16)
+    t = as_torch(bits.view(np.uint16), layout).view(torch.bfloat16)
+    return t, bits, grads, boxes, box_ind
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bfloat16_image_and_gradients(layout):
+    x, bits, grads, boxes, box_ind = _bfloat16_image(19, layout)
+    x.requires_grad_()
+    b = torch.from_numpy(boxes).requires_grad_()
+    crops = cgt.crop_and_resize(
+        x, b, torch.from_numpy(box_ind), (4, 3), data_format=data_format(layout)
+    )
+    # Read exactly as float32: the bits of the image converted to float32.
+    expected = cropgrad.crop_and_resize(bits, boxes, box_ind, (4, 3))
+    assert_same_bits(as_nhwc(crops, layout), expected)
+    widened = cgt.crop_and_resize(
+        x.detach().float(),
+        b.detach(),
+        torch.from_numpy(box_ind),
+        (4, 3),
+        data_format=data_format(layout),
+    )
+    assert_same_bits(crops.detach().numpy(), widened.numpy())
+    crops.backward(as_torch(grads, layout))
+    # The image gradient in the image's dtype, rounded once.
+    assert x.grad.dtype == torch.bfloat16
+    d_image = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, bits.shape, "bfloat16"
+    )
+    assert_same_bits(as_nhwc(x.grad.view(torch.uint16), layout), d_image.view(np.uint16))
+    d_boxes = cropgrad.crop_and_resize_grad_boxes(grads, bits, boxes, box_ind)
+    assert_same_bits(b.grad.numpy(), d_boxes)
+
+
+@needs_torch
+def test_bfloat16_image_gradient_output():
+    _, grads, boxes, box_ind = problem(seed=20)
+    out = cgt.crop_and_resize_grad_image(
+        torch.from_numpy(grads).permute(TO_NCHW),
+        torch.from_numpy(boxes),
+        torch.from_numpy(box_ind),
+        [2, 5, 9, 7],
+        torch.bfloat16,
+    )
+    assert out.dtype == torch.bfloat16
+    expected = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, [2, 9, 7, 5], "bfloat16"
+    )
+    assert_same_bits(as_nhwc(out.view(torch.uint16), "NCHW"), expected.view(np.uint16))
+
+
+@needs_torch
+def test_bfloat16_autocast_detector_step():
+    # A bfloat16 feature map from an autocast convolution is read where it is;
+    # the crops stay float32 and every parameter gets a gradient.
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    head = torch.nn.Linear(4 * 3 * 3, 2)
+    images = torch.randn(2, 3, 10, 10)
+    boxes = torch.tensor([[0.1, 0.1, 0.7, 0.6], [0.2, 0.3, 0.9, 0.9]])
+    box_ind = torch.tensor([0, 1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = conv(images)
+        assert features.dtype == torch.bfloat16
+        crops = cgt.crop_and_resize(features, boxes, box_ind, (3, 3))
+        loss = head(crops.flatten(1)).float().square().sum()
+    assert crops.dtype == torch.float32
+    expected = cgt.crop_and_resize(features.detach(), boxes, box_ind, (3, 3))
+    assert_same_bits(crops.detach().numpy(), expected.numpy())
+    loss.backward()
+    assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
 
 
 @needs_torch
