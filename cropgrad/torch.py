@@ -11,19 +11,42 @@
 names compute, bit for bit, on CPU tensors.  They are the custom operators
 ``torch.ops.cropgrad.crop_and_resize``,
 ``torch.ops.cropgrad.crop_and_resize_grad_image`` and
-``torch.ops.cropgrad.crop_and_resize_grad_boxes``, with fake-tensor
-implementations (shapes and dtypes without computing) and autograd
-formulas, so they work with ``torch.compile(fullgraph=True)``:
+``torch.ops.cropgrad.crop_and_resize_grad_boxes`` (with the Python
+functions' defaults in their schemas), plus
+``torch.ops.cropgrad.crop_and_resize_jvp_boxes``, the forward-mode
+derivative in the boxes (`cropgrad.crop_and_resize_jvp_boxes`).  They have
+fake implementations (shapes and dtypes without computing, which meta
+tensors get too), so they work with ``torch.compile(fullgraph=True)`` and
+``torch.export``.
 
-- `crop_and_resize` is differentiable with respect to the image (floating
-  dtypes; its gradient is `crop_and_resize_grad_image`) and the boxes (its
-  gradient is `crop_and_resize_grad_boxes`; nearest sampling is piecewise
-  constant in the boxes, so there the boxes gradient is zero);
-- `crop_and_resize_grad_image` is linear in its ``grads``, and its gradient
-  with respect to them is `crop_and_resize` of the incoming gradient (so a
-  second derivative with respect to the image works);
-- every other derivative (of the image gradient with respect to the boxes,
-  of the boxes gradient) raises ``NotImplementedError`` when it is needed.
+Derivatives, in reverse mode (autograd, ``torch.func.grad``, ``vjp``,
+``jacrev``) and forward mode (``torch.func.jvp``, ``jacfwd``,
+``torch.autograd.forward_ad``), composed with ``torch.func.vmap`` (whose
+mapped axis is folded into one call: more images and more boxes):
+
+- `crop_and_resize`, with respect to the image (floating dtypes; linear)
+  and the boxes (bilinear sampling; nearest sampling is piecewise constant
+  in the boxes, so there the derivative is zero);
+- `crop_and_resize_grad_image`, with respect to ``grads`` (linear) and, in
+  reverse mode, the boxes;
+- `crop_and_resize_grad_boxes`, with respect to ``grads`` and, in forward
+  mode, the image (it is linear in both).
+
+The derivatives cropgrad has no kernel for (of the boxes gradient with
+respect to the boxes, in reverse mode to the image; of the image gradient
+with respect to the boxes in forward mode) raise ``NotImplementedError``
+when they are needed; none is ever returned as zeros.  ``torch.func``'s
+transforms go through the Python functions of this module: the
+``torch.ops.cropgrad`` operators raise ``NotImplementedError`` under them
+(they support autograd, ``forward_ad`` and ``vmap`` on their own).  Under
+``vmap``, an error in one problem's data names that problem's indices.
+
+float64: the ops compute in float32, TensorFlow's arithmetic, whatever the
+input dtype.  ``torch.autograd.gradcheck`` at its default ``eps=1e-6``
+therefore fails (the step is lost in the float32 rounding); steps float32
+resolves check the derivatives, e.g. ``gradcheck(fn, inputs, eps=1e-3,
+atol=1e-3, rtol=1e-3)`` with samples farther than a step from a pixel
+boundary (where the op has a kink in the boxes).
 
 Layout: the default ``data_format="NCHW"`` is PyTorch's: images and image
 gradients are ``[batch, depth, height, width]``, crops and grads
@@ -34,8 +57,15 @@ NHWC kernel without a copy (and the result comes back in the same memory
 format); likewise an NHWC-shaped view of NCHW memory goes to the NCHW
 kernel.  Outputs are allocated by PyTorch and written in place.
 
-Only CPU tensors are accepted; a tensor on any other device is a
-``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
+bfloat16 images are read exactly as float32 and the image gradient can be
+bfloat16 (rounded once); both need ``ml_dtypes``.  Under CPU autocast the
+ops run as they do outside it: nothing is cast (they read every image dtype
+exactly and compute in float32), so an autocast bfloat16 feature map is
+read without a float32 copy and the boxes are never rounded below float32;
+results are float32.
+
+Only CPU (and meta) tensors are accepted; a tensor on any other device is
+a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
 
 import numbers
@@ -405,9 +435,16 @@ def _jvp_boxes_plan(image, boxes, box_ind, boxes_tangent, crop_size, method, lay
 
 
 def _forward_cpu(
-    image, boxes, box_ind, crop_size, method, extrapolation_value, data_format,
-    num_threads, flush_denormals,
-):  # fmt: skip
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method,
+    extrapolation_value,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
     shape, physical = _forward_plan(
         image, boxes, box_ind, crop_size, method, data_format
     )
@@ -428,9 +465,16 @@ def _forward_cpu(
 
 
 def _forward_fake(
-    image, boxes, box_ind, crop_size, method, extrapolation_value, data_format,
-    num_threads, flush_denormals,
-):  # fmt: skip
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method,
+    extrapolation_value,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
     shape, physical = _forward_plan(
         image, boxes, box_ind, crop_size, method, data_format
     )
@@ -438,9 +482,16 @@ def _forward_fake(
 
 
 def _grad_image_cpu(
-    grads, boxes, box_ind, image_size, dtype, method, data_format, num_threads,
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype,
+    method,
+    data_format,
+    num_threads,
     flush_denormals,
-):  # fmt: skip
+):
     size, physical = _grad_image_plan(
         grads, boxes, box_ind, image_size, dtype, method, data_format
     )
@@ -462,9 +513,16 @@ def _grad_image_cpu(
 
 
 def _grad_image_fake(
-    grads, boxes, box_ind, image_size, dtype, method, data_format, num_threads,
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype,
+    method,
+    data_format,
+    num_threads,
     flush_denormals,
-):  # fmt: skip
+):
     size, physical = _grad_image_plan(
         grads, boxes, box_ind, image_size, dtype, method, data_format
     )
@@ -498,9 +556,16 @@ def _grad_boxes_fake(
 
 
 def _jvp_boxes_cpu(
-    image, boxes, box_ind, boxes_tangent, crop_size, method, data_format,
-    num_threads, flush_denormals,
-):  # fmt: skip
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
     shape, physical = _jvp_boxes_plan(
         image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
     )
@@ -521,9 +586,16 @@ def _jvp_boxes_cpu(
 
 
 def _jvp_boxes_fake(
-    image, boxes, box_ind, boxes_tangent, crop_size, method, data_format,
-    num_threads, flush_denormals,
-):  # fmt: skip
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
     shape, physical = _jvp_boxes_plan(
         image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
     )
@@ -605,10 +677,18 @@ def _in_problems(call, n, tensors, in_dims, folded, call_one=None):
 
 
 def _forward_vmap(
-    info, in_dims, image, boxes, box_ind, crop_size, method="bilinear",
-    extrapolation_value=0.0, data_format="NCHW", num_threads=None,
+    info,
+    in_dims,
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method="bilinear",
+    extrapolation_value=0.0,
+    data_format="NCHW",
+    num_threads=None,
     flush_denormals=False,
-):  # fmt: skip
+):
     n = info.batch_size
     image_dim, boxes_dim, index_dim = in_dims[:3]
     shape, _ = _forward_plan(
@@ -639,10 +719,18 @@ def _forward_vmap(
 
 
 def _grad_image_vmap(
-    info, in_dims, grads, boxes, box_ind, image_size, dtype=torch.float32,
-    method="bilinear", data_format="NCHW", num_threads=None,
+    info,
+    in_dims,
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype=torch.float32,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
     flush_denormals=False,
-):  # fmt: skip
+):
     n = info.batch_size
     grads_dim, boxes_dim, index_dim = in_dims[:3]
     size, _ = _grad_image_plan(
@@ -680,9 +768,17 @@ def _grad_image_vmap(
 
 
 def _grad_boxes_vmap(
-    info, in_dims, grads, image, boxes, box_ind, method="bilinear",
-    data_format="NCHW", num_threads=None, flush_denormals=False,
-):  # fmt: skip
+    info,
+    in_dims,
+    grads,
+    image,
+    boxes,
+    box_ind,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
     n = info.batch_size
     _grad_boxes_plan(
         *(_logical(t, d) for t, d in zip((grads, image, boxes, box_ind), in_dims)),
@@ -713,10 +809,18 @@ def _grad_boxes_vmap(
 
 
 def _jvp_boxes_vmap(
-    info, in_dims, image, boxes, box_ind, boxes_tangent, crop_size,
-    method="bilinear", data_format="NCHW", num_threads=None,
+    info,
+    in_dims,
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
     flush_denormals=False,
-):  # fmt: skip
+):
     n = info.batch_size
     tensors = (image, boxes, box_ind, boxes_tangent)
     shape, _ = _jvp_boxes_plan(
@@ -854,9 +958,16 @@ class _Forward(torch.autograd.Function):
         if image_t is not None:
             parts.append(
                 _Forward.apply(
-                    image_t, boxes, box_ind, ctx.crop_size, method, 0.0, layout,
-                    threads, flush,
-                )  # fmt: skip
+                    image_t,
+                    boxes,
+                    box_ind,
+                    ctx.crop_size,
+                    method,
+                    0.0,
+                    layout,
+                    threads,
+                    flush,
+                )
             )
         if boxes_t is not None and method == "bilinear":
             parts.append(
@@ -897,14 +1008,21 @@ class _GradImage(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             # The transpose samples outside the image as zero.
             d_grads = _Forward.apply(
-                ct, boxes, box_ind, ctx.crop_size, method, 0.0, layout, threads,
+                ct,
+                boxes,
+                box_ind,
+                ctx.crop_size,
+                method,
+                0.0,
+                layout,
+                threads,
                 flush,
-            ).to(ctx.grads_dtype)  # fmt: skip
+            ).to(ctx.grads_dtype)
         if ctx.needs_input_grad[1]:
             if method == "bilinear":
-                d_boxes = _GradBoxes.apply(
-                    grads, ct, boxes, box_ind, *ctx.options
-                ).to(ctx.boxes_dtype)
+                d_boxes = _GradBoxes.apply(grads, ct, boxes, box_ind, *ctx.options).to(
+                    ctx.boxes_dtype
+                )
             else:
                 d_boxes = torch.zeros_like(boxes)
         return d_grads, d_boxes, None, None, None, None, None, None, None
@@ -992,9 +1110,9 @@ class _JvpBoxes(torch.autograd.Function):
         image, boxes, box_ind, _ = ctx.saved_tensors
         d_tangent = None
         if ctx.needs_input_grad[3]:
-            d_tangent = _GradBoxes.apply(
-                ct, image, boxes, box_ind, *ctx.options
-            ).to(ctx.tangent_dtype)
+            d_tangent = _GradBoxes.apply(ct, image, boxes, box_ind, *ctx.options).to(
+                ctx.tangent_dtype
+            )
         return None, None, None, d_tangent, None, None, None, None, None
 
     @staticmethod
@@ -1155,9 +1273,9 @@ def crop_and_resize(
     ----------
     image : Tensor of shape (batch, depth, height, width)
         ``(batch, height, width, depth)`` with ``data_format="NHWC"``.
-        uint8, uint16, int8, int16, int32, int64, float16, float32 or
-        float64; pixels are converted to float32 as they are read.
-        Differentiable when floating.
+        uint8, uint16, int8, int16, int32, int64, float16, bfloat16,
+        float32 or float64; pixels are converted to float32 as they are
+        read.  Differentiable when floating.
     boxes : Tensor of shape (num_boxes, 4)
         Finite ``[y1, x1, y2, x2]`` in normalized coordinates (``0`` is the
         first pixel, ``1`` the last), used as float32.  Differentiable
@@ -1237,7 +1355,8 @@ def crop_and_resize_grad_image(
     TensorFlow's ``CropAndResizeGradImage`` bit for bit, as
     `cropgrad.crop_and_resize_grad_image` computes it, on CPU tensors.
     Differentiable with respect to `grads` (its gradient is
-    `crop_and_resize` of the incoming gradient).
+    `crop_and_resize` of the incoming gradient, its JVP itself on the
+    tangent) and, in reverse mode, the boxes.
 
     Parameters
     ----------
@@ -1251,8 +1370,9 @@ def crop_and_resize_grad_image(
     image_size : sequence of 4 ints
         The output's shape, ``[batch, depth, height, width]`` (or
         ``[batch, height, width, depth]`` with ``data_format="NHWC"``).
-    dtype : {torch.float32, torch.float16, torch.float64}
-        Output dtype; float16 accumulates in float32 and is rounded once.
+    dtype : {torch.float32, torch.float16, torch.bfloat16, torch.float64}
+        Output dtype; float16 and bfloat16 accumulate in float32 and are
+        rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
     data_format : {"NCHW", "NHWC"}, default "NCHW"
     num_threads : int, optional
@@ -1278,7 +1398,8 @@ def crop_and_resize_grad_image(
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
-            "dtype must be torch.float16, torch.float32 or torch.float64, got "
+            "dtype must be torch.float16, torch.bfloat16, torch.float32 or "
+            "torch.float64, got "
             f"{dtype!r}"
         )
     return _apply(
@@ -1310,7 +1431,8 @@ def crop_and_resize_grad_boxes(
 
     TensorFlow's ``CropAndResizeGradBoxes`` bit for bit, as
     `cropgrad.crop_and_resize_grad_boxes` computes it (bilinear only), on
-    CPU tensors.  Not differentiable itself.
+    CPU tensors.  Differentiable with respect to `grads` (its gradient is
+    the boxes JVP of the incoming gradient) and, in forward mode, `image`.
 
     Parameters
     ----------

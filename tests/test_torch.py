@@ -891,9 +891,13 @@ def test_raw_ops_under_torch_func_say_what_to_call():
     def raw(x):
         return torch.ops.cropgrad.crop_and_resize(x, boxes, index, [3, 3])
 
-    with pytest.raises(NotImplementedError, match="call cropgrad.torch.crop_and_resize"):
+    with pytest.raises(
+        NotImplementedError, match="call cropgrad.torch.crop_and_resize"
+    ):
         torch.func.grad(lambda x: raw(x).sum())(image)
-    with pytest.raises(NotImplementedError, match="call cropgrad.torch.crop_and_resize"):
+    with pytest.raises(
+        NotImplementedError, match="call cropgrad.torch.crop_and_resize"
+    ):
         torch.func.jvp(raw, (image,), (torch.ones_like(image),))
     # Without torch.func, forward-mode AD through the raw op works, with the
     # public function's bits (never a missing tangent).
@@ -934,7 +938,9 @@ def test_schemas_have_the_python_defaults():
     tangent = torch.randn(6, 4)
     assert_same_bits(
         as_nhwc(ops.crop_and_resize_jvp_boxes(x, b, i, tangent, [4, 3]), "NCHW"),
-        cropgrad.crop_and_resize_jvp_boxes(image, boxes, box_ind, tangent.numpy(), (4, 3)),
+        cropgrad.crop_and_resize_jvp_boxes(
+            image, boxes, box_ind, tangent.numpy(), (4, 3)
+        ),
     )
     schema = str(ops.crop_and_resize.default._schema)
     assert 'str method="bilinear"' in schema and 'data_format="NCHW"' in schema
@@ -1092,7 +1098,9 @@ def test_bfloat16_image_and_gradients(layout):
     d_image = cropgrad.crop_and_resize_grad_image(
         grads, boxes, box_ind, bits.shape, "bfloat16"
     )
-    assert_same_bits(as_nhwc(x.grad.view(torch.uint16), layout), d_image.view(np.uint16))
+    assert_same_bits(
+        as_nhwc(x.grad.view(torch.uint16), layout), d_image.view(np.uint16)
+    )
     d_boxes = cropgrad.crop_and_resize_grad_boxes(grads, bits, boxes, box_ind)
     assert_same_bits(b.grad.numpy(), d_boxes)
 

@@ -102,7 +102,9 @@ def image_size(layout):
 
 
 class Op:
-    def __init__(self, name, inputs, call, reference, vjp, reverse, forward, linear=None):
+    def __init__(
+        self, name, inputs, call, reference, vjp, reverse, forward, linear=None
+    ):
         self.name = name
         # For an input with no reverse-mode derivative the op is linear in:
         # (NHWC arrays, NHWC input) -> NHWC output, the Jacobian's columns.
@@ -171,7 +173,9 @@ OPS = {
             "crop_and_resize",
             ("image", "boxes"),
             _forward_call,
-            lambda a: cropgrad.crop_and_resize(a["image"], a["boxes"], a["box_ind"], CROP),
+            lambda a: cropgrad.crop_and_resize(
+                a["image"], a["boxes"], a["box_ind"], CROP
+            ),
             _forward_vjp,
             reverse=("image", "boxes"),
             forward=("image", "boxes"),
@@ -224,9 +228,11 @@ class Problem:
         self.op, self.layout = op, layout
         self.a = arrays(seed)
         self.out = op.reference(self.a)
-        self.cotangent = np.random.default_rng(seed + 100).standard_normal(
-            self.out.shape
-        ).astype(np.float32)
+        self.cotangent = (
+            np.random.default_rng(seed + 100)
+            .standard_normal(self.out.shape)
+            .astype(np.float32)
+        )
 
     def tensors(self, requires=()):
         t = {k: to_torch(v, self.layout) for k, v in self.a.items()}
@@ -352,9 +358,7 @@ def func_reverse(p, names):
     p.check_grads(names, grads)
     jacobians = torch.func.jacrev(f, argnums)(*primals)
     for name, jac in zip(names, jacobians):
-        assert_same_bits(
-            jac.reshape(out.numel(), -1).numpy(), p.jacobian(name).numpy()
-        )
+        assert_same_bits(jac.reshape(out.numel(), -1).numpy(), p.jacobian(name).numpy())
 
 
 def func_forward(p, names):
@@ -483,14 +487,18 @@ def test_matrix(order):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize(
-    "name, mode, names, words", MISSING, ids=[f"{m[0]}-{m[1]}-{m[2][0]}" for m in MISSING]
+    "name, mode, names, words",
+    MISSING,
+    ids=[f"{m[0]}-{m[1]}-{m[2][0]}" for m in MISSING],
 )
 def test_missing_derivatives_raise(name, mode, names, words, layout):
     p = Problem(OPS[name], layout)
     f, primals = functional(p, names)
     with pytest.raises(NotImplementedError, match=words):
         if mode == "forward":
-            torch.func.jvp(f, tuple(primals), tuple(torch.ones_like(x) for x in primals))
+            torch.func.jvp(
+                f, tuple(primals), tuple(torch.ones_like(x) for x in primals)
+            )
         else:
             torch.func.vjp(f, *primals)[1](p.w())
     # Eager autograd and forward_ad raise alike.
