@@ -385,6 +385,14 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     # NCHW of more than 4 channels: tiles of channel groups (see
     # _grad_image_nchw), chosen by the geometry alone.
     cdef bint tiles = geo.nchw and geo.depth > 4
+    if N == 0:
+        # No sample: zeros, without the tables or the float32 accumulator of
+        # a float16 or bfloat16 output (for a huge image, a whole image of
+        # scratch).  All-zero bytes are +0.0 in every output dtype, the bits
+        # the tasks' zeroing and rounding give.
+        memset(out, 0, out_elems * (acc_size if out_kind == OUT_FLOAT32
+                                    or out_kind == OUT_FLOAT64 else 2))
+        return 0
     p.g = geo[0]
     p.acc_double = out_kind == OUT_FLOAT64
     p.grads = grads

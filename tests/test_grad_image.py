@@ -427,3 +427,61 @@ def test_concurrent_python_threads_get_exact_results():
         t.join()
     for got, want in zip(results, expected):
         assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_no_boxes_is_zeros_in_every_dtype(out_dtype, data_format):
+    # Written without the float32 accumulator of a float16 output: the same
+    # +0.0 bits as a call whose boxes all miss the image.
+    size = [2, 7, 5, 6] if data_format == "NHWC" else [2, 6, 7, 5]
+    depth = size[3] if data_format == "NHWC" else size[1]
+    kw = dict(data_format=data_format)
+    shape = (2, 2, depth) if data_format == "NHWC" else (depth, 2, 2)
+    out = np.full(size, 3, out_dtype)
+    none = cropgrad.crop_and_resize_grad_image(
+        np.zeros((0, *shape), np.float32),
+        np.zeros((0, 4)),
+        [],
+        size,
+        out_dtype,
+        out=out,
+        **kw,
+    )
+    grads = np.ones((1, *shape))
+    missed = cropgrad.crop_and_resize_grad_image(
+        grads, [[2, 2, 3, 3]], [0], size, out_dtype, **kw
+    )
+    assert none is out and not out.view(f"u{out.itemsize}").any()
+    assert_same_bits(none, missed)
+
+
+def test_no_boxes_float16_allocates_no_scratch():
+    # A zero-box float16 call for a large image writes its zeros straight
+    # into the output: its peak memory grows by the output (64 MiB), not by
+    # a float32 accumulator of twice that besides.
+    code = """
+import resource
+import numpy as np
+import cropgrad
+cropgrad.crop_and_resize_grad_image(
+    np.zeros((0, 1, 1, 1), np.float32), np.zeros((0, 4)), [], [1, 8, 8, 1],
+    np.float16)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = cropgrad.crop_and_resize_grad_image(
+    np.zeros((0, 1, 1, 4), np.float32), np.zeros((0, 4)), [], [1, 4096, 2048, 4],
+    np.float16)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+assert not out.view(np.uint16).any()
+print(grown)
+"""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    grown_kib = int(run.stdout)
+    # (ru_maxrss is a peak, in KiB: the growth may show less than the
+    # output, never the 192 MiB of output and accumulator together.)
+    assert grown_kib <= 100 * 1024, grown_kib
