@@ -883,13 +883,17 @@ def _flows(tangent):
 
     Forward-mode AD gives a Function zeros for the floating inputs that have
     no tangent (not None), so a derivative cropgrad lacks is refused only
-    for a tangent that is not all zero.  (Under vmap the values cannot be
-    read: a mapped tangent is one.)
+    for a tangent that is not all zero.  The values are read below
+    torch.func's wrappers; a tangent mapped by vmap cannot be read and
+    counts as one that flows.
     """
     if tangent is None:
         return False
-    if torch._C._functorch.is_batchedtensor(tangent):
-        return True
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(tangent):
+        if functorch.is_batchedtensor(tangent):
+            return True
+        tangent = functorch.get_unwrapped(tangent)
     return bool(tangent.any())
 
 
@@ -909,7 +913,28 @@ def _apply(name, *args):
     """
     if torch.compiler.is_compiling():
         return getattr(torch.ops.cropgrad, name).default(*args)
-    return _OPS[name][-1].apply(*args)
+    return _call(_OPS[name][-1], *args)
+
+
+class _Shape(tuple):
+    """A crop or image size, which the Functions take as one argument.
+
+    torch.func flattens a Function's arguments as pytrees and, in forward
+    mode under vmap, then pairs its tangents with the leaves: a list of ints
+    would count as several inputs.  A subclass of tuple is a single leaf.
+    """
+
+
+def _call(function, *args):
+    """``function.apply(*args)``, sizes as `_Shape`."""
+    return function.apply(
+        *(_Shape(a) if isinstance(a, (list, tuple)) else a for a in args)
+    )
+
+
+def _op_args(args):
+    """The arguments of a Function as its custom op takes them."""
+    return [list(a) if isinstance(a, _Shape) else a for a in args]
 
 
 class _Forward(torch.autograd.Function):
@@ -918,7 +943,7 @@ class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize.default(*args)
+            return torch.ops.cropgrad.crop_and_resize.default(*_op_args(args))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -937,13 +962,19 @@ class _Forward(torch.autograd.Function):
         method, layout, threads, flush = ctx.options
         d_image = d_boxes = None
         if ctx.needs_input_grad[0]:
-            d_image = _GradImage.apply(
-                grad, boxes, box_ind, ctx.image_size, ctx.image_dtype, *ctx.options
+            d_image = _call(
+                _GradImage,
+                grad,
+                boxes,
+                box_ind,
+                ctx.image_size,
+                ctx.image_dtype,
+                *ctx.options,
             )
         if ctx.needs_input_grad[1]:
             if method == "bilinear":
-                d_boxes = _GradBoxes.apply(
-                    grad, image, boxes, box_ind, *ctx.options
+                d_boxes = _call(
+                    _GradBoxes, grad, image, boxes, box_ind, *ctx.options
                 ).to(boxes.dtype)
             else:
                 # Nearest sampling is piecewise constant in the boxes.
@@ -957,7 +988,8 @@ class _Forward(torch.autograd.Function):
         parts = []
         if image_t is not None:
             parts.append(
-                _Forward.apply(
+                _call(
+                    _Forward,
                     image_t,
                     boxes,
                     box_ind,
@@ -971,8 +1003,14 @@ class _Forward(torch.autograd.Function):
             )
         if boxes_t is not None and method == "bilinear":
             parts.append(
-                _JvpBoxes.apply(
-                    image, boxes, box_ind, boxes_t, ctx.crop_size, *ctx.options
+                _call(
+                    _JvpBoxes,
+                    image,
+                    boxes,
+                    box_ind,
+                    boxes_t,
+                    ctx.crop_size,
+                    *ctx.options,
                 )
             )
         if not parts:  # nearest sampling, boxes only: piecewise constant
@@ -986,7 +1024,9 @@ class _GradImage(torch.autograd.Function):
     @staticmethod
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_grad_image.default(*args)
+            return torch.ops.cropgrad.crop_and_resize_grad_image.default(
+                *_op_args(args)
+            )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -1007,7 +1047,8 @@ class _GradImage(torch.autograd.Function):
         d_grads = d_boxes = None
         if ctx.needs_input_grad[0]:
             # The transpose samples outside the image as zero.
-            d_grads = _Forward.apply(
+            d_grads = _call(
+                _Forward,
                 ct,
                 boxes,
                 box_ind,
@@ -1020,7 +1061,7 @@ class _GradImage(torch.autograd.Function):
             ).to(ctx.grads_dtype)
         if ctx.needs_input_grad[1]:
             if method == "bilinear":
-                d_boxes = _GradBoxes.apply(grads, ct, boxes, box_ind, *ctx.options).to(
+                d_boxes = _call(_GradBoxes, grads, ct, boxes, box_ind, *ctx.options).to(
                     ctx.boxes_dtype
                 )
             else:
@@ -1034,7 +1075,7 @@ class _GradImage(torch.autograd.Function):
         grads, boxes, box_ind = ctx.saved_tensors
         if grads_t is None:
             return torch.zeros(ctx.forward_args[0], dtype=ctx.forward_args[1])
-        return _GradImage.apply(grads_t, boxes, box_ind, *ctx.forward_args)
+        return _call(_GradImage, grads_t, boxes, box_ind, *ctx.forward_args)
 
 
 class _GradBoxes(torch.autograd.Function):
@@ -1043,7 +1084,9 @@ class _GradBoxes(torch.autograd.Function):
     @staticmethod
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(*args)
+            return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(
+                *_op_args(args)
+            )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -1064,8 +1107,8 @@ class _GradBoxes(torch.autograd.Function):
         grads, image, boxes, box_ind = ctx.saved_tensors
         d_grads = None
         if ctx.needs_input_grad[0]:
-            d_grads = _JvpBoxes.apply(
-                image, boxes, box_ind, ct, ctx.crop_size, *ctx.options
+            d_grads = _call(
+                _JvpBoxes, image, boxes, box_ind, ct, ctx.crop_size, *ctx.options
             ).to(ctx.grads_dtype)
         return d_grads, None, None, None, None, None, None, None
 
@@ -1076,9 +1119,13 @@ class _GradBoxes(torch.autograd.Function):
         grads, image, boxes, box_ind = ctx.saved_tensors
         parts = []
         if grads_t is not None:
-            parts.append(_GradBoxes.apply(grads_t, image, boxes, box_ind, *ctx.options))
+            parts.append(
+                _call(_GradBoxes, grads_t, image, boxes, box_ind, *ctx.options)
+            )
         if image_t is not None:
-            parts.append(_GradBoxes.apply(grads, image_t, boxes, box_ind, *ctx.options))
+            parts.append(
+                _call(_GradBoxes, grads, image_t, boxes, box_ind, *ctx.options)
+            )
         if not parts:
             return torch.zeros(boxes.shape[0], 4)
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
@@ -1090,7 +1137,7 @@ class _JvpBoxes(torch.autograd.Function):
     @staticmethod
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(*args)
+            return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(*_op_args(args))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -1110,7 +1157,7 @@ class _JvpBoxes(torch.autograd.Function):
         image, boxes, box_ind, _ = ctx.saved_tensors
         d_tangent = None
         if ctx.needs_input_grad[3]:
-            d_tangent = _GradBoxes.apply(ct, image, boxes, box_ind, *ctx.options).to(
+            d_tangent = _call(_GradBoxes, ct, image, boxes, box_ind, *ctx.options).to(
                 ctx.tangent_dtype
             )
         return None, None, None, d_tangent, None, None, None, None, None
@@ -1123,11 +1170,11 @@ class _JvpBoxes(torch.autograd.Function):
         parts = []
         if image_t is not None:
             parts.append(
-                _JvpBoxes.apply(image_t, boxes, box_ind, tangent, *ctx.forward_args)
+                _call(_JvpBoxes, image_t, boxes, box_ind, tangent, *ctx.forward_args)
             )
         if tangent_t is not None:
             parts.append(
-                _JvpBoxes.apply(image, boxes, box_ind, tangent_t, *ctx.forward_args)
+                _call(_JvpBoxes, image, boxes, box_ind, tangent_t, *ctx.forward_args)
             )
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
@@ -1209,7 +1256,7 @@ def _autograd_kernel(op, name, function):
                     f"torch.func transforms of torch.ops.cropgrad.{name} are "
                     f"not supported: call cropgrad.torch.{name} instead"
                 )
-            return function.apply(*args)
+            return _call(function, *args)
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 

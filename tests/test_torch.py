@@ -883,6 +883,31 @@ def test_missing_second_derivatives_say_so():
 
 
 @needs_torch
+def test_hessian_in_the_image_and_its_refusal_in_the_boxes():
+    image = torch.randn(1, 2, 5, 4, dtype=torch.float64)
+    boxes = torch.tensor([[0.1, 0.2, 0.8, 0.7]])
+    index = torch.tensor([0])
+
+    def loss(x, b):
+        return cgt.crop_and_resize(x, b, index, (2, 3)).square().sum()
+
+    # The crops are linear in the image: the Hessian is 2 J^T J, exactly
+    # (J's entries are the NumPy API's image-gradient weights).
+    hessian = torch.func.hessian(loss)(image, boxes).reshape(40, 40)
+    jacobian = torch.func.jacrev(
+        lambda x: cgt.crop_and_resize(x, boxes, index, (2, 3))
+    )(image).reshape(12, 40)
+    torch.testing.assert_close(hessian, 2 * jacobian.T @ jacobian, rtol=0, atol=1e-6)
+    assert hessian.abs().sum() > 0
+    with pytest.raises(
+        NotImplementedError,
+        match="forward-mode derivative of crop_and_resize_grad_boxes with respect "
+        "to boxes",
+    ):
+        torch.func.hessian(loss, argnums=1)(image, boxes)
+
+
+@needs_torch
 def test_raw_ops_under_torch_func_say_what_to_call():
     image = torch.randn(1, 2, 5, 5)
     boxes = torch.tensor([[0.1, 0.1, 0.9, 0.8]])
