@@ -46,9 +46,12 @@
         }                                                                     \
     }
 
-/* Pixels that may coincide: rare (a sample on a pixel row or column). */
-CG_DEFINE_QUAD(cg_quad_f, float, , , )
-CG_DEFINE_QUAD(cg_quad_d, double, , , )
+/* Pixels that may coincide: rare (a sample on a pixel row or column).
+ * Used by every clone, so on AArch64 with Clang (where the portable
+ * clones' loops are kept scalar by a pragma, not by the function's
+ * options) scalar in the NEON clones too. */
+CG_DEFINE_QUAD(cg_quad_f, float, , , CG_SCALAR_LOOP)
+CG_DEFINE_QUAD(cg_quad_d, double, , , CG_SCALAR_LOOP)
 
 /* Four distinct pixels: the deep scatter's inner loop.  The baseline build
  * (SSE2 on x86-64; scalar on AArch64, see CG_SCALAR_CLONE) and, on x86-64

@@ -161,23 +161,26 @@ CROSS_CC=$cc bash "$repo/wheels/ci/check_fp_contract.sh" --aarch64 "$work/src/cr
 
 step "6. the tests under qemu"
 # See wheels/ci/README.md for what runs and what is left out, and why.
+# test_simd.py runs the image gradient's, forward op's and boxes gradient's
+# TensorFlow fixtures and bit checks (its SELECTION, both layouts) once per
+# target, neon and baseline, in children; the NCHW and forward/boxes files
+# run whole here too (on neon).
 selection=(
-    tests/test_grad_image.py tests/test_forward_and_boxes.py tests/test_nchw.py
-    tests/test_simd.py tests/test_validation.py tests/test_capi.py
-    tests/test_concurrency.py tests/test_fork.py tests/test_sampling.py
-    tests/test_reference.py tests/test_raw_ops.py tests/test_config.py
+    tests/test_simd.py tests/test_forward_and_boxes.py tests/test_nchw.py
+    tests/test_validation.py tests/test_capi.py tests/test_concurrency.py
+    tests/test_fork.py tests/test_fuzz.py tests/test_sampling.py tests/test_raw_ops.py
+    tests/test_config.py
 )
-deselect=(
-    # test_simd.py reruns this file's fixtures on each target (neon and
-    # baseline): run them there, not a third time here.
-)
+# The fuzzer's bounded run: 30 s (its executions floor scales with the
+# measured speed of the emulated machine).
+export CROPGRAD_FUZZ_SECONDS=30
 cd "$work/src/tests"
 set +e
 # AARCH64_PYTEST_ARGS replaces the selection (to try one test).
 if [[ -n ${AARCH64_PYTEST_ARGS:-} ]]; then
     read -r -a args <<<"$AARCH64_PYTEST_ARGS"
 else
-    args=("${selection[@]/#tests\//}" "${deselect[@]}")
+    args=("${selection[@]/#tests\//}")
 fi
 "$launcher" -P -m pytest -p no:cacheprovider -q "${args[@]}" \
     2>&1 | tee "$work/pytest.log"
