@@ -22,11 +22,10 @@ valgrind).
 import os
 
 import numpy as np
+from conftest import as_image_dtype
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-from conftest import as_image_dtype
 
 import cropgrad
 from cropgrad import _reference as reference
