@@ -186,7 +186,7 @@ fi
     2>&1 | tee "$work/pytest.log"
 rc=${PIPESTATUS[0]}
 set -e
-summary=$(grep -E '^=+ .* in [0-9.]+s' "$work/pytest.log" | tail -n 1 || true)
+summary=$(grep -E '[0-9]+ (passed|failed|error).* in [0-9.]+s' "$work/pytest.log" | tail -n 1 || true)
 echo
 echo "aarch64 (qemu user mode): $summary"
 echo "aarch64 stage: $(($(date +%s) - start)) s"
