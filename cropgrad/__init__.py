@@ -38,8 +38,28 @@ __all__ = [
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
+    "get_include",
     "raw_ops",
     "show_config",
 ]
+
+
+def get_include():
+    """The directory of the C-level API's header, for compilers' ``-I``.
+
+    ``#include <cropgrad/capi.h>`` then declares the C-level API for C and
+    C++ (docs/capi.md); Cython consumers ``cimport cropgrad.capi`` instead.
+
+    Examples
+    --------
+    >>> import os
+    >>> import cropgrad
+    >>> os.path.isfile(os.path.join(cropgrad.get_include(), "cropgrad", "capi.h"))
+    True
+    """
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
 
 from cropgrad import raw_ops  # noqa: E402  (needs the functions above)

@@ -11,6 +11,9 @@ __all__ = [
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
+    "get_include",
     "raw_ops",
     "show_config",
 ]
+
+def get_include() -> str: ...

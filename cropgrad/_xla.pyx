@@ -16,16 +16,23 @@ structs of XLA's FFI C API that the handlers use.
 Targets and their operands (shapes in the layout's order, NHWC or NCHW):
 
 ``cropgrad_crop_and_resize``
-    image (any image dtype) [batch, H, W, depth], boxes f32 [n, 4],
+    image (any image dtype, bfloat16 too) [batch, H, W, depth], boxes f32 [n, 4],
     box_ind s32/s64 [n] -> crops f32 [n, crop_h, crop_w, depth];
     attributes ``extrapolation_value`` f32, ``layout``, ``method``,
     ``num_threads`` s32.
 ``cropgrad_crop_and_resize_grad_image``
     grads f32 [n, crop_h, crop_w, depth], boxes, box_ind -> image gradient
-    (f16/f32/f64) of the output's shape; attributes ``layout``, ``method``,
+    (f16/bf16/f32/f64) of the output's shape; attributes ``layout``, ``method``,
     ``num_threads``.
 ``cropgrad_crop_and_resize_grad_boxes``
     grads, image, boxes, box_ind -> f32 [n, 4]; attributes as above.
+``cropgrad_crop_and_resize_jvp_boxes``
+    image, boxes, box_ind, boxes_tangent f32 [n, 4] -> f32 crops: the
+    crops' derivative along the boxes tangent; attributes as above.
+
+Under vmap, every op may also carry ``fold_shape`` (s64 array) and
+``fold_images`` (s64): how cropgrad.jax folded the mapped axes into the
+op's own, for messages that name the caller's indices.
 ``cropgrad_ffi_version``
     no operand -> s32 [2]: the FFI API version of the running XLA.
 
@@ -42,7 +49,9 @@ from libc.string cimport memcmp, strlen
 
 from cropgrad cimport capi
 from cropgrad._xla_ffi cimport (
+    CG_FFI_ATTR_ARRAY,
     CG_FFI_ATTR_SCALAR,
+    CG_FFI_BF16,
     CG_FFI_BUFFER,
     CG_FFI_BUFFER_SIZE,
     CG_FFI_CALL_FRAME_SIZE,
@@ -66,6 +75,7 @@ from cropgrad._xla_ffi cimport (
     CG_FFI_U16,
     CG_FFI_UNIMPLEMENTED,
     CG_FFI_VERSION_SIZE,
+    cg_ffi_array,
     cg_ffi_attrs,
     cg_ffi_buffer,
     cg_ffi_call_frame,
@@ -210,6 +220,8 @@ cdef int _image_dtype(int xla_dtype) noexcept nogil:
         return capi.CG_FLOAT32
     if xla_dtype == CG_FFI_F64:
         return capi.CG_FLOAT64
+    if xla_dtype == CG_FFI_BF16:
+        return capi.CG_BFLOAT16
     return -1
 
 
@@ -262,25 +274,32 @@ cdef int _boxes_and_index(const cg_ffi_list* args, int64_t first,
     return 0
 
 
+cdef int64_t _find(const cg_ffi_attrs* attrs, const char* name) noexcept nogil:
+    """The position of attribute `name`, or -1."""
+    cdef size_t n = strlen(name)
+    cdef int64_t i
+    for i in range(attrs.size):
+        if attrs.names[i].len == n and memcmp(attrs.names[i].ptr, name, n) == 0:
+            return i
+    return -1
+
+
 cdef void* _attr(const cg_ffi_attrs* attrs, const char* name, int dtype,
                  capi.cg_error* e) noexcept nogil:
     """The value of scalar attribute `name` of XLA type `dtype`, or NULL."""
-    cdef size_t n = strlen(name)
-    cdef int64_t i
+    cdef int64_t i = _find(attrs, name)
     cdef cg_ffi_scalar* scalar
-    for i in range(attrs.size):
-        if attrs.names[i].len == n and memcmp(attrs.names[i].ptr, name, n) == 0:
-            scalar = <cg_ffi_scalar*>attrs.attrs[i]
-            if attrs.types[i] != CG_FFI_ATTR_SCALAR or scalar.dtype != dtype:
-                snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                         "attribute %s must be a scalar of XLA type %d",
-                         name, dtype)
-                e.status = capi.CG_ERR_TYPE
-                return NULL
-            return scalar.value
-    snprintf(e.message, capi.CG_MESSAGE_SIZE, "attribute %s is missing", name)
-    e.status = capi.CG_ERR_VALUE
-    return NULL
+    if i < 0:
+        snprintf(e.message, capi.CG_MESSAGE_SIZE, "attribute %s is missing", name)
+        e.status = capi.CG_ERR_VALUE
+        return NULL
+    scalar = <cg_ffi_scalar*>attrs.attrs[i]
+    if attrs.types[i] != CG_FFI_ATTR_SCALAR or scalar.dtype != dtype:
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "attribute %s must be a scalar of XLA type %d", name, dtype)
+        e.status = capi.CG_ERR_TYPE
+        return NULL
+    return scalar.value
 
 
 cdef struct Options:
@@ -288,6 +307,13 @@ cdef struct Options:
     int layout
     int num_threads
     float extrapolation_value
+    # Under vmap, cropgrad.jax folds the mapped axes into the op's own:
+    # their sizes, outermost first (fold_rank of them, 0 when not folded),
+    # and the factor by which the batch grew.  Messages name the caller's
+    # indices with them.
+    int64_t fold_rank
+    const int64_t* fold_shape
+    int64_t fold_images
 
 
 cdef int _options(const cg_ffi_call_frame* frame, bint extrapolation,
@@ -312,6 +338,8 @@ cdef int _options(const cg_ffi_call_frame* frame, bint extrapolation,
     if v == NULL:
         return -1
     o.num_threads = (<int32_t*>v)[0]
+    if _fold(&frame.attrs, o, e) < 0:
+        return -1
     o.extrapolation_value = 0
     if extrapolation:
         v = _attr(&frame.attrs, "extrapolation_value", CG_FFI_F32, e)
@@ -319,6 +347,87 @@ cdef int _options(const cg_ffi_call_frame* frame, bint extrapolation,
             return -1
         o.extrapolation_value = (<float*>v)[0]
     return 0
+
+
+cdef int _fold(const cg_ffi_attrs* attrs, Options* o,
+               capi.cg_error* e) noexcept nogil:
+    """Decode the optional ``fold_shape`` (s64 array), ``fold_images`` (s64)."""
+    cdef int64_t i = _find(attrs, "fold_shape")
+    cdef cg_ffi_array* shape
+    cdef void* v
+    o.fold_rank = 0
+    o.fold_shape = NULL
+    o.fold_images = 1
+    if i < 0:
+        return 0
+    shape = <cg_ffi_array*>attrs.attrs[i]
+    if attrs.types[i] != CG_FFI_ATTR_ARRAY or shape.dtype != CG_FFI_S64:
+        return _fail(e, capi.CG_ERR_TYPE,
+                     "attribute fold_shape must be an array of s64")
+    v = _attr(attrs, "fold_images", CG_FFI_S64, e)
+    if v == NULL:
+        return -1
+    o.fold_rank = <int64_t>shape.size
+    o.fold_shape = <const int64_t*>shape.data
+    o.fold_images = (<int64_t*>v)[0]
+    return 0
+
+
+cdef void _unfold_message(const Options* o, capi.cg_error* e,
+                          const float* boxes, const void* box_ind,
+                          int index_dtype, int64_t num_boxes,
+                          int64_t batch) noexcept nogil:
+    """Restate an error about box `e.position` in the caller's indices.
+
+    Box ``i`` of a folded call is box ``j`` of problem ``k1, ..., kn``
+    (``i`` in row-major order over ``fold_shape + (boxes per problem,)``).
+    A `box_ind` value past the end was pushed past the folded end by
+    ``folded batch - batch``; negative ones were kept.
+    """
+    cdef char where[256]
+    cdef int64_t digits[33]
+    cdef int64_t rest = e.position, per_problem = num_boxes, v, user_batch
+    cdef int64_t level
+    cdef int n = 0
+    if o.fold_rank <= 0 or o.fold_rank > 32 or e.position < 0:
+        return
+    if e.status != capi.CG_ERR_INDEX and e.status != capi.CG_ERR_VALUE:
+        return
+    for level in range(o.fold_rank):
+        if o.fold_shape[level] <= 0:
+            return
+        per_problem //= o.fold_shape[level]
+    if per_problem <= 0 or o.fold_images <= 0:
+        return
+    digits[o.fold_rank] = rest % per_problem
+    rest //= per_problem
+    for level in range(o.fold_rank - 1, -1, -1):
+        digits[level] = rest % o.fold_shape[level]
+        rest //= o.fold_shape[level]
+    where[0] = 0
+    for level in range(o.fold_rank + 1):
+        n += snprintf(where + n, sizeof(where) - n, "%s%lld",
+                      "" if level == 0 else ", ", <long long>digits[level])
+        if n >= <int>sizeof(where):
+            return
+    if e.status == capi.CG_ERR_INDEX:
+        if index_dtype == capi.CG_INT32:
+            v = (<const int32_t*>box_ind)[e.position]
+        else:
+            v = (<const int64_t*>box_ind)[e.position]
+        user_batch = batch // o.fold_images
+        if v >= 0:
+            v -= batch - user_batch
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "box_ind has values outside [0, batch_size) = [0, %lld): "
+                 "box_ind[%s] = %lld", <long long>user_batch, where,
+                 <long long>v)
+    else:
+        boxes += 4 * e.position
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "boxes must be finite: boxes[%s] = [%.9g, %.9g, %.9g, %.9g] "
+                 "has a NaN or infinite coordinate", where, <double>boxes[0],
+                 <double>boxes[1], <double>boxes[2], <double>boxes[3])
 
 
 cdef inline int64_t _depth(const int64_t* dims, int layout) noexcept nogil:
@@ -397,6 +506,8 @@ cdef void _run_crop_and_resize(cg_ffi_call_frame* frame,
         _data(image), image_dtype, image.dims, boxes, box_ind, index_dtype,
         crops.dims[0], crop_h, crop_w, o.method, o.extrapolation_value,
         o.layout, <float*>_data(crops), o.num_threads, 1, e)
+    _unfold_message(&o, e, boxes, box_ind, index_dtype, crops.dims[0],
+                    image.dims[0])
 
 
 cdef cg_ffi_error* _grad_image(cg_ffi_call_frame* frame) noexcept nogil:
@@ -423,8 +534,10 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame,
         return
     output_dtype = _image_dtype(output.dtype)
     if (output_dtype != capi.CG_FLOAT16 and output_dtype != capi.CG_FLOAT32
-            and output_dtype != capi.CG_FLOAT64):
-        _fail(e, capi.CG_ERR_TYPE, "output must be float16, float32 or float64")
+            and output_dtype != capi.CG_FLOAT64
+            and output_dtype != capi.CG_BFLOAT16):
+        _fail(e, capi.CG_ERR_TYPE,
+              "output must be float16, bfloat16, float32 or float64")
         return
     if _boxes_and_index(&frame.args, 1, grads.dims[0], &boxes, &box_ind,
                         &index_dtype, e) < 0:
@@ -435,6 +548,8 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame,
         <const float*>_data(grads), grads.dims, boxes, box_ind, index_dtype,
         output.dims, _data(output), output_dtype, o.method, o.layout,
         o.num_threads, 1, e)
+    _unfold_message(&o, e, boxes, box_ind, index_dtype, grads.dims[0],
+                    output.dims[0])
 
 
 cdef cg_ffi_error* _grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
@@ -473,6 +588,57 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame,
         <const float*>_data(grads), grads.dims, _data(image), image_dtype,
         image.dims, boxes, box_ind, index_dtype, <float*>_data(output),
         o.method, o.layout, o.num_threads, 1, e)
+    _unfold_message(&o, e, boxes, box_ind, index_dtype, grads.dims[0],
+                    image.dims[0])
+
+
+cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    cdef capi.cg_error e
+    if _is_metadata_query(frame):
+        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
+        return NULL
+    if _check_frame(frame, 4, 1, &e) == 0:
+        _run_jvp_boxes(frame, &e)
+    return _leave(frame, "crop_and_resize_jvp_boxes", &e)
+
+
+cdef void _run_jvp_boxes(cg_ffi_call_frame* frame,
+                         capi.cg_error* e) noexcept nogil:
+    cdef Options o
+    cdef const float* boxes
+    cdef const void* box_ind
+    cdef int index_dtype, image_dtype
+    cdef int64_t crop_h, crop_w
+    cdef cg_ffi_buffer* image = _buffer(&frame.args, 0, 4, "image", e)
+    cdef cg_ffi_buffer* tangent = _buffer(&frame.args, 3, 2, "boxes_tangent", e)
+    cdef cg_ffi_buffer* output = _buffer(&frame.rets, 0, 4, "output", e)
+    if (image == NULL or tangent == NULL or output == NULL
+            or _options(frame, False, &o, e) < 0):
+        return
+    image_dtype = _dtype_of(image, "image", True, e)
+    if (image_dtype < 0 or _dtype_of(output, "output", False, e) < 0
+            or _dtype_of(tangent, "boxes_tangent", False, e) < 0):
+        return
+    if _boxes_and_index(&frame.args, 1, output.dims[0], &boxes, &box_ind,
+                        &index_dtype, e) < 0:
+        return
+    if tangent.dims[0] != output.dims[0] or tangent.dims[1] != 4:
+        _fail(e, capi.CG_ERR_VALUE, "boxes_tangent must have shape (num_boxes, 4)")
+        return
+    if _depth(output.dims, o.layout) != _depth(image.dims, o.layout):
+        _fail(e, capi.CG_ERR_VALUE, "output and image differ in depth")
+        return
+    if o.layout == capi.CG_NHWC:
+        crop_h, crop_w = output.dims[1], output.dims[2]
+    else:
+        crop_h, crop_w = output.dims[2], output.dims[3]
+    capi.cg_crop_and_resize_jvp_boxes(
+        _data(image), image_dtype, image.dims, boxes,
+        <const float*>_data(tangent), box_ind, index_dtype, output.dims[0],
+        crop_h, crop_w, o.method, o.layout, <float*>_data(output),
+        o.num_threads, 1, e)
+    _unfold_message(&o, e, boxes, box_ind, index_dtype, output.dims[0],
+                    image.dims[0])
 
 
 # The smallest handler: it reports the FFI API version of the running XLA
@@ -521,6 +687,7 @@ def handlers():
         "cropgrad_crop_and_resize": _capsule(_crop_and_resize),
         "cropgrad_crop_and_resize_grad_image": _capsule(_grad_image),
         "cropgrad_crop_and_resize_grad_boxes": _capsule(_grad_boxes),
+        "cropgrad_crop_and_resize_jvp_boxes": _capsule(_jvp_boxes),
         "cropgrad_ffi_version": _capsule(_ffi_version),
     }
 

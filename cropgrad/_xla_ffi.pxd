@@ -85,6 +85,12 @@ cdef extern from *:
         void* value;
     } cg_ffi_scalar;
 
+    typedef struct {                      /* XLA_FFI_Array */
+        int dtype;
+        size_t size;
+        void* data;
+    } cg_ffi_array;
+
     typedef struct {                      /* XLA_FFI_Args and XLA_FFI_Rets */
         size_t struct_size;
         cg_ffi_extension* extension_start;
@@ -182,6 +188,11 @@ cdef extern from *:
         int dtype
         void* value
 
+    ctypedef struct cg_ffi_array:
+        int dtype
+        size_t size
+        void* data
+
     ctypedef struct cg_ffi_list:
         size_t struct_size
         cg_ffi_extension* extension_start
@@ -229,6 +240,7 @@ cdef enum:
     CG_FFI_EXTENSION_METADATA = 1   # XLA_FFI_Extension_Metadata
     CG_FFI_STAGE_EXECUTE = 3        # XLA_FFI_ExecutionStage_EXECUTE
     CG_FFI_BUFFER = 1               # XLA_FFI_ArgType_BUFFER, XLA_FFI_RetType_BUFFER
+    CG_FFI_ATTR_ARRAY = 1           # XLA_FFI_AttrType_ARRAY
     CG_FFI_ATTR_SCALAR = 3          # XLA_FFI_AttrType_SCALAR
 
 # XLA_FFI_DataType: xla::PrimitiveType's numbers.
@@ -242,6 +254,7 @@ cdef enum:
     CG_FFI_F16 = 10
     CG_FFI_F32 = 11
     CG_FFI_F64 = 12
+    CG_FFI_BF16 = 16
 
 # XLA_FFI_Error_Code: absl's status codes.
 cdef enum:

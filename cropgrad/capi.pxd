@@ -32,9 +32,20 @@
 #   the same call.  On an error nothing has been written to the output
 #   (every check runs before any work), `error.position` is the offending
 #   box (or -1) and `error.message` is a NUL-terminated sentence naming the
-#   argument.  `error` may not be NULL.
+#   argument.  `error` may be NULL: the status alone is returned.
+# - Versioned (CG_API_VERSION_MAJOR/_MINOR, cg_api_version()): the minor
+#   version grows when names are added, the major one if one ever changed.
+#   C and C++ use cropgrad/include/cropgrad/capi.h (cropgrad.get_include()),
+#   which declares the same names and must be kept in step with this file.
 
 from libc.stdint cimport int64_t
+
+
+# The version of this API (see docs/capi.md: a consumer built against
+# major.minor runs with any runtime of the same major and minor >= its own).
+cdef enum:
+    CG_API_VERSION_MAJOR = 1
+    CG_API_VERSION_MINOR = 0
 
 
 # Status codes: the Python exception each one becomes.
@@ -44,7 +55,7 @@ cdef enum:
     CG_ERR_INDEX = 2         # IndexError: a box_ind value outside [0, batch)
     CG_ERR_TYPE = 3          # TypeError: a dtype code the op does not take
     CG_ERR_MEMORY = 4        # MemoryError: scratch could not be allocated
-    CG_ERR_UNSUPPORTED = 5   # NotImplementedError: a code this build lacks
+    CG_ERR_UNSUPPORTED = 5   # NotImplementedError: reserved (never returned yet)
 
 # Data types.  Images: any of them; CG_FLOAT16 arrives as IEEE half bits,
 # CG_BFLOAT16 as bfloat16 bits (uint16 storage).  Image-gradient outputs:
@@ -160,3 +171,6 @@ cdef int cg_crop_and_resize_jvp_boxes(
 
 # The thread count a call with num_threads == 0 uses now.
 cdef int cg_default_threads() noexcept nogil
+
+# The runtime's version: (CG_API_VERSION_MAJOR << 16) | CG_API_VERSION_MINOR.
+cdef int cg_api_version() noexcept nogil

@@ -1,11 +1,19 @@
 # Stubs of the Python side of the C-level API module (capi.pyx).  The C-level
-# API itself is capi.pxd; these private functions are the NumPy API's way
-# into it.  Arrays are C-contiguous, of the dtype their code names.
+# API itself is capi.pxd (and include/cropgrad/capi.h for C and C++); the
+# public names here are the way in for ctypes, cffi and Numba, the private
+# functions the NumPy API's.  Arrays are C-contiguous, of the dtype their
+# code names.
 
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+# A PyCapsule named "cropgrad.capi._C_API" (types.CapsuleType from 3.13).
+_C_API: object
+
+def api_version() -> tuple[int, int]: ...
+def function_addresses() -> dict[str, int]: ...
 
 _CODES: dict[str, int]
 _EXCEPTIONS: dict[int, type[Exception]]

@@ -9,6 +9,7 @@ the end of this module, which turn an error record into the exception the
 NumPy API documents.
 """
 
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
     PyBUF_WRITABLE,
@@ -16,7 +17,7 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from libc.math cimport isfinite
-from libc.stdint cimport INT64_MAX, int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uintptr_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 
@@ -48,9 +49,10 @@ cdef enum:
 # Item sizes and names by dtype code (index 0 unused).
 cdef int64_t ITEMSIZE[11]
 ITEMSIZE[:] = [0, 1, 1, 2, 2, 4, 8, 2, 4, 8, 2]
-cdef const char* DTYPE_NAME[11]
-DTYPE_NAME[:] = [b"?", b"uint8", b"int8", b"uint16", b"int16", b"int32",
-                 b"int64", b"float16", b"float32", b"float64", b"bfloat16"]
+cdef const char* CODE_NAME[11]
+CODE_NAME[:] = [b"", b"CG_UINT8", b"CG_INT8", b"CG_UINT16", b"CG_INT16", b"CG_INT32",
+                b"CG_INT64", b"CG_FLOAT16", b"CG_FLOAT32", b"CG_FLOAT64",
+                b"CG_BFLOAT16"]
 
 
 # --------------------------------------------------------------------------
@@ -95,22 +97,51 @@ cdef bint _valid_image_dtype(int code) noexcept nogil:
     return CG_UINT8 <= code <= CG_BFLOAT16
 
 
+cdef const char* _dtype_code_name(int code) noexcept nogil:
+    """"CG_FLOAT32" for 8, and so on; "" for a number that is no dtype code."""
+    if CG_UINT8 <= code <= CG_BFLOAT16:
+        return CODE_NAME[code]
+    return b""
+
+
+cdef int _bad_dtype(cg_error* err, const char* argument, const char* allowed,
+                    int code) noexcept nogil:
+    """A dtype code `argument` does not take (only C callers can pass one).
+
+    Worded with the codes' names, where the NumPy API (which passes only
+    codes it takes) names a NumPy dtype.
+    """
+    if _dtype_code_name(code)[0] != 0:
+        snprintf(err.message, CG_MESSAGE_SIZE, "%s must be %s, got %s (%d)",
+                 argument, allowed, _dtype_code_name(code), code)
+    else:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s must be %s, got %d (not a dtype code)", argument, allowed, code)
+    return _fail(err, CG_ERR_TYPE, -1)
+
+
 cdef int _check_common(int method, int layout, int num_threads, bint bilinear_only,
                        cg_error* err) noexcept nogil:
-    """Method, layout and thread count; returns a status."""
+    """Method, layout and thread count; returns a status.
+
+    The NumPy API passes only codes it has checked, so these messages are
+    the C-level API's own (docs/capi.md lists them).
+    """
     if method != CG_BILINEAR and (bilinear_only or method != CG_NEAREST):
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "method must be one of %s, got code %d",
-                 <const char*>(b"'bilinear'" if bilinear_only
-                               else b"'bilinear', 'nearest'"), method)
+        snprintf(err.message, CG_MESSAGE_SIZE, "method must be %s, got %d",
+                 <const char*>(b"CG_BILINEAR (0): the only method this op has"
+                               if bilinear_only
+                               else b"CG_BILINEAR (0) or CG_NEAREST (1)"), method)
         return _fail(err, CG_ERR_VALUE, -1)
     if layout != CG_NHWC and layout != CG_NCHW:
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "data_format must be 'NHWC' or 'NCHW', got layout code %d", layout)
+                 "layout must be CG_NHWC (0) or CG_NCHW (1), got %d", layout)
         return _fail(err, CG_ERR_VALUE, -1)
     if num_threads < 0 or num_threads > MAX_THREADS:
+        # The NumPy API's "num_threads must be from 1 to 1024, got N", with
+        # the C-level API's 0 (the NumPy API's None) added.
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "num_threads must be from 1 to %d (0: the default), got %d",
+                 "num_threads must be 0 (the default) or from 1 to %d, got %d",
                  <int>MAX_THREADS, num_threads)
         return _fail(err, CG_ERR_VALUE, -1)
     return CG_OK
@@ -143,12 +174,11 @@ cdef int _check_size(const int64_t* shape, int64_t itemsize, const char* name,
 
 cdef int _check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
                      int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
-    """Every box_ind value within [0, batch), every box coordinate finite."""
+    """Every box_ind value within [0, batch), every box coordinate finite.
+
+    After `_check_arrays` (box_ind_dtype is a code it takes).
+    """
     cdef int64_t b, v
-    if box_ind_dtype != CG_INT32 and box_ind_dtype != CG_INT64:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "box_ind must be int32 or int64, got dtype code %d", box_ind_dtype)
-        return _fail(err, CG_ERR_TYPE, -1)
     for b in range(num_boxes):
         if box_ind_dtype == CG_INT32:
             v = (<const int32_t*>box_ind)[b]
@@ -200,6 +230,78 @@ cdef int _memory_error(cg_error* err, const char* op, size_t nbytes,
     return _fail(err, CG_ERR_MEMORY, -1)
 
 
+ctypedef struct Array:
+    # One array argument of a call: where it is, how many bytes its shape
+    # holds (the shapes already checked, so the count fits int64), its name.
+    const void* data
+    int64_t nbytes
+    const char* name
+
+
+cdef inline int64_t _nbytes(const int64_t* shape, int64_t itemsize) noexcept nogil:
+    """Bytes of a checked 4-D shape (its non-zero dimensions fit int64)."""
+    return itemsize * shape[0] * shape[1] * shape[2] * shape[3]
+
+
+cdef inline void _array(Array* a, const void* data, int64_t nbytes,
+                        const char* name) noexcept nogil:
+    a.data = data
+    a.nbytes = nbytes
+    a.name = name
+
+
+cdef int _check_shape_pointer(const int64_t* shape, const char* name,
+                              cg_error* err) noexcept nogil:
+    if shape == NULL:
+        snprintf(err.message, CG_MESSAGE_SIZE, "%s is NULL: 4 values are needed",
+                 name)
+        return _fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int _check_boxes_args(int box_ind_dtype, int64_t num_boxes,
+                           cg_error* err) noexcept nogil:
+    """box_ind's dtype code; boxes [num_boxes, 4] indexable (num_boxes >= 0)."""
+    if box_ind_dtype != CG_INT32 and box_ind_dtype != CG_INT64:
+        return _bad_dtype(err, "box_ind_dtype", "CG_INT32 or CG_INT64",
+                          box_ind_dtype)
+    if num_boxes > INT64_MAX // 16:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "boxes of shape [%lld, 4] is too large: more bytes than this "
+                 "platform can index", <long long>num_boxes)
+        return _fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int _check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil:
+    """No NULL where there are bytes; the output (the last) apart from the rest.
+
+    NULL is fine for an empty array.  The overlap test is the NumPy API's
+    (its message too): byte ranges, every array being contiguous.
+    """
+    cdef const Array* out = &arrays[count - 1]
+    cdef uintptr_t lo = <uintptr_t>out.data
+    cdef uintptr_t hi = lo + <uintptr_t>out.nbytes
+    cdef uintptr_t a
+    cdef int i
+    for i in range(count):
+        if arrays[i].data == NULL and arrays[i].nbytes > 0:
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "%s is NULL but its shape holds %lld bytes (NULL is only "
+                     "for an empty array)", arrays[i].name,
+                     <long long>arrays[i].nbytes)
+            return _fail(err, CG_ERR_VALUE, -1)
+    if out.nbytes == 0:
+        return CG_OK
+    for i in range(count - 1):
+        a = <uintptr_t>arrays[i].data
+        if arrays[i].nbytes > 0 and a < hi and lo < a + <uintptr_t>arrays[i].nbytes:
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "out must not share memory with an input")
+            return _fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
 # --------------------------------------------------------------------------
 # Metadata checks of each op (no data read): also called by the NumPy API
 # before it allocates the output.
@@ -217,10 +319,9 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
     _nhwc(image_size, layout, s)
     if output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32 \
             and output_dtype != CG_FLOAT64 and output_dtype != CG_BFLOAT16:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "dtype must be float16, float32 or float64 (or bfloat16), got "
-                 "dtype code %d", output_dtype)
-        return _fail(err, CG_ERR_TYPE, -1)
+        return _bad_dtype(err, "output_dtype",
+                          "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
+                          output_dtype)
     if _check_size(grads_shape, 4, "grads", err) != CG_OK:
         return err.status
     if g[1] == 0 or g[2] == 0:
@@ -287,10 +388,9 @@ cdef int _check_image(const int64_t* image_shape, int image_dtype, int layout,
     cdef int64_t s[4]
     _nhwc(image_shape, layout, s)
     if not _valid_image_dtype(image_dtype):
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-                 "float32, float64 or bfloat16, got dtype code %d", image_dtype)
-        return _fail(err, CG_ERR_TYPE, -1)
+        return _bad_dtype(err, "image_dtype", "CG_UINT8, CG_INT8, CG_UINT16, "
+                          "CG_INT16, CG_INT32, CG_INT64, CG_FLOAT16, CG_FLOAT32, "
+                          "CG_FLOAT64 or CG_BFLOAT16", image_dtype)
     if _check_size(image_shape, ITEMSIZE[image_dtype], "image", err) != CG_OK:
         return err.status
     if s[1] == 0 or s[2] == 0:
@@ -334,6 +434,10 @@ cdef int cg_default_threads() noexcept nogil:
     return resolve_threads(0)
 
 
+cdef int cg_api_version() noexcept nogil:
+    return (CG_API_VERSION_MAJOR << 16) | CG_API_VERSION_MINOR
+
+
 cdef int cg_crop_and_resize(
     const void* image, int image_dtype, const int64_t* image_shape,
     const float* boxes, const void* box_ind, int box_ind_dtype, int64_t num_boxes,
@@ -341,19 +445,34 @@ cdef int cg_crop_and_resize(
     int layout, float* crops, int num_threads, int flush_denormals,
     cg_error* error,
 ) noexcept nogil:
+    cdef cg_error local
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
     cdef int64_t s[4]
+    cdef Array arrays[4]
     cdef size_t failed = 0
     cdef int status
+    if error == NULL:
+        error = &local
+    if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
                       method, layout, num_threads, False, error) != CG_OK:
+        return error.status
+    if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
+        return error.status
+    _nhwc(image_shape, layout, s)
+    _array(&arrays[0], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    _array(&arrays[1], boxes, 16 * num_boxes, "boxes")
+    _array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
+    _array(&arrays[3], crops, 4 * num_boxes * crop_height * crop_width * s[3],
+           "crops")
+    if _check_arrays(arrays, 4, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
                    error) != CG_OK:
         return error.status
-    _nhwc(image_shape, layout, s)
     if num_boxes == 0 or s[3] == 0:
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
@@ -382,6 +501,7 @@ cdef int cg_crop_and_resize_grad_image(
     void* output, int output_dtype, int method, int layout, int num_threads,
     int flush_denormals, cg_error* error,
 ) noexcept nogil:
+    cdef cg_error local
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
@@ -389,8 +509,22 @@ cdef int cg_crop_and_resize_grad_image(
     cdef int kind, status
     cdef int64_t g[4]
     cdef int64_t s[4]
+    cdef Array arrays[4]
+    if error == NULL:
+        error = &local
+    if (_check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
+            or _check_shape_pointer(image_size, "image_size", error) != CG_OK):
+        return error.status
     if _check_grad_image(grads_shape, image_size, output_dtype, method, layout,
                          num_threads, error) != CG_OK:
+        return error.status
+    if _check_boxes_args(box_ind_dtype, grads_shape[0], error) != CG_OK:
+        return error.status
+    _array(&arrays[0], grads, _nbytes(grads_shape, 4), "grads")
+    _array(&arrays[1], boxes, 16 * grads_shape[0], "boxes")
+    _array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * grads_shape[0], "box_ind")
+    _array(&arrays[3], output, _nbytes(image_size, ITEMSIZE[output_dtype]), "output")
+    if _check_arrays(arrays, 4, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, grads_shape[0], image_size[0],
                    error) != CG_OK:
@@ -431,6 +565,7 @@ cdef int cg_crop_and_resize_grad_boxes(
     const void* box_ind, int box_ind_dtype, float* output, int method, int layout,
     int num_threads, int flush_denormals, cg_error* error,
 ) noexcept nogil:
+    cdef cg_error local
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
@@ -438,8 +573,23 @@ cdef int cg_crop_and_resize_grad_boxes(
     cdef int status
     cdef int64_t g[4]
     cdef int64_t s[4]
+    cdef Array arrays[5]
+    if error == NULL:
+        error = &local
+    if (_check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
+            or _check_shape_pointer(image_shape, "image_shape", error) != CG_OK):
+        return error.status
     if _check_grad_boxes(grads_shape, image_shape, image_dtype, method, layout,
                          num_threads, error) != CG_OK:
+        return error.status
+    if _check_boxes_args(box_ind_dtype, grads_shape[0], error) != CG_OK:
+        return error.status
+    _array(&arrays[0], grads, _nbytes(grads_shape, 4), "grads")
+    _array(&arrays[1], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    _array(&arrays[2], boxes, 16 * grads_shape[0], "boxes")
+    _array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * grads_shape[0], "box_ind")
+    _array(&arrays[4], output, 16 * grads_shape[0], "output")
+    if _check_arrays(arrays, 5, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, grads_shape[0], image_shape[0],
                    error) != CG_OK:
@@ -476,17 +626,33 @@ cdef int cg_crop_and_resize_jvp_boxes(
     int method, int layout, float* output, int num_threads, int flush_denormals,
     cg_error* error,
 ) noexcept nogil:
+    cdef cg_error local
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
     cdef int64_t s[4]
+    cdef Array arrays[5]
+    if error == NULL:
+        error = &local
+    if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
     if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
                       method, layout, num_threads, True, error) != CG_OK:
+        return error.status
+    if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
+        return error.status
+    _nhwc(image_shape, layout, s)
+    _array(&arrays[0], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    _array(&arrays[1], boxes, 16 * num_boxes, "boxes")
+    _array(&arrays[2], boxes_tangent, 16 * num_boxes, "boxes_tangent")
+    _array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
+    _array(&arrays[4], output, 4 * num_boxes * crop_height * crop_width * s[3],
+           "output")
+    if _check_arrays(arrays, 5, error) != CG_OK:
         return error.status
     if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
                    error) != CG_OK:
         return error.status
-    _nhwc(image_shape, layout, s)
     if num_boxes == 0 or s[3] == 0:
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
@@ -595,26 +761,6 @@ cdef void* _view(Buffers* bufs, obj, bint writable) except? NULL:
     return bufs.views[bufs.count - 1].buf
 
 
-cdef int _check_out_apart(Buffers* bufs) except -1:
-    """The output (the last view) must not overlap an input's bytes.
-
-    A check of the byte ranges, as ``numpy.may_share_memory`` makes it
-    (every array here is contiguous), at a fraction of its cost.
-    """
-    cdef Py_buffer* out = &bufs.views[bufs.count - 1]
-    cdef char* lo = <char*>out.buf
-    cdef char* hi = lo + out.len
-    cdef char* a
-    cdef int i
-    if out.len == 0:
-        return 0
-    for i in range(bufs.count - 1):
-        a = <char*>bufs.views[i].buf
-        if bufs.views[i].len > 0 and a < hi and lo < a + bufs.views[i].len:
-            raise ValueError("out must not share memory with an input")
-    return 0
-
-
 cdef void _release(Buffers* bufs) noexcept:
     while bufs.count > 0:
         bufs.count -= 1
@@ -642,7 +788,6 @@ def _grad_image(grads, boxes, box_ind, int box_ind_dtype, image_size, out,
         p_boxes = <const float*>_view(&bufs, boxes, False)
         p_index = _view(&bufs, box_ind, False)
         p_out = _view(&bufs, out, True)
-        _check_out_apart(&bufs)
         with nogil:
             status = cg_crop_and_resize_grad_image(
                 p_grads, g, p_boxes, p_index, box_ind_dtype, s, p_out,
@@ -674,7 +819,6 @@ def _crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
         p_boxes = <const float*>_view(&bufs, boxes, False)
         p_index = _view(&bufs, box_ind, False)
         p_out = <float*>_view(&bufs, out, True)
-        _check_out_apart(&bufs)
         with nogil:
             status = cg_crop_and_resize(
                 p_image, image_dtype, s, p_boxes, p_index, box_ind_dtype, num_boxes,
@@ -708,7 +852,6 @@ def _grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype
         p_boxes = <const float*>_view(&bufs, boxes, False)
         p_index = _view(&bufs, box_ind, False)
         p_out = <float*>_view(&bufs, out, True)
-        _check_out_apart(&bufs)
         with nogil:
             status = cg_crop_and_resize_grad_boxes(
                 p_grads, g, p_image, image_dtype, s, p_boxes, p_index,
@@ -741,7 +884,6 @@ def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
         p_tangent = <const float*>_view(&bufs, boxes_tangent, False)
         p_index = _view(&bufs, box_ind, False)
         p_out = <float*>_view(&bufs, out, True)
-        _check_out_apart(&bufs)
         with nogil:
             status = cg_crop_and_resize_jvp_boxes(
                 p_image, image_dtype, s, p_boxes, p_tangent, p_index, box_ind_dtype,
@@ -751,6 +893,99 @@ def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
         _release(&bufs)
     if status != CG_OK:
         _raise(&err)
+
+
+# --------------------------------------------------------------------------
+# The way in for C, C++, ctypes, cffi and Numba (docs/capi.md)
+
+# The table C and C++ consumers get through cropgrad/include/cropgrad/capi.h:
+# this struct is that header's cropgrad_api_t, member for member (a minor
+# version only appends members; tests/test_capi.py checks the header's view
+# of every member against function_addresses()).
+ctypedef int (*api_version_fn)() noexcept nogil
+ctypedef int (*default_threads_fn)() noexcept nogil
+ctypedef int (*crop_and_resize_fn)(
+    const void*, int, const int64_t*, const float*, const void*, int, int64_t,
+    int64_t, int64_t, int, float, int, float*, int, int, cg_error*) noexcept nogil
+ctypedef int (*grad_image_fn)(
+    const float*, const int64_t*, const float*, const void*, int, const int64_t*,
+    void*, int, int, int, int, int, cg_error*) noexcept nogil
+ctypedef int (*grad_boxes_fn)(
+    const float*, const int64_t*, const void*, int, const int64_t*, const float*,
+    const void*, int, float*, int, int, int, int, cg_error*) noexcept nogil
+
+ctypedef int (*jvp_boxes_fn)(
+    const void*, int, const int64_t*, const float*, const float*, const void*, int,
+    int64_t, int64_t, int64_t, int, int, float*, int, int, cg_error*) noexcept nogil
+
+ctypedef struct ApiTable:
+    int version_major
+    int version_minor
+    # 1.0
+    api_version_fn api_version
+    default_threads_fn default_threads
+    crop_and_resize_fn crop_and_resize
+    grad_image_fn crop_and_resize_grad_image
+    grad_boxes_fn crop_and_resize_grad_boxes
+    jvp_boxes_fn crop_and_resize_jvp_boxes
+
+cdef ApiTable TABLE
+TABLE.version_major = CG_API_VERSION_MAJOR
+TABLE.version_minor = CG_API_VERSION_MINOR
+TABLE.api_version = cg_api_version
+TABLE.default_threads = cg_default_threads
+TABLE.crop_and_resize = cg_crop_and_resize
+TABLE.crop_and_resize_grad_image = cg_crop_and_resize_grad_image
+TABLE.crop_and_resize_grad_boxes = cg_crop_and_resize_grad_boxes
+TABLE.crop_and_resize_jvp_boxes = cg_crop_and_resize_jvp_boxes
+
+# The capsule's name is part of the API: capi.h's CROPGRAD_CAPSULE_NAME.
+_C_API = PyCapsule_New(&TABLE, b"cropgrad.capi._C_API", NULL)
+
+
+def api_version():
+    """The C-level API's version of this build, as ``(major, minor)``.
+
+    A consumer built against ``major.minor`` runs with a cropgrad whose
+    version has the same major and a minor at least as high.
+
+    Examples
+    --------
+    >>> import cropgrad.capi
+    >>> major, minor = cropgrad.capi.api_version()
+    >>> major >= 1
+    True
+    """
+    return (CG_API_VERSION_MAJOR, CG_API_VERSION_MINOR)
+
+
+def function_addresses():
+    """The C-level API's functions by name, as integer addresses.
+
+    For ctypes, cffi and Numba, which need a function's address and its C
+    signature (``cropgrad/include/cropgrad/capi.h``, docs/capi.md): e.g.
+    ``ctypes.CFUNCTYPE(ctypes.c_int)(function_addresses()["cg_api_version"])``.
+    The addresses stay valid while the process runs (the module is never
+    unloaded).
+
+    Examples
+    --------
+    >>> import ctypes
+    >>> import cropgrad.capi
+    >>> addresses = cropgrad.capi.function_addresses()
+    >>> version = ctypes.CFUNCTYPE(ctypes.c_int)(addresses["cg_api_version"])
+    >>> divmod(version(), 1 << 16) == cropgrad.capi.api_version()
+    True
+    """
+    cdef ApiTable* t = &TABLE
+    return {
+        "cg_api_version": <uintptr_t><void*>t.api_version,
+        "cg_default_threads": <uintptr_t><void*>t.default_threads,
+        "cg_crop_and_resize": <uintptr_t><void*>t.crop_and_resize,
+        "cg_crop_and_resize_grad_image": <uintptr_t><void*>t.crop_and_resize_grad_image,
+        "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>t.crop_and_resize_grad_boxes,
+        "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>t.crop_and_resize_jvp_boxes,
+    }
 
 
 def _build_info():

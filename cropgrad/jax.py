@@ -1,12 +1,36 @@
 """cropgrad for JAX: crop-and-resize and its gradients as XLA custom calls.
 
-The three ops of cropgrad as JAX functions.  They run eagerly and under
-`jax.jit`, `jax.vmap`, `jax.pmap` and `jax.shard_map` on CPU devices, and
-`crop_and_resize` is differentiable in reverse mode with respect to the
-image and the boxes, its backward pass being cropgrad's own gradient
-kernels.  Each op is one XLA FFI call into the compiled kernels
-(``cropgrad._xla``), which read and write XLA's buffers in place: no Python
-callback, no copy, no GIL.
+The three ops of cropgrad as JAX primitives.  They run eagerly and under
+`jax.jit`, `jax.vmap`, `jax.pmap`, `jax.shard_map`, `jax.lax.scan` and
+`jax.checkpoint` on CPU devices.  Each op is one XLA FFI call into the
+compiled kernels (``cropgrad._xla``), which read and write XLA's buffers in
+place: no Python callback, no copy, no GIL.
+
+Derivatives: `crop_and_resize` is differentiable in forward and reverse
+mode with respect to the image (any number of times) and the boxes
+(bilinear; once).  Each op has a forward-mode rule, linear in the tangents,
+and JAX transposes it for reverse mode, the transposes being cropgrad's
+gradient kernels: `jax.grad`, `jax.vjp`, `jax.jvp`, `jax.jacfwd`,
+`jax.jacrev` and `jax.hessian` all work, and no result depends on which
+inputs are differentiated.  What has no kernel raises NotImplementedError:
+a second derivative along the boxes, and forward mode of
+`crop_and_resize_grad_image` along the boxes (reverse mode of it works).
+
+float64 images are read exactly, but the ops compute in float32, as
+TensorFlow does: finite-difference checks need a step float32 rounding
+does not swamp (``jax.test_util.check_grads(..., eps=1e-2)`` for the image,
+on which the ops are linear; ``eps=1e-3`` and tolerance 1e-2 for boxes well
+inside the image).
+
+jax.export: the ops are custom calls, which `jax.export.export` accepts
+when `FFI_TARGETS` are listed as known ones, and the process running the
+exported function must import cropgrad.jax (registering the handlers)::
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in FFI_TARGETS]
+    exported = jax.export.export(jax.jit(f), disabled_checks=checks)(*args)
+    blob = exported.serialize()
+    # elsewhere, after importing cropgrad.jax:
+    jax.export.deserialize(blob).call(*args)
 
 Results are the NumPy API's bits, computed as XLA:CPU computes everything
 else: with flush-to-zero and denormals-are-zero, TensorFlow's arithmetic.
@@ -21,7 +45,8 @@ raises JAX's runtime error (`jax.errors.JaxRuntimeError`; JAX's fast path
 for cached calls raises it as a `ValueError`), whose message is cropgrad's,
 prefixed by the op and the exception the NumPy API would raise, e.g.
 ``cropgrad.jax.crop_and_resize: IndexError: box_ind has values outside
-[0, batch_size) = [0, 2): box_ind[1] = 5``.
+[0, batch_size) = [0, 2): box_ind[1] = 5``.  Under `jax.vmap` the box is
+named by the caller's indices (``box_ind[1, 1] = 2``).
 
 Threads: ``num_threads`` is fixed when the call is traced (it is an
 attribute of the XLA call, like the method).  The default, None, is
@@ -34,7 +59,9 @@ import numpy as np
 
 try:
     import jax
+    import jax.extend.core
     import jax.numpy as jnp
+    from jax.interpreters import ad, batching, mlir
 except ImportError as _exc:  # not installed, or hidden
     raise ImportError(
         "cropgrad.jax needs JAX, which could not be imported: "
@@ -46,6 +73,7 @@ from cropgrad import _xla
 
 __all__ = [
     "DEFAULT_THREADS",
+    "FFI_TARGETS",
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
@@ -80,13 +108,20 @@ _IMAGE_DTYPES = tuple(
         np.float16,
         np.float32,
         np.float64,
+        jnp.bfloat16,
     )
 )
-_TARGETS = {
-    "forward": "cropgrad_crop_and_resize",
-    "grad_image": "cropgrad_crop_and_resize_grad_image",
-    "grad_boxes": "cropgrad_crop_and_resize_grad_boxes",
-}
+# The XLA FFI targets the ops lower to, registered for the CPU platform when
+# cropgrad.jax is imported.  jax.export refuses custom calls it does not
+# know to be stable unless told otherwise: pass
+# [jax.export.DisabledSafetyCheck.custom_call(t) for t in FFI_TARGETS] as
+# `disabled_checks` (and import cropgrad.jax before calling what it made).
+FFI_TARGETS = (
+    "cropgrad_crop_and_resize",
+    "cropgrad_crop_and_resize_grad_image",
+    "cropgrad_crop_and_resize_grad_boxes",
+    "cropgrad_crop_and_resize_jvp_boxes",
+)
 
 
 # --------------------------------------------------------------------------
@@ -220,7 +255,7 @@ def _image(image, layout):
     if image.dtype not in _IMAGE_DTYPES:
         raise TypeError(
             "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
+            f"bfloat16, float32 or float64, got {image.dtype}"
         )
     if image.ndim != 4:
         raise ValueError(f"image must be 4-D {_ORDER[layout]}, got shape {image.shape}")
@@ -277,6 +312,215 @@ def _boxes_and_index(boxes, box_ind, grads=None):
 
 
 # --------------------------------------------------------------------------
+# The ops as JAX primitives
+#
+# Each op is a primitive lowered to one FFI call.  Derivatives are defined
+# in forward mode only: a JVP rule gives the tangent of each op as other ops
+# of this module applied to the tangents, linearly, and each of those has a
+# transpose rule.  JAX derives reverse mode (grad, vjp, scan, checkpoint)
+# by transposing that linear part, so no rule depends on which inputs are
+# being differentiated: what a trace computes is the same for every pattern
+# of differentiated inputs, in any order of calls.
+#
+# The linear maps and their transposes (<, > the dot product; b the boxes,
+# t a boxes tangent, c a crops-shaped array):
+#
+#   crop(x, b) with extrapolation 0, in x   <->  grad_image(c, b), in c
+#   jvp_boxes(x, b, t), in t                <->  grad_boxes(c, x, b), in c
+#   jvp_boxes(x, b, t), in x                <->  grad_image_jvp_boxes(c, b, t)
+#   grad_image_jvp_boxes(c, b, t), in t     <->  grad_boxes(c, x, b), in x
+#
+# the last two following from <x, d/db grad_image(c, b) t> =
+# <c, jvp_boxes(x, b, t)> = <grad_boxes(c, x, b), t>.  grad_image_jvp_boxes
+# (the boxes derivative of the image gradient) has no kernel: it is only
+# ever transposed, in reverse mode; evaluating it (forward mode through
+# crop_and_resize_grad_image along the boxes) raises NotImplementedError.
+#
+# Under vmap the mapped axis is folded into the op's own batch (more images,
+# more boxes): one FFI call.  The `fold` parameter records each fold,
+# (size, whether box_ind was shifted), outermost first, for the kernel's
+# messages to name the caller's indices.
+#
+# Under shard_map, JAX types arrays by the mesh axes they vary over, and an
+# op needs its operands all of one such type: `_bind` casts those that vary
+# over fewer axes (say, boxes closed over) to vary like the others.  The
+# cast is JAX's own op, whose transpose sums the cotangent over those axes.
+
+_BILINEAR = _v.METHOD_CODES["bilinear"]
+
+
+def _varying_axes(x):
+    return jax.typeof(x).mat.varying
+
+
+def _bind(prim, *operands, **params):
+    axes = frozenset().union(*(_varying_axes(x) for x in operands))
+    if axes:
+        operands = [
+            x
+            if _varying_axes(x) == axes
+            else jax.lax.pcast(x, tuple(axes - _varying_axes(x)), to="varying")
+            for x in operands
+        ]
+    return prim.bind(*operands, **params)
+
+
+def _crop(image, boxes, box_ind, *, crop_size, method, extrapolation, **common):
+    return _bind(
+        _crop_p,
+        image,
+        boxes,
+        box_ind,
+        crop_size=crop_size,
+        method=method,
+        extrapolation=extrapolation,
+        **common,
+    )
+
+
+def _grad_image(grads, boxes, box_ind, *, image_shape, dtype, method, **common):
+    return _bind(
+        _grad_image_p,
+        grads,
+        boxes,
+        box_ind,
+        image_shape=image_shape,
+        dtype=dtype,
+        method=method,
+        **common,
+    )
+
+
+def _grad_boxes(grads, image, boxes, box_ind, **common):
+    return _bind(_grad_boxes_p, grads, image, boxes, box_ind, **common)
+
+
+def _jvp_boxes(image, boxes, box_ind, tangent, *, crop_size, **common):
+    return _bind(
+        _jvp_boxes_p, image, boxes, box_ind, tangent, crop_size=crop_size, **common
+    )
+
+
+def _grad_image_jvp_boxes(grads, boxes, box_ind, tangent, *, image_shape, dtype, **c):
+    return _bind(
+        _grad_image_jvp_boxes_p,
+        grads,
+        boxes,
+        box_ind,
+        tangent,
+        image_shape=image_shape,
+        dtype=dtype,
+        **c,
+    )
+
+
+def _common(params):
+    """The parameters every op has: layout, threads, fold."""
+    return {k: params[k] for k in ("layout", "threads", "fold")}
+
+
+# --------------------------------------------------------------------------
+# Abstract evaluation, lowering, eager evaluation
+
+
+def _aval(prim, shape, dtype, operands):
+    """The result's abstract value: `shape`, `dtype`, varying like the operands."""
+    # `_bind` made the operands vary over the same mesh axes.
+    mat = operands[0].mat
+    if mat.empty:
+        return jax.core.ShapedArray(shape, dtype)
+    sharding = jax.sharding.NamedSharding(
+        operands[0].sharding.mesh, jax.sharding.PartitionSpec()
+    )
+    return jax.core.ShapedArray(shape, dtype, sharding=sharding, manual_axis_type=mat)
+
+
+def _crops_shape(image_shape, num_boxes, crop_size, layout):
+    depth = _dims(image_shape, layout)[3]
+    return _shape(num_boxes, *crop_size, depth, layout)
+
+
+def _crop_shape_rule(image, boxes, box_ind, *, crop_size, layout, **_):
+    return _crops_shape(image.shape, boxes.shape[0], crop_size, layout), jnp.float32
+
+
+def _grad_image_shape_rule(grads, *_, image_shape, dtype, **__):
+    return image_shape, dtype
+
+
+def _grad_boxes_shape_rule(grads, image, boxes, box_ind, **_):
+    return (boxes.shape[0], 4), jnp.float32
+
+
+def _jvp_boxes_shape_rule(image, boxes, box_ind, tangent, *, crop_size, layout, **_):
+    return _crops_shape(image.shape, boxes.shape[0], crop_size, layout), jnp.float32
+
+
+def _attributes(*, layout, threads, fold, method=_BILINEAR, extrapolation=None, **_):
+    """The XLA call's attributes from an op's parameters."""
+    attrs = dict(
+        method=np.int32(method),
+        layout=np.int32(layout),
+        num_threads=np.int32(threads),
+    )
+    if extrapolation is not None:
+        attrs["extrapolation_value"] = np.float32(extrapolation)
+    if fold:
+        # For messages: the caller's shape of box_ind's leading axes, and
+        # by how many times the batch grew.
+        attrs["fold_shape"] = np.array([n for n, _ in fold], np.int64)
+        attrs["fold_images"] = np.int64(np.prod([n for n, s in fold if s]))
+    return attrs
+
+
+@functools.cache
+def _compiled(prim, params):
+    params = dict(params)
+    return jax.jit(lambda *operands: prim.bind(*operands, **params))
+
+
+def _primitive(name, target, shape_rule, roles):
+    """A primitive lowered to FFI `target`, or refusing to lower if None.
+
+    `roles` names each operand's part in folding a vmapped axis: "image"
+    (its batch grows), "boxes" (more boxes), "index" (box_ind).
+    """
+    prim = jax.extend.core.Primitive(name)
+    prim.def_impl(
+        lambda *operands, **params: _compiled(prim, tuple(sorted(params.items())))(
+            *operands
+        )
+    )
+    prim.def_abstract_eval(
+        lambda *operands, **params: _aval(
+            prim, *shape_rule(*operands, **params), operands
+        )
+    )
+    if target is None:
+
+        def lower(ctx, *operands, **params):
+            raise NotImplementedError(_NO_KERNEL)
+    else:
+        rule = jax.ffi.ffi_lowering(target)
+
+        def lower(ctx, *operands, **params):
+            return rule(ctx, *operands, **_attributes(**params))
+
+    mlir.register_lowering(prim, lower, platform="cpu")
+    batching.primitive_batchers[prim] = functools.partial(_batch, prim, roles)
+    return prim
+
+
+_NO_KERNEL = (
+    "cropgrad.jax has no kernel for the derivative of crop_and_resize_grad_image "
+    "with respect to the boxes: forward-mode differentiation of "
+    "crop_and_resize_grad_image along the boxes (and reverse mode of "
+    "crop_and_resize_grad_boxes, or of the boxes JVP, along the image) is not "
+    "supported; reverse mode of crop_and_resize_grad_image along the boxes is"
+)
+
+
+# --------------------------------------------------------------------------
 # vmap: the mapped axis becomes more images and more boxes, in one call
 
 
@@ -286,7 +530,8 @@ def _fold_index(box_ind, n, batch):
     An index outside ``[0, batch)`` must stay outside the folded batch, so
     that the kernel still refuses it rather than reading another problem's
     image: negative values are kept, values past the end pushed past the
-    folded end.
+    folded end (by ``(n - 1) * batch``, which the kernel's message takes
+    back off to name the caller's value).
     """
     offset = (jnp.arange(n, dtype=box_ind.dtype) * batch)[:, None]
     valid = (box_ind >= 0) & (box_ind < batch)
@@ -294,234 +539,322 @@ def _fold_index(box_ind, n, batch):
     return jnp.where(valid, box_ind + offset, past_end)
 
 
-def _broadcast(x, batched, n):
-    return x if batched else jnp.broadcast_to(x, (n, *x.shape))
-
-
-def _fold_boxes(n, in_batched, image, boxes, box_ind):
-    """Fold the mapped axis of (image, boxes, box_ind) into one problem.
-
-    Returns the image (the mapped images one after another, or the shared
-    image), the boxes of every problem one after another, and their indices
-    into that image.
-    """
-    image_batched, boxes_batched, index_batched = in_batched
-    boxes = _broadcast(boxes, boxes_batched, n)
-    box_ind = _broadcast(box_ind, index_batched, n)
-    if image_batched:
-        box_ind = _fold_index(box_ind, n, image.shape[1])
-        image = image.reshape(n * image.shape[1], *image.shape[2:])
-    return image, boxes.reshape(-1, 4), box_ind.reshape(-1)
-
-
 def _unfold(out, n):
     return out.reshape(n, out.shape[0] // n if n else 0, *out.shape[1:])
 
 
-# --------------------------------------------------------------------------
-# The ops, one per set of static attributes: an FFI call with a vmap rule,
-# inside a custom_vjp, inside jit (so that eager calls are compiled once).
-
-
-def _attributes(method, layout, threads, **more):
-    return dict(
-        method=np.int32(method),
-        layout=np.int32(layout),
-        num_threads=np.int32(threads),
-        **more,
+def _batch(prim, roles, operands, dims, **params):
+    (n,) = {x.shape[d] for x, d in zip(operands, dims) if d is not None}
+    out_image = "image_shape" in params
+    image_batched = any(
+        d is not None for role, d in zip(roles, dims) if role == "image"
     )
-
-
-def _ffi_call(op, shape, dtype, operands, attrs):
-    """One XLA call of handler `op`, returning an array of `shape`, `dtype`.
-
-    Inside `jax.shard_map`, JAX types arrays by the mesh axes they vary
-    over, and an FFI call needs all its operands, and declares its result,
-    of one such type: operands that vary over fewer axes (say, boxes closed
-    over) are cast to vary like the others, as every device reads its own
-    copy anyway.
-    """
-    result = jax.ShapeDtypeStruct(shape, dtype)
-    axes = frozenset().union(*(_varying_axes(x) for x in operands))
-    if axes:
-        operands = [
-            x
-            if _varying_axes(x) == axes
-            else jax.lax.pcast(x, tuple(axes - _varying_axes(x)), to="varying")
-            for x in operands
-        ]
-        mesh = jax.typeof(operands[0]).sharding.mesh
-        result = jax.ShapeDtypeStruct(
-            shape,
-            dtype,
-            sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()),
-            manual_axis_type=jax.typeof(operands[0]).mat,
-        )
-    # vmap never reaches the call itself (the op's own rule folds the
-    # mapped axis first); "sequential" only names a correct fallback.
-    return jax.ffi.ffi_call(_TARGETS[op], result, vmap_method="sequential")(
-        *operands, **attrs
-    )
-
-
-def _varying_axes(x):
-    return jax.typeof(x).mat.varying
-
-
-@functools.cache
-def _forward(crop_size, method, extrapolation, layout, threads):
-    crop_h, crop_w = crop_size
-    attrs = _attributes(
-        method, layout, threads, extrapolation_value=np.float32(extrapolation)
-    )
-
-    @jax.custom_batching.custom_vmap
-    def call(image, boxes, box_ind):
-        depth = _dims(image.shape, layout)[3]
-        shape = _shape(boxes.shape[0], crop_h, crop_w, depth, layout)
-        return _ffi_call("forward", shape, jnp.float32, (image, boxes, box_ind), attrs)
-
-    @call.def_vmap
-    def _(n, in_batched, image, boxes, box_ind):
-        out = call(*_fold_boxes(n, in_batched, image, boxes, box_ind))
-        return _unfold(out, n), True
-
-    @jax.custom_vjp
-    def op(image, boxes, box_ind):
-        return call(image, boxes, box_ind)
-
-    def fwd(image, boxes, box_ind):
-        # Which gradients are needed, as residual keys (a residual must be
-        # an array or a pytree of them).
-        wanted = {}
-        if image.perturbed and jnp.issubdtype(image.value.dtype, jnp.floating):
-            wanted["image"] = None
-        if boxes.perturbed and method == _v.METHOD_CODES["bilinear"]:
-            wanted["boxes"] = None
-        res = (image.value, boxes.value, box_ind.value, wanted)
-        # `op`, not `call`: differentiating this rule (a second derivative)
-        # must differentiate the op through its own rule again.
-        return op(image.value, boxes.value, box_ind.value), res
-
-    def bwd(res, g):
-        image, boxes, box_ind, wanted = res
-        if isinstance(g, jax.custom_derivatives.SymbolicZero):
-            return None, None, None
-        d_image = d_boxes = None
-        if "image" in wanted:
-            d_image = _grad_image(
-                (crop_h, crop_w), image.shape, image.dtype, method, layout, threads
-            )(g, boxes, box_ind)
-        # Nearest sampling is piecewise constant in the boxes: their
-        # gradient is zero wherever it exists (not wanted, so None).
-        if "boxes" in wanted:
-            d_boxes = _grad_boxes(layout, threads)(g, image, boxes, box_ind)
-        return d_image, d_boxes, None
-
-    op.defvjp(fwd, bwd, symbolic_zeros=True)
-    return jax.jit(op)
-
-
-@functools.cache
-def _grad_image_call(image_shape, dtype, method, layout, threads):
-    batch = image_shape[0]
-    attrs = _attributes(method, layout, threads)
-
-    @jax.custom_batching.custom_vmap
-    def call(grads, boxes, box_ind):
-        return _ffi_call(
-            "grad_image", image_shape, dtype, (grads, boxes, box_ind), attrs
-        )
-
-    @call.def_vmap
-    def _(n, in_batched, grads, boxes, box_ind):
+    if out_image:
         # Every problem scatters into an image gradient of its own: fold
         # them into one of n times the batch.
-        grads_batched, boxes_batched, index_batched = in_batched
-        grads = _broadcast(grads, grads_batched, n)
-        boxes = _broadcast(boxes, boxes_batched, n)
-        box_ind = _fold_index(_broadcast(box_ind, index_batched, n), n, batch)
-        folded = _grad_image_call(
-            (n * batch, *image_shape[1:]), dtype, method, layout, threads
+        batch = params["image_shape"][0]
+        params["image_shape"] = (n * batch, *params["image_shape"][1:])
+    shift = out_image or image_batched
+    folded = []
+    for x, d, role in zip(operands, dims, roles):
+        if role == "image":
+            if d is not None:
+                x = jnp.moveaxis(x, d, 0)
+                batch = x.shape[1]
+                x = x.reshape(n * batch, *x.shape[2:])
+            folded.append(x)
+            continue
+        x = batching.bdim_at_front(x, d, n)
+        folded.append(x)
+    for i, role in enumerate(roles):
+        if role == "index" and shift:
+            folded[i] = _fold_index(folded[i], n, batch)
+    folded = [
+        x if role == "image" else x.reshape(n * x.shape[1], *x.shape[2:])
+        for x, role in zip(folded, roles)
+    ]
+    params["fold"] = ((n, shift), *params["fold"])
+    return _unfold(prim.bind(*folded, **params), n), 0
+
+
+# --------------------------------------------------------------------------
+# Derivatives
+
+
+def _nonzero(t):
+    return type(t) is not ad.Zero
+
+
+def _zero_like(x):
+    return ad.Zero(jax.typeof(x).to_tangent_aval())
+
+
+def _boxes_second_derivative(op):
+    return NotImplementedError(
+        f"{op} is not differentiable with respect to the boxes: cropgrad.jax "
+        "differentiates crop_and_resize once with respect to the boxes (the "
+        "sampling's second derivative in the box coordinates has no kernel)"
+    )
+
+
+def _crop_jvp(primals, tangents, **params):
+    image, boxes, box_ind = primals
+    t_image, t_boxes, _ = tangents
+    out = _crop(image, boxes, box_ind, **params)
+    t_out = _zero_like(out)
+    # The op is linear in the image, but for the fill of samples outside
+    # it: the tangent is the op on the image's tangent, filling with 0.
+    if _nonzero(t_image):
+        t_out = _crop(t_image, boxes, box_ind, **{**params, "extrapolation": 0.0})
+    # Nearest sampling is piecewise constant in the boxes: their derivative
+    # is zero wherever it exists.
+    if _nonzero(t_boxes) and params["method"] == _BILINEAR:
+        t_out = ad.add_tangents(
+            t_out,
+            _jvp_boxes(
+                image,
+                boxes,
+                box_ind,
+                t_boxes,
+                crop_size=params["crop_size"],
+                **_common(params),
+            ),
         )
-        out = folded(
-            grads.reshape(-1, *grads.shape[2:]),
-            boxes.reshape(-1, 4),
-            box_ind.reshape(-1),
+    return out, t_out
+
+
+def _grad_image_jvp(primals, tangents, **params):
+    grads, boxes, box_ind = primals
+    t_grads, t_boxes, _ = tangents
+    out = _grad_image(grads, boxes, box_ind, **params)
+    t_out = _zero_like(out)
+    if _nonzero(t_grads):
+        t_out = _grad_image(t_grads, boxes, box_ind, **params)
+    if _nonzero(t_boxes) and params["method"] == _BILINEAR:
+        t_out = ad.add_tangents(
+            t_out,
+            _grad_image_jvp_boxes(
+                grads,
+                boxes,
+                box_ind,
+                t_boxes,
+                image_shape=params["image_shape"],
+                dtype=params["dtype"],
+                **_common(params),
+            ),
         )
-        return _unfold(out, n), True
-
-    return call
+    return out, t_out
 
 
-@functools.cache
-def _grad_image(crop_size, image_shape, dtype, method, layout, threads):
-    call = _grad_image_call(image_shape, dtype, method, layout, threads)
-
-    @jax.custom_vjp
-    def op(grads, boxes, box_ind):
-        return call(grads, boxes, box_ind)
-
-    def fwd(grads, boxes, box_ind):
-        wanted = {}
-        if grads.perturbed:
-            wanted["grads"] = None
-        if boxes.perturbed and method == _v.METHOD_CODES["bilinear"]:
-            wanted["boxes"] = None
-        res = (grads.value, boxes.value, box_ind.value, wanted)
-        return op(grads.value, boxes.value, box_ind.value), res
-
-    def bwd(res, ct):
-        # The op is linear in grads, and its transpose is the forward op
-        # (gathering where it scattered, zero outside the image).  With
-        # respect to the boxes, <ct, op(g, boxes)> = <g, crop(ct, boxes)>,
-        # whose boxes gradient is the boxes-gradient kernel on image ct.
-        grads, boxes, box_ind, wanted = res
-        if isinstance(ct, jax.custom_derivatives.SymbolicZero):
-            return None, None, None
-        d_grads = d_boxes = None
-        if "grads" in wanted:
-            d_grads = _forward(crop_size, method, 0.0, layout, threads)(
-                ct, boxes, box_ind
-            )
-        if "boxes" in wanted:
-            d_boxes = _grad_boxes(layout, threads)(grads, ct, boxes, box_ind)
-        return d_grads, d_boxes, None
-
-    op.defvjp(fwd, bwd, symbolic_zeros=True)
-    return jax.jit(op)
-
-
-@functools.cache
-def _grad_boxes(layout, threads):
-    attrs = _attributes(_v.METHOD_CODES["bilinear"], layout, threads)
-
-    @jax.custom_batching.custom_vmap
-    def call(grads, image, boxes, box_ind):
-        shape = (boxes.shape[0], 4)
-        operands = (grads, image, boxes, box_ind)
-        return _ffi_call("grad_boxes", shape, jnp.float32, operands, attrs)
-
-    @call.def_vmap
-    def _(n, in_batched, grads, image, boxes, box_ind):
-        grads = _broadcast(grads, in_batched[0], n)
-        image, boxes, box_ind = _fold_boxes(n, in_batched[1:], image, boxes, box_ind)
-        out = call(grads.reshape(-1, *grads.shape[2:]), image, boxes, box_ind)
-        return _unfold(out, n), True
-
-    @jax.custom_vjp
-    def op(grads, image, boxes, box_ind):
-        return call(grads, image, boxes, box_ind)
-
-    def not_differentiable(*args):
-        raise NotImplementedError(
-            "crop_and_resize_grad_boxes is not differentiable: cropgrad.jax "
-            "differentiates crop_and_resize twice only along the image "
-            "(its boxes gradient has no gradient of its own)"
+def _grad_boxes_jvp(primals, tangents, **params):
+    grads, image, boxes, box_ind = primals
+    t_grads, t_image, t_boxes, _ = tangents
+    if _nonzero(t_boxes):
+        raise _boxes_second_derivative("crop_and_resize_grad_boxes")
+    out = _grad_boxes(grads, image, boxes, box_ind, **params)
+    t_out = _zero_like(out)
+    # Bilinear in grads and the image.
+    if _nonzero(t_grads):
+        t_out = _grad_boxes(t_grads, image, boxes, box_ind, **params)
+    if _nonzero(t_image):
+        t_out = ad.add_tangents(
+            t_out, _grad_boxes(grads, t_image, boxes, box_ind, **params)
         )
+    return out, t_out
 
-    op.defvjp(not_differentiable, not_differentiable)
-    return jax.jit(op)
+
+def _jvp_boxes_jvp(primals, tangents, **params):
+    image, boxes, box_ind, tangent = primals
+    t_image, t_boxes, _, t_tangent = tangents
+    if _nonzero(t_boxes):
+        raise _boxes_second_derivative("the boxes derivative of crop_and_resize")
+    out = _jvp_boxes(image, boxes, box_ind, tangent, **params)
+    t_out = _zero_like(out)
+    if _nonzero(t_image):
+        t_out = _jvp_boxes(t_image, boxes, box_ind, tangent, **params)
+    if _nonzero(t_tangent):
+        t_out = ad.add_tangents(
+            t_out, _jvp_boxes(image, boxes, box_ind, t_tangent, **params)
+        )
+    return out, t_out
+
+
+def _grad_image_jvp_boxes_jvp(primals, tangents, **params):
+    grads, boxes, box_ind, tangent = primals
+    t_grads, t_boxes, _, t_tangent = tangents
+    if _nonzero(t_boxes):
+        raise _boxes_second_derivative("crop_and_resize_grad_image")
+    out = _grad_image_jvp_boxes(grads, boxes, box_ind, tangent, **params)
+    t_out = _zero_like(out)
+    if _nonzero(t_grads):
+        t_out = _grad_image_jvp_boxes(t_grads, boxes, box_ind, tangent, **params)
+    if _nonzero(t_tangent):
+        t_out = ad.add_tangents(
+            t_out, _grad_image_jvp_boxes(grads, boxes, box_ind, t_tangent, **params)
+        )
+    return out, t_out
+
+
+def _undefined(*xs):
+    return tuple(ad.is_undefined_primal(x) for x in xs)
+
+
+def _not_linear(op, which):
+    return ValueError(f"{op} is not linear in {which}: JAX asked to transpose it there")
+
+
+def _crop_size_of(grads, layout):
+    return tuple(_dims(grads.aval.shape, layout)[1:3])
+
+
+def _crop_transpose(ct, image, boxes, box_ind, **params):
+    if _undefined(image, boxes, box_ind) != (True, False, False):
+        raise _not_linear("crop_and_resize", "the boxes")
+    if params["extrapolation"] != 0:
+        raise _not_linear(
+            "crop_and_resize with a nonzero extrapolation_value", "the image"
+        )
+    if not _nonzero(ct):
+        return None, None, None
+    d_image = _grad_image(
+        ct,
+        boxes,
+        box_ind,
+        image_shape=image.aval.shape,
+        dtype=image.aval.dtype,
+        method=params["method"],
+        **_common(params),
+    )
+    return d_image, None, None
+
+
+def _grad_image_transpose(ct, grads, boxes, box_ind, **params):
+    if _undefined(grads, boxes, box_ind) != (True, False, False):
+        raise _not_linear("crop_and_resize_grad_image", "the boxes")
+    if not _nonzero(ct):
+        return None, None, None
+    d_grads = _crop(
+        ct,
+        boxes,
+        box_ind,
+        crop_size=_crop_size_of(grads, params["layout"]),
+        method=params["method"],
+        extrapolation=0.0,
+        **_common(params),
+    )
+    return d_grads, None, None
+
+
+def _grad_boxes_transpose(ct, grads, image, boxes, box_ind, **params):
+    linear = _undefined(grads, image, boxes, box_ind)
+    if linear not in ((True, False, False, False), (False, True, False, False)):
+        raise _not_linear("crop_and_resize_grad_boxes", "the boxes")
+    if not _nonzero(ct):
+        return None, None, None, None
+    if linear[0]:
+        crop_size = _crop_size_of(grads, params["layout"])
+        d_grads = _jvp_boxes(image, boxes, box_ind, ct, crop_size=crop_size, **params)
+        return d_grads, None, None, None
+    d_image = _grad_image_jvp_boxes(
+        grads,
+        boxes,
+        box_ind,
+        ct,
+        image_shape=image.aval.shape,
+        dtype=image.aval.dtype,
+        **params,
+    )
+    return None, d_image, None, None
+
+
+def _jvp_boxes_transpose(ct, image, boxes, box_ind, tangent, **params):
+    linear = _undefined(image, boxes, box_ind, tangent)
+    if linear not in ((False, False, False, True), (True, False, False, False)):
+        raise _not_linear("the boxes derivative of crop_and_resize", "the boxes")
+    if not _nonzero(ct):
+        return None, None, None, None
+    if linear[3]:
+        return (
+            None,
+            None,
+            None,
+            _grad_boxes(ct, image, boxes, box_ind, **_common(params)),
+        )
+    d_image = _grad_image_jvp_boxes(
+        ct,
+        boxes,
+        box_ind,
+        tangent,
+        image_shape=image.aval.shape,
+        dtype=image.aval.dtype,
+        **_common(params),
+    )
+    return d_image, None, None, None
+
+
+def _grad_image_jvp_boxes_transpose(ct, grads, boxes, box_ind, tangent, **params):
+    linear = _undefined(grads, boxes, box_ind, tangent)
+    if linear not in ((True, False, False, False), (False, False, False, True)):
+        raise _not_linear(
+            "the boxes derivative of crop_and_resize_grad_image", "the boxes"
+        )
+    if not _nonzero(ct):
+        return None, None, None, None
+    if linear[0]:
+        crop_size = _crop_size_of(grads, params["layout"])
+        d_grads = _jvp_boxes(
+            ct, boxes, box_ind, tangent, crop_size=crop_size, **_common(params)
+        )
+        return d_grads, None, None, None
+    return None, None, None, _grad_boxes(grads, ct, boxes, box_ind, **_common(params))
+
+
+_crop_p = _primitive(
+    "cropgrad_crop_and_resize",
+    "cropgrad_crop_and_resize",
+    _crop_shape_rule,
+    ("image", "boxes", "index"),
+)
+_grad_image_p = _primitive(
+    "cropgrad_crop_and_resize_grad_image",
+    "cropgrad_crop_and_resize_grad_image",
+    _grad_image_shape_rule,
+    ("boxes", "boxes", "index"),
+)
+_grad_boxes_p = _primitive(
+    "cropgrad_crop_and_resize_grad_boxes",
+    "cropgrad_crop_and_resize_grad_boxes",
+    _grad_boxes_shape_rule,
+    ("boxes", "image", "boxes", "index"),
+)
+_jvp_boxes_p = _primitive(
+    "cropgrad_crop_and_resize_jvp_boxes",
+    "cropgrad_crop_and_resize_jvp_boxes",
+    _jvp_boxes_shape_rule,
+    ("image", "boxes", "index", "boxes"),
+)
+_grad_image_jvp_boxes_p = _primitive(
+    "cropgrad_crop_and_resize_grad_image_jvp_boxes",
+    None,
+    lambda grads, boxes, box_ind, tangent, **params: _grad_image_shape_rule(
+        grads, **params
+    ),
+    ("boxes", "boxes", "index", "boxes"),
+)
+for _prim, _jvp, _transpose in (
+    (_crop_p, _crop_jvp, _crop_transpose),
+    (_grad_image_p, _grad_image_jvp, _grad_image_transpose),
+    (_grad_boxes_p, _grad_boxes_jvp, _grad_boxes_transpose),
+    (_jvp_boxes_p, _jvp_boxes_jvp, _jvp_boxes_transpose),
+    (
+        _grad_image_jvp_boxes_p,
+        _grad_image_jvp_boxes_jvp,
+        _grad_image_jvp_boxes_transpose,
+    ),
+):
+    ad.primitive_jvps[_prim] = _jvp
+    ad.primitive_transposes[_prim] = _transpose
+del _prim, _jvp, _transpose
 
 
 # --------------------------------------------------------------------------
@@ -543,15 +876,17 @@ def crop_and_resize(
 
     TensorFlow's ``CropAndResize`` as an XLA custom call; the same bits as
     `cropgrad.crop_and_resize` (with ``flush_denormals=True``, XLA:CPU's
-    arithmetic).  Differentiable in reverse mode with respect to `image`
-    (floating dtypes; any number of times) and `boxes` (bilinear; once).
+    arithmetic).  Differentiable in forward and reverse mode with respect to
+    `image` (floating dtypes; any number of times: the image tangent is the
+    op on it with ``extrapolation_value=0``) and `boxes` (bilinear; once:
+    the tangent is `cropgrad.crop_and_resize_jvp_boxes`).
 
     Parameters
     ----------
     image : array of shape (batch, image_height, image_width, depth)
-        uint8, uint16, int8, int16, int32, int64, float16, float32 or
-        float64 (shape ``(batch, depth, image_height, image_width)`` with
-        ``data_format="NCHW"``).
+        uint8, uint16, int8, int16, int32, int64, float16, bfloat16 (read
+        exactly as float32), float32 or float64 (shape ``(batch, depth,
+        image_height, image_width)`` with ``data_format="NCHW"``).
     boxes : array of shape (num_boxes, 4)
         ``[y1, x1, y2, x2]`` in normalized coordinates, computed in float32
         (other real dtypes are converted); they must be finite.
@@ -615,8 +950,17 @@ def crop_and_resize(
     )
     image = _image(image, layout)
     boxes, box_ind = _boxes_and_index(boxes, box_ind)
-    op = _forward((crop_h, crop_w), method, float(extrapolation), layout, threads)
-    return op(image, boxes, box_ind)
+    return _crop(
+        image,
+        boxes,
+        box_ind,
+        crop_size=(crop_h, crop_w),
+        method=method,
+        extrapolation=float(extrapolation),
+        layout=layout,
+        threads=threads,
+        fold=(),
+    )
 
 
 def crop_and_resize_grad_image(
@@ -635,7 +979,8 @@ def crop_and_resize_grad_image(
     TensorFlow's ``CropAndResizeGradImage`` (deterministic, and the same bits
     as `cropgrad.crop_and_resize_grad_image` with ``flush_denormals=True``).
     It is linear in `grads`, and differentiable with respect to `grads` (its
-    transpose is the forward op) and, bilinear, `boxes`.
+    transpose is the forward op) and, bilinear, in reverse mode, `boxes`
+    (forward mode along the boxes has no kernel: NotImplementedError).
 
     Parameters
     ----------
@@ -648,9 +993,10 @@ def crop_and_resize_grad_image(
         Image of each box, in ``[0, batch)``.
     image_shape : sequence of 4 ints
         The output's shape, in the layout's order; static.
-    dtype : {float32, float16, float64}, default float32
+    dtype : {float32, float16, bfloat16, float64}, default float32
         Output dtype (float64 needs ``jax_enable_x64``, otherwise JAX makes
-        it float32); float16 accumulates in float32 and is rounded once.
+        it float32); float16 and bfloat16 accumulate in float32 and are
+        rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
     data_format : {"NHWC", "NCHW"}, default "NHWC"
     num_threads : int, optional
@@ -698,8 +1044,17 @@ def crop_and_resize_grad_image(
             f"image_shape and grads are incompatible: image depth is {depth} but "
             f"grads depth is {grads_depth}"
         )
-    op = _grad_image((crop_h, crop_w), shape, out_dtype, method, layout, threads)
-    return op(grads, boxes, box_ind)
+    return _grad_image(
+        grads,
+        boxes,
+        box_ind,
+        image_shape=shape,
+        dtype=np.dtype(out_dtype),
+        method=method,
+        layout=layout,
+        threads=threads,
+        fold=(),
+    )
 
 
 def crop_and_resize_grad_boxes(
@@ -716,7 +1071,9 @@ def crop_and_resize_grad_boxes(
 
     TensorFlow's ``CropAndResizeGradBoxes`` (bilinear only, as there); the
     same bits as `cropgrad.crop_and_resize_grad_boxes` with
-    ``flush_denormals=True``.  Not differentiable itself.
+    ``flush_denormals=True``.  Linear in `grads` (its transpose is the boxes
+    JVP) and in `image` (forward mode only: reverse mode along the image has
+    no kernel); not differentiable with respect to `boxes`.
 
     Parameters
     ----------
@@ -760,4 +1117,6 @@ def crop_and_resize_grad_boxes(
             "image and grads must have the same depth, got "
             f"{_dims(image.shape, layout)[3]} and {_dims(grads.shape, layout)[3]}"
         )
-    return _grad_boxes(layout, threads)(grads, image, boxes, box_ind)
+    return _grad_boxes(
+        grads, image, boxes, box_ind, layout=layout, threads=threads, fold=()
+    )

@@ -5,12 +5,14 @@ import numpy.typing as npt
 
 __all__ = [
     "DEFAULT_THREADS",
+    "FFI_TARGETS",
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
 ]
 
 DEFAULT_THREADS: int
+FFI_TARGETS: tuple[str, ...]
 
 _Method = Literal["bilinear", "nearest"]
 _Format = Literal["NHWC", "NCHW"]

@@ -11,19 +11,42 @@
 names compute, bit for bit, on CPU tensors.  They are the custom operators
 ``torch.ops.cropgrad.crop_and_resize``,
 ``torch.ops.cropgrad.crop_and_resize_grad_image`` and
-``torch.ops.cropgrad.crop_and_resize_grad_boxes``, with fake-tensor
-implementations (shapes and dtypes without computing) and autograd
-formulas, so they work with ``torch.compile(fullgraph=True)``:
+``torch.ops.cropgrad.crop_and_resize_grad_boxes`` (with the Python
+functions' defaults in their schemas), plus
+``torch.ops.cropgrad.crop_and_resize_jvp_boxes``, the forward-mode
+derivative in the boxes (`cropgrad.crop_and_resize_jvp_boxes`).  They have
+fake implementations (shapes and dtypes without computing, which meta
+tensors get too), so they work with ``torch.compile(fullgraph=True)`` and
+``torch.export``.
 
-- `crop_and_resize` is differentiable with respect to the image (floating
-  dtypes; its gradient is `crop_and_resize_grad_image`) and the boxes (its
-  gradient is `crop_and_resize_grad_boxes`; nearest sampling is piecewise
-  constant in the boxes, so there the boxes gradient is zero);
-- `crop_and_resize_grad_image` is linear in its ``grads``, and its gradient
-  with respect to them is `crop_and_resize` of the incoming gradient (so a
-  second derivative with respect to the image works);
-- every other derivative (of the image gradient with respect to the boxes,
-  of the boxes gradient) raises ``NotImplementedError`` when it is needed.
+Derivatives, in reverse mode (autograd, ``torch.func.grad``, ``vjp``,
+``jacrev``) and forward mode (``torch.func.jvp``, ``jacfwd``,
+``torch.autograd.forward_ad``), composed with ``torch.func.vmap`` (whose
+mapped axis is folded into one call: more images and more boxes):
+
+- `crop_and_resize`, with respect to the image (floating dtypes; linear)
+  and the boxes (bilinear sampling; nearest sampling is piecewise constant
+  in the boxes, so there the derivative is zero);
+- `crop_and_resize_grad_image`, with respect to ``grads`` (linear) and, in
+  reverse mode, the boxes;
+- `crop_and_resize_grad_boxes`, with respect to ``grads`` and, in forward
+  mode, the image (it is linear in both).
+
+The derivatives cropgrad has no kernel for (of the boxes gradient with
+respect to the boxes, in reverse mode to the image; of the image gradient
+with respect to the boxes in forward mode) raise ``NotImplementedError``
+when they are needed; none is ever returned as zeros.  ``torch.func``'s
+transforms go through the Python functions of this module: the
+``torch.ops.cropgrad`` operators raise ``NotImplementedError`` under them
+(they support autograd, ``forward_ad`` and ``vmap`` on their own).  Under
+``vmap``, an error in one problem's data names that problem's indices.
+
+float64: the ops compute in float32, TensorFlow's arithmetic, whatever the
+input dtype.  ``torch.autograd.gradcheck`` at its default ``eps=1e-6``
+therefore fails (the step is lost in the float32 rounding); steps float32
+resolves check the derivatives, e.g. ``gradcheck(fn, inputs, eps=1e-3,
+atol=1e-3, rtol=1e-3)`` with samples farther than a step from a pixel
+boundary (where the op has a kink in the boxes).
 
 Layout: the default ``data_format="NCHW"`` is PyTorch's: images and image
 gradients are ``[batch, depth, height, width]``, crops and grads
@@ -34,14 +57,22 @@ NHWC kernel without a copy (and the result comes back in the same memory
 format); likewise an NHWC-shaped view of NCHW memory goes to the NCHW
 kernel.  Outputs are allocated by PyTorch and written in place.
 
-Only CPU tensors are accepted; a tensor on any other device is a
-``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
+bfloat16 images are read exactly as float32 and the image gradient can be
+bfloat16 (rounded once); both need ``ml_dtypes``.  Under CPU autocast the
+ops run as they do outside it: nothing is cast (they read every image dtype
+exactly and compute in float32), so an autocast bfloat16 feature map is
+read without a float32 copy and the boxes are never rounded below float32;
+results are float32.
+
+Only CPU (and meta) tensors are accepted; a tensor on any other device is
+a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
 
 import numbers
 from collections.abc import Sequence
 
 import cropgrad as _cg
+from cropgrad import _validation as _v
 
 try:
     import torch
@@ -71,10 +102,12 @@ _IMAGE_DTYPES = (
     torch.int32,
     torch.int64,
     torch.float16,
+    torch.bfloat16,
     torch.float32,
     torch.float64,
 )
-_GRAD_DTYPES = (torch.float16, torch.float32, torch.float64)
+_GRAD_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_GRAD_DTYPE_NAMES = "float16, bfloat16, float32 or float64"
 
 
 # --------------------------------------------------------------------------
@@ -88,12 +121,24 @@ def _tensor(value, name):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if value.layout != torch.strided:
         raise TypeError(f"{name} must be a dense (strided) tensor, got {value.layout}")
-    if value.device.type != "cpu":
+    # Meta tensors only reach the fake implementation: shapes and dtypes
+    # without data, as under torch.compile's fake tensors.
+    if value.device.type not in ("cpu", "meta"):
         raise ValueError(
             f"{name} is on {value.device}: cropgrad.torch runs on the CPU only "
             "(move the tensor with .cpu())"
         )
     return value
+
+
+def _one_device(**tensors):
+    """Check that the tensors are all on the CPU or all meta tensors."""
+    devices = {t.device.type for t in tensors.values()}
+    if len(devices) > 1:
+        where = ", ".join(f"{name} on {t.device}" for name, t in tensors.items())
+        raise ValueError(
+            f"the tensors must all be on the CPU or all be meta tensors, got {where}"
+        )
 
 
 def _real(value, name):
@@ -131,7 +176,7 @@ def _image(image, layout, name="image"):
     if image.dtype not in _IMAGE_DTYPES:
         raise TypeError(
             f"{name} must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64, got {image.dtype}"
+            f"bfloat16, float32 or float64, got {image.dtype}"
         )
     if image.dim() != 4:
         raise ValueError(
@@ -261,18 +306,29 @@ def _in_layout(t, layout, physical):
     return t.contiguous()
 
 
-def _empty(shape, dtype, layout, physical):
+def _empty(shape, dtype, layout, physical, device="cpu"):
     """A new tensor of `shape` (in `layout`) whose memory is in `physical`."""
     if physical == layout:
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(shape, dtype=dtype, device=device)
     order = _TO_OTHER[layout]
     inverse = _TO_OTHER[physical]
-    return torch.empty([shape[i] for i in order], dtype=dtype).permute(inverse)
+    shape = [shape[i] for i in order]
+    return torch.empty(shape, dtype=dtype, device=device).permute(inverse)
 
 
 def _numpy(t):
     """A NumPy view of `t` (no copy): autograd's bookkeeping set aside."""
-    return t.detach().resolve_neg().numpy()
+    t = t.detach().resolve_neg()
+    if t.dtype == torch.bfloat16:
+        # NumPy has no bfloat16 of its own: the bits, as ml_dtypes' type.
+        bfloat16 = _v.bfloat16_dtype()
+        if bfloat16 is None:
+            raise TypeError(
+                "a bfloat16 tensor needs ml_dtypes, which is not installed "
+                "(pip install ml_dtypes)"
+            )
+        return t.view(torch.uint16).numpy().view(bfloat16)
+    return t.numpy()
 
 
 def _threads(num_threads):
@@ -296,7 +352,9 @@ def _flag(value, name):
 
 
 # --------------------------------------------------------------------------
-# The forward op
+# Metadata plans: shared by the fake and the real implementations (so that
+# a bad call fails alike under torch.compile, while tracing, and eagerly)
+# and by the vmap rules (which check the caller's per-problem shapes).
 
 
 def _forward_plan(image, boxes, box_ind, crop_size, method, data_format):
@@ -305,6 +363,7 @@ def _forward_plan(image, boxes, box_ind, crop_size, method, data_format):
     layout = _choice(data_format, _FORMATS, "data_format")
     depth = _image(image, layout)[0]
     n = _boxes(boxes, box_ind)
+    _one_device(image=image, boxes=boxes, box_ind=box_ind)
     crop_h, crop_w = _crop_size(crop_size)
     if layout == "NCHW":
         shape = [n, depth, crop_h, crop_w]
@@ -313,15 +372,69 @@ def _forward_plan(image, boxes, box_ind, crop_size, method, data_format):
     return shape, _physical(image, layout)
 
 
-@torch.library.custom_op(
-    "cropgrad::crop_and_resize",
-    mutates_args=(),
-    device_types="cpu",
-    schema="(Tensor image, Tensor boxes, Tensor box_ind, SymInt[] crop_size, "
-    "str method, float extrapolation_value, str data_format, int? num_threads, "
-    "bool flush_denormals) -> Tensor",
-)
-def _crop_and_resize_op(
+def _grad_image_plan(grads, boxes, box_ind, image_size, dtype, method, data_format):
+    """Check the image gradient's metadata; return (shape, memory layout)."""
+    _choice(method, _METHODS, "method")
+    layout = _choice(data_format, _FORMATS, "data_format")
+    if dtype not in _GRAD_DTYPES:
+        raise TypeError(f"dtype must be {_GRAD_DTYPE_NAMES}, got {dtype!r}")
+    num, depth = _grads(grads, layout)[:2]
+    _same_count(num, _boxes(boxes, box_ind), grads)
+    _one_device(grads=grads, boxes=boxes, box_ind=box_ind)
+    size = _image_size(image_size, layout)
+    image_depth = size[_dims(layout)[0]]
+    if depth != image_depth:
+        raise ValueError(
+            f"image_size and grads are incompatible: image_size depth is "
+            f"{image_depth} but grads depth is {depth} ({layout})"
+        )
+    return size, _physical(grads, layout)
+
+
+def _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format):
+    """Check the boxes gradient's metadata; return the memory layout to use.
+
+    grads and image are read by one kernel, so in one layout: when their
+    memory layouts differ, the smaller of the two is converted.
+    """
+    _choice(method, ("bilinear",), "method")
+    layout = _choice(data_format, _FORMATS, "data_format")
+    num, depth = _grads(grads, layout)[:2]
+    image_depth = _image(image, layout)[0]
+    _same_count(num, _boxes(boxes, box_ind), grads)
+    _one_device(grads=grads, image=image, boxes=boxes, box_ind=box_ind)
+    if depth != image_depth:
+        raise ValueError(
+            f"image and grads must have the same depth, got {image_depth} and "
+            f"{depth} ({layout})"
+        )
+    from_grads = _physical(grads, layout)
+    from_image = _physical(image, layout)
+    if from_grads == from_image:
+        return from_grads
+    return from_image if grads.numel() <= image.numel() else from_grads
+
+
+def _jvp_boxes_plan(image, boxes, box_ind, boxes_tangent, crop_size, method, layout):
+    """Check the boxes JVP's metadata; return (output shape, memory layout)."""
+    _choice(method, ("bilinear",), "method")
+    shape, physical = _forward_plan(image, boxes, box_ind, crop_size, method, layout)
+    _real(boxes_tangent, "boxes_tangent")
+    if tuple(boxes_tangent.shape) != tuple(boxes.shape):
+        raise ValueError(
+            f"boxes_tangent must have the shape of boxes {tuple(boxes.shape)}, "
+            f"got {tuple(boxes_tangent.shape)}"
+        )
+    _one_device(image=image, boxes_tangent=boxes_tangent)
+    return shape, physical
+
+
+# --------------------------------------------------------------------------
+# The CPU kernels: the NumPy API on views of the tensors, writing into
+# tensors PyTorch allocates.
+
+
+def _forward_cpu(
     image,
     boxes,
     box_ind,
@@ -351,8 +464,7 @@ def _crop_and_resize_op(
     return crops
 
 
-@_crop_and_resize_op.register_fake
-def _(
+def _forward_fake(
     image,
     boxes,
     box_ind,
@@ -366,46 +478,825 @@ def _(
     shape, physical = _forward_plan(
         image, boxes, box_ind, crop_size, method, data_format
     )
-    return _empty(shape, torch.float32, data_format, physical)
+    return _empty(shape, torch.float32, data_format, physical, image.device)
 
 
-def _forward_setup(ctx, inputs, output):
-    image, boxes, box_ind, crop_size, method, _, data_format, threads, flush = inputs
-    # The image is only needed for the boxes gradient.
-    ctx.save_for_backward(image if ctx.needs_input_grad[1] else None, boxes, box_ind)
-    ctx.image_size = list(image.shape)
-    ctx.image_dtype = image.dtype
-    ctx.options = (method, data_format, threads, flush)
+def _grad_image_cpu(
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
+    size, physical = _grad_image_plan(
+        grads, boxes, box_ind, image_size, dtype, method, data_format
+    )
+    result = _empty(size, dtype, data_format, physical)
+    out = _numpy(_in_layout(result, data_format, physical))
+    _cg.crop_and_resize_grad_image(
+        _numpy(_in_layout(grads, data_format, physical)),
+        _numpy(boxes),
+        _numpy(box_ind),
+        list(out.shape),
+        out.dtype,
+        method,
+        out=out,
+        num_threads=num_threads,
+        flush_denormals=flush_denormals,
+        data_format=physical,
+    )
+    return result
 
 
-def _forward_backward(ctx, grad):
-    image, boxes, box_ind = ctx.saved_tensors
-    method, data_format, threads, flush = ctx.options
-    d_image = d_boxes = None
-    if ctx.needs_input_grad[0]:
-        d_image = torch.ops.cropgrad.crop_and_resize_grad_image(
-            grad,
-            boxes,
-            box_ind,
-            ctx.image_size,
-            ctx.image_dtype,
-            method,
-            data_format,
-            threads,
-            flush,
+def _grad_image_fake(
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
+    size, physical = _grad_image_plan(
+        grads, boxes, box_ind, image_size, dtype, method, data_format
+    )
+    return _empty(size, dtype, data_format, physical, grads.device)
+
+
+def _grad_boxes_cpu(
+    grads, image, boxes, box_ind, method, data_format, num_threads, flush_denormals
+):
+    physical = _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
+    result = torch.empty((boxes.shape[0], 4), dtype=torch.float32)
+    _cg.crop_and_resize_grad_boxes(
+        _numpy(_in_layout(grads, data_format, physical)),
+        _numpy(_in_layout(image, data_format, physical)),
+        _numpy(boxes),
+        _numpy(box_ind),
+        method,
+        out=result.numpy(),
+        num_threads=num_threads,
+        flush_denormals=flush_denormals,
+        data_format=physical,
+    )
+    return result
+
+
+def _grad_boxes_fake(
+    grads, image, boxes, box_ind, method, data_format, num_threads, flush_denormals
+):
+    _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
+    return boxes.new_empty((boxes.shape[0], 4), dtype=torch.float32)
+
+
+def _jvp_boxes_cpu(
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
+    shape, physical = _jvp_boxes_plan(
+        image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
+    )
+    result = _empty(shape, torch.float32, data_format, physical)
+    _cg.crop_and_resize_jvp_boxes(
+        _numpy(_in_layout(image, data_format, physical)),
+        _numpy(boxes),
+        _numpy(box_ind),
+        _numpy(boxes_tangent),
+        list(crop_size),
+        method,
+        out=_numpy(_in_layout(result, data_format, physical)),
+        num_threads=num_threads,
+        flush_denormals=flush_denormals,
+        data_format=physical,
+    )
+    return result
+
+
+def _jvp_boxes_fake(
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method,
+    data_format,
+    num_threads,
+    flush_denormals,
+):
+    shape, physical = _jvp_boxes_plan(
+        image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
+    )
+    return _empty(shape, torch.float32, data_format, physical, image.device)
+
+
+# --------------------------------------------------------------------------
+# vmap: the mapped axis folded into one call, as more images and more boxes
+# (as cropgrad.jax folds it).  The caller's per-problem metadata is checked
+# first, and an error in the data (a box_ind value, a non-finite box) is
+# found again in the problem it belongs to, so that messages speak of the
+# caller's indices, not of the folded ones.
+
+
+def _logical(t, dim):
+    """A meta tensor with the shape one problem of `t` has under vmap.
+
+    (The folded call checks the devices.)
+    """
+    shape = [s for i, s in enumerate(t.shape) if i != dim]
+    return torch.empty(shape, dtype=t.dtype, device="meta")
+
+
+def _stacked(t, dim, n):
+    """`t` with the mapped axis first (broadcast when `t` is not mapped)."""
+    if dim is None:
+        return t.expand(n, *t.shape)
+    return t.movedim(dim, 0)
+
+
+def _fold_index(box_ind, n, batch):
+    """Indices [n, num_boxes] of problem k shifted by k * batch, flattened.
+
+    An index outside [0, batch) stays outside the folded batch, so that the
+    kernel still refuses it instead of reading another problem's image:
+    negative values are kept, the others pushed past the folded end.
+    """
+    offset = (torch.arange(n, dtype=box_ind.dtype) * batch)[:, None]
+    valid = (box_ind >= 0) & (box_ind < batch)
+    outside = torch.where(box_ind < 0, box_ind, box_ind + (n - 1) * batch)
+    return torch.where(valid, box_ind + offset, outside).reshape(-1)
+
+
+def _fold_images(n, image, image_dim, box_ind, index_dim):
+    """The images of every problem one after another, and indices into them."""
+    box_ind = _stacked(box_ind, index_dim, n)
+    if image_dim is None:
+        return image, box_ind.reshape(-1)
+    image = _stacked(image, image_dim, n)
+    folded = image.reshape(n * image.shape[1], *image.shape[2:])
+    return folded, _fold_index(box_ind, n, image.shape[1])
+
+
+def _fold(t, dim, n):
+    """`t`'s problems one after another along its first axis."""
+    t = _stacked(t, dim, n)
+    return t.reshape(n * t.shape[1], *t.shape[2:])
+
+
+def _in_problems(call, n, tensors, in_dims, folded, call_one=None):
+    """``call(*folded)``; on an error in the data, the caller's problem's.
+
+    On failure each problem is run alone (only then: the folded call costs
+    nothing more when it succeeds), and the first error found is raised with
+    the problem's index along the mapped axis.
+    """
+    try:
+        return call(*folded)
+    except (ValueError, IndexError):
+        for k in range(n):
+            one = [t if d is None else t.select(d, k) for t, d in zip(tensors, in_dims)]
+            try:
+                (call_one or call)(*one)
+            except (ValueError, IndexError) as exc:
+                raise type(exc)(
+                    f"{exc} (at index {k} of the axis torch.func.vmap maps)"
+                ) from None
+        raise
+
+
+def _forward_vmap(
+    info,
+    in_dims,
+    image,
+    boxes,
+    box_ind,
+    crop_size,
+    method="bilinear",
+    extrapolation_value=0.0,
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    n = info.batch_size
+    image_dim, boxes_dim, index_dim = in_dims[:3]
+    shape, _ = _forward_plan(
+        _logical(image, image_dim),
+        _logical(boxes, boxes_dim),
+        _logical(box_ind, index_dim),
+        crop_size,
+        method,
+        data_format,
+    )
+    options = (crop_size, method, extrapolation_value, data_format)
+    options += (num_threads, flush_denormals)
+
+    def call(image, boxes, box_ind):
+        return torch.ops.cropgrad.crop_and_resize.default(
+            image, boxes, box_ind, *options
         )
-    if ctx.needs_input_grad[1]:
-        if method == "bilinear":
-            d_boxes = torch.ops.cropgrad.crop_and_resize_grad_boxes(
-                grad, image, boxes, box_ind, method, data_format, threads, flush
-            ).to(boxes.dtype)
-        else:
-            # Nearest sampling is piecewise constant in the box coordinates.
-            d_boxes = torch.zeros_like(boxes)
-    return d_image, d_boxes, None, None, None, None, None, None, None
+
+    folded_image, folded_index = _fold_images(n, image, image_dim, box_ind, index_dim)
+    out = _in_problems(
+        call,
+        n,
+        (image, boxes, box_ind),
+        in_dims[:3],
+        (folded_image, _fold(boxes, boxes_dim, n), folded_index),
+    )
+    return out.reshape(n, *shape), 0
 
 
-_crop_and_resize_op.register_autograd(_forward_backward, setup_context=_forward_setup)
+def _grad_image_vmap(
+    info,
+    in_dims,
+    grads,
+    boxes,
+    box_ind,
+    image_size,
+    dtype=torch.float32,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    n = info.batch_size
+    grads_dim, boxes_dim, index_dim = in_dims[:3]
+    size, _ = _grad_image_plan(
+        _logical(grads, grads_dim),
+        _logical(boxes, boxes_dim),
+        _logical(box_ind, index_dim),
+        image_size,
+        dtype,
+        method,
+        data_format,
+    )
+    # Every problem scatters into an image gradient of its own: one of n
+    # times the batch.
+    folded_size = [n * size[0], *size[1:]]
+    options = (method, data_format, num_threads, flush_denormals)
+
+    def call(grads, boxes, box_ind, image_size=folded_size):
+        return torch.ops.cropgrad.crop_and_resize_grad_image.default(
+            grads, boxes, box_ind, image_size, dtype, *options
+        )
+
+    out = _in_problems(
+        call,
+        n,
+        (grads, boxes, box_ind),
+        in_dims[:3],
+        (
+            _fold(grads, grads_dim, n),
+            _fold(boxes, boxes_dim, n),
+            _fold_index(_stacked(box_ind, index_dim, n), n, size[0]),
+        ),
+        lambda *one: call(*one, size),
+    )
+    return out.reshape(n, *size), 0
+
+
+def _grad_boxes_vmap(
+    info,
+    in_dims,
+    grads,
+    image,
+    boxes,
+    box_ind,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    n = info.batch_size
+    _grad_boxes_plan(
+        *(_logical(t, d) for t, d in zip((grads, image, boxes, box_ind), in_dims)),
+        method,
+        data_format,
+    )
+    options = (method, data_format, num_threads, flush_denormals)
+
+    def call(grads, image, boxes, box_ind):
+        return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(
+            grads, image, boxes, box_ind, *options
+        )
+
+    folded_image, folded_index = _fold_images(n, image, in_dims[1], box_ind, in_dims[3])
+    out = _in_problems(
+        call,
+        n,
+        (grads, image, boxes, box_ind),
+        in_dims[:4],
+        (
+            _fold(grads, in_dims[0], n),
+            folded_image,
+            _fold(boxes, in_dims[2], n),
+            folded_index,
+        ),
+    )
+    return out.reshape(n, -1, 4), 0
+
+
+def _jvp_boxes_vmap(
+    info,
+    in_dims,
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method="bilinear",
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    n = info.batch_size
+    tensors = (image, boxes, box_ind, boxes_tangent)
+    shape, _ = _jvp_boxes_plan(
+        *(_logical(t, d) for t, d in zip(tensors, in_dims)),
+        crop_size,
+        method,
+        data_format,
+    )
+    options = (crop_size, method, data_format, num_threads, flush_denormals)
+
+    def call(image, boxes, box_ind, boxes_tangent):
+        return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(
+            image, boxes, box_ind, boxes_tangent, *options
+        )
+
+    folded_image, folded_index = _fold_images(n, image, in_dims[0], box_ind, in_dims[2])
+    out = _in_problems(
+        call,
+        n,
+        tensors,
+        in_dims[:4],
+        (
+            folded_image,
+            _fold(boxes, in_dims[1], n),
+            folded_index,
+            _fold(boxes_tangent, in_dims[3], n),
+        ),
+    )
+    return out.reshape(n, *shape), 0
+
+
+# --------------------------------------------------------------------------
+# Derivatives: one torch.autograd.Function per op, with a backward (reverse
+# mode), a jvp (forward mode) and a vmap rule generated from the ops' own,
+# so that torch.func's transforms compose.  Each rule is made of the ops
+# themselves, through these Functions, so that it can be differentiated in
+# turn.  The derivatives are:
+#
+# - crop_and_resize(image, boxes): linear in the image (its JVP is the op on
+#   the tangent with extrapolation 0, its transpose the image gradient); its
+#   boxes JVP is crop_and_resize_jvp_boxes, whose transpose is the boxes
+#   gradient.
+# - crop_and_resize_grad_image(grads, boxes) = the transpose of the forward
+#   op: linear in grads (JVP: itself on the tangent; transpose: the forward
+#   op); since <ct, grad_image(g, b)> = <g, crop(ct, b)>, its boxes
+#   gradient is grad_boxes(g, ct, b).  Its boxes JVP would need a kernel
+#   cropgrad does not have.
+# - crop_and_resize_grad_boxes(grads, image, boxes): linear in grads and in
+#   the image (JVP: itself on either tangent); its transpose in grads is
+#   crop_and_resize_jvp_boxes.
+# - crop_and_resize_jvp_boxes(image, boxes, tangent): linear in the image
+#   and in the tangent; its transpose in the tangent is the boxes gradient.
+#
+# What is missing (second derivatives in the boxes, the transposes in the
+# image of the last two) raises NotImplementedError when it is needed.
+
+
+def _flows(tangent):
+    """Whether a tangent the jvp rule gets carries anything.
+
+    Forward-mode AD gives a Function zeros for the floating inputs that have
+    no tangent (not None), so a derivative cropgrad lacks is refused only
+    for a tangent that is not all zero.  The values are read below
+    torch.func's wrappers; a tangent mapped by vmap cannot be read and
+    counts as one that flows.
+    """
+    if tangent is None:
+        return False
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(tangent):
+        if functorch.is_batchedtensor(tangent):
+            return True
+        tangent = functorch.get_unwrapped(tangent)
+    return bool(tangent.any())
+
+
+def _missing(op, wrt, mode):
+    return NotImplementedError(
+        f"cropgrad.torch: the {mode} derivative of {op} with respect to {wrt} "
+        "is not implemented (cropgrad has no kernel for it)"
+    )
+
+
+def _apply(name, *args):
+    """The Function of op `name` (eager), or the custom op (being compiled).
+
+    torch.compile and torch.export trace the custom op, whose autograd
+    formula is the Function's own; the Function itself is what torch.func's
+    transforms need (TorchDynamo does not trace a custom jvp).
+    """
+    if torch.compiler.is_compiling():
+        return getattr(torch.ops.cropgrad, name).default(*args)
+    return _call(_OPS[name][-1], *args)
+
+
+class _Shape(tuple):
+    """A crop or image size, which the Functions take as one argument.
+
+    torch.func flattens a Function's arguments as pytrees and, in forward
+    mode under vmap, then pairs its tangents with the leaves: a list of ints
+    would count as several inputs.  A subclass of tuple is a single leaf.
+    """
+
+
+def _call(function, *args):
+    """``function.apply(*args)``, sizes as `_Shape`."""
+    return function.apply(
+        *(_Shape(a) if isinstance(a, (list, tuple)) else a for a in args)
+    )
+
+
+def _op_args(args):
+    """The arguments of a Function as its custom op takes them."""
+    return [list(a) if isinstance(a, _Shape) else a for a in args]
+
+
+class _Forward(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.cropgrad.crop_and_resize.default(*_op_args(args))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        image, boxes, box_ind, crop_size, method, _, layout, threads, flush = inputs
+        ctx.save_for_backward(image, boxes, box_ind)
+        ctx.save_for_forward(image, boxes, box_ind)
+        ctx.image_size = list(image.shape)
+        ctx.image_dtype = image.dtype
+        ctx.crop_size = list(crop_size)
+        ctx.out_shape = list(output.shape)
+        ctx.options = (method, layout, threads, flush)
+
+    @staticmethod
+    def backward(ctx, grad):
+        image, boxes, box_ind = ctx.saved_tensors
+        method, layout, threads, flush = ctx.options
+        d_image = d_boxes = None
+        if ctx.needs_input_grad[0]:
+            d_image = _call(
+                _GradImage,
+                grad,
+                boxes,
+                box_ind,
+                ctx.image_size,
+                ctx.image_dtype,
+                *ctx.options,
+            )
+        if ctx.needs_input_grad[1]:
+            if method == "bilinear":
+                d_boxes = _call(
+                    _GradBoxes, grad, image, boxes, box_ind, *ctx.options
+                ).to(boxes.dtype)
+            else:
+                # Nearest sampling is piecewise constant in the boxes.
+                d_boxes = torch.zeros_like(boxes)
+        return d_image, d_boxes, None, None, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, image_t, boxes_t, *_):
+        image, boxes, box_ind = ctx.saved_tensors
+        method, layout, threads, flush = ctx.options
+        parts = []
+        if image_t is not None:
+            parts.append(
+                _call(
+                    _Forward,
+                    image_t,
+                    boxes,
+                    box_ind,
+                    ctx.crop_size,
+                    method,
+                    0.0,
+                    layout,
+                    threads,
+                    flush,
+                )
+            )
+        if boxes_t is not None and method == "bilinear":
+            parts.append(
+                _call(
+                    _JvpBoxes,
+                    image,
+                    boxes,
+                    box_ind,
+                    boxes_t,
+                    ctx.crop_size,
+                    *ctx.options,
+                )
+            )
+        if not parts:  # nearest sampling, boxes only: piecewise constant
+            return torch.zeros(ctx.out_shape, dtype=torch.float32)
+        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+class _GradImage(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.cropgrad.crop_and_resize_grad_image.default(
+                *_op_args(args)
+            )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        grads, boxes, box_ind, _, _, method, layout, threads, flush = inputs
+        ctx.save_for_backward(grads, boxes, box_ind)
+        ctx.save_for_forward(grads, boxes, box_ind)
+        height, width = _dims(layout)[1:]
+        ctx.crop_size = [grads.shape[height], grads.shape[width]]
+        ctx.grads_dtype = grads.dtype
+        ctx.boxes_dtype = boxes.dtype
+        ctx.forward_args = inputs[3:]
+        ctx.options = (method, layout, threads, flush)
+
+    @staticmethod
+    def backward(ctx, ct):
+        grads, boxes, box_ind = ctx.saved_tensors
+        method, layout, threads, flush = ctx.options
+        d_grads = d_boxes = None
+        if ctx.needs_input_grad[0]:
+            # The transpose samples outside the image as zero.
+            d_grads = _call(
+                _Forward,
+                ct,
+                boxes,
+                box_ind,
+                ctx.crop_size,
+                method,
+                0.0,
+                layout,
+                threads,
+                flush,
+            ).to(ctx.grads_dtype)
+        if ctx.needs_input_grad[1]:
+            if method == "bilinear":
+                d_boxes = _call(_GradBoxes, grads, ct, boxes, box_ind, *ctx.options).to(
+                    ctx.boxes_dtype
+                )
+            else:
+                d_boxes = torch.zeros_like(boxes)
+        return d_grads, d_boxes, None, None, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, grads_t, boxes_t, *_):
+        if ctx.options[0] == "bilinear" and _flows(boxes_t):
+            raise _missing("crop_and_resize_grad_image", "boxes", "forward-mode")
+        grads, boxes, box_ind = ctx.saved_tensors
+        if grads_t is None:
+            return torch.zeros(ctx.forward_args[0], dtype=ctx.forward_args[1])
+        return _call(_GradImage, grads_t, boxes, box_ind, *ctx.forward_args)
+
+
+class _GradBoxes(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(
+                *_op_args(args)
+            )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        grads, image, boxes, box_ind = inputs[:4]
+        ctx.save_for_backward(grads, image, boxes, box_ind)
+        ctx.save_for_forward(grads, image, boxes, box_ind)
+        height, width = _dims(inputs[5])[1:]
+        ctx.crop_size = [grads.shape[height], grads.shape[width]]
+        ctx.grads_dtype = grads.dtype
+        ctx.options = inputs[4:]
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ctx.needs_input_grad[1]:
+            raise _missing("crop_and_resize_grad_boxes", "the image", "reverse-mode")
+        if ctx.needs_input_grad[2]:
+            raise _missing("crop_and_resize_grad_boxes", "boxes", "reverse-mode")
+        grads, image, boxes, box_ind = ctx.saved_tensors
+        d_grads = None
+        if ctx.needs_input_grad[0]:
+            d_grads = _call(
+                _JvpBoxes, image, boxes, box_ind, ct, ctx.crop_size, *ctx.options
+            ).to(ctx.grads_dtype)
+        return d_grads, None, None, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, grads_t, image_t, boxes_t, *_):
+        if _flows(boxes_t):
+            raise _missing("crop_and_resize_grad_boxes", "boxes", "forward-mode")
+        grads, image, boxes, box_ind = ctx.saved_tensors
+        parts = []
+        if grads_t is not None:
+            parts.append(
+                _call(_GradBoxes, grads_t, image, boxes, box_ind, *ctx.options)
+            )
+        if image_t is not None:
+            parts.append(
+                _call(_GradBoxes, grads, image_t, boxes, box_ind, *ctx.options)
+            )
+        if not parts:
+            return torch.zeros(boxes.shape[0], 4)
+        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+class _JvpBoxes(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(*_op_args(args))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        image, boxes, box_ind, tangent = inputs[:4]
+        ctx.save_for_backward(image, boxes, box_ind, tangent)
+        ctx.save_for_forward(image, boxes, box_ind, tangent)
+        ctx.tangent_dtype = tangent.dtype
+        ctx.options = inputs[5:]
+        ctx.forward_args = inputs[4:]
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ctx.needs_input_grad[0]:
+            raise _missing("crop_and_resize_jvp_boxes", "the image", "reverse-mode")
+        if ctx.needs_input_grad[1]:
+            raise _missing("crop_and_resize_jvp_boxes", "boxes", "reverse-mode")
+        image, boxes, box_ind, _ = ctx.saved_tensors
+        d_tangent = None
+        if ctx.needs_input_grad[3]:
+            d_tangent = _call(_GradBoxes, ct, image, boxes, box_ind, *ctx.options).to(
+                ctx.tangent_dtype
+            )
+        return None, None, None, d_tangent, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, image_t, boxes_t, _, tangent_t, *__):
+        if _flows(boxes_t):
+            raise _missing("crop_and_resize_jvp_boxes", "boxes", "forward-mode")
+        image, boxes, box_ind, tangent = ctx.saved_tensors
+        parts = []
+        if image_t is not None:
+            parts.append(
+                _call(_JvpBoxes, image_t, boxes, box_ind, tangent, *ctx.forward_args)
+            )
+        if tangent_t is not None:
+            parts.append(
+                _call(_JvpBoxes, image, boxes, box_ind, tangent_t, *ctx.forward_args)
+            )
+        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+# --------------------------------------------------------------------------
+# Registration: the custom ops' schemas (with the Python API's defaults),
+# kernels, fake implementations, autograd, vmap and autocast rules.
+
+_LIB = torch.library.Library("cropgrad", "DEF")
+
+_OPS = {
+    "crop_and_resize": (
+        "(Tensor image, Tensor boxes, Tensor box_ind, SymInt[] crop_size, "
+        'str method="bilinear", float extrapolation_value=0.0, '
+        'str data_format="NCHW", int? num_threads=None, '
+        "bool flush_denormals=False) -> Tensor",
+        _forward_cpu,
+        _forward_fake,
+        _forward_vmap,
+        _Forward,
+    ),
+    "crop_and_resize_grad_image": (
+        "(Tensor grads, Tensor boxes, Tensor box_ind, SymInt[] image_size, "
+        'ScalarType dtype=float32, str method="bilinear", '
+        'str data_format="NCHW", int? num_threads=None, '
+        "bool flush_denormals=False) -> Tensor",
+        _grad_image_cpu,
+        _grad_image_fake,
+        _grad_image_vmap,
+        _GradImage,
+    ),
+    "crop_and_resize_grad_boxes": (
+        "(Tensor grads, Tensor image, Tensor boxes, Tensor box_ind, "
+        'str method="bilinear", str data_format="NCHW", int? num_threads=None, '
+        "bool flush_denormals=False) -> Tensor",
+        _grad_boxes_cpu,
+        _grad_boxes_fake,
+        _grad_boxes_vmap,
+        _GradBoxes,
+    ),
+    "crop_and_resize_jvp_boxes": (
+        "(Tensor image, Tensor boxes, Tensor box_ind, Tensor boxes_tangent, "
+        'SymInt[] crop_size, str method="bilinear", str data_format="NCHW", '
+        "int? num_threads=None, bool flush_denormals=False) -> Tensor",
+        _jvp_boxes_cpu,
+        _jvp_boxes_fake,
+        _jvp_boxes_vmap,
+        _JvpBoxes,
+    ),
+}
+
+
+def _with_defaults(op, fn, keyset=False):
+    """`fn` called with every argument: the dispatcher leaves out trailing
+    arguments equal to their defaults."""
+    # The ScalarType default (of the image gradient's dtype, float32) comes
+    # as its number.
+    defaults = [
+        torch.float32 if a.name == "dtype" else a.default_value
+        for a in op._schema.arguments
+    ]
+    if keyset:
+        return lambda keys, *args: fn(keys, *args, *defaults[len(args) :])
+    return lambda *args: fn(*args, *defaults[len(args) :])
+
+
+def _autograd_kernel(op, name, function):
+    """The op's autograd: its Function when a gradient or tangent flows."""
+
+    def kernel(keyset, *args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*tensors)) or any(
+            torch.autograd.forward_ad.unpack_dual(t).tangent is not None
+            for t in tensors
+        ):
+            if torch._C._are_functorch_transforms_active():
+                # torch.func reaches a Function only through its apply.
+                raise NotImplementedError(
+                    f"torch.func transforms of torch.ops.cropgrad.{name} are "
+                    f"not supported: call cropgrad.torch.{name} instead"
+                )
+            return _call(function, *args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+    return _with_defaults(op, kernel, keyset=True)
+
+
+def _autocast_kernel(op):
+    """CPU autocast: the op runs as it does outside autocast.
+
+    The ops compute in float32 whatever they are given and read every image
+    dtype exactly, so no input is cast: a lower-precision image (a bfloat16
+    feature map) is read where it is, without a float32 copy, and the boxes
+    are never rounded below float32.  Results are float32 (the image
+    gradient: the dtype asked for), the NumPy API's bits.
+    """
+    autocast = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+
+    def kernel(keyset, *args):
+        with torch._C._ExcludeDispatchKeyGuard(autocast):
+            return op(*args)
+
+    return kernel
+
+
+for _name, (_schema, _cpu, _fake, _vmap, _function) in _OPS.items():
+    _LIB.define(_name + _schema, tags=(torch.Tag.pt2_compliant_tag,))
+    _op = getattr(torch.ops.cropgrad, _name).default
+    _LIB.impl(_name, _with_defaults(_op, _cpu), "CPU")
+    torch.library.register_fake(
+        f"cropgrad::{_name}", _with_defaults(_op, _fake), lib=_LIB
+    )
+    _autograd = _autograd_kernel(_op, _name, _function)
+    _LIB.impl(_name, _autograd, "Autograd", with_keyset=True)
+    _LIB.impl(_name, _autocast_kernel(_op), "AutocastCPU", with_keyset=True)
+    torch.library.register_vmap(f"cropgrad::{_name}", _vmap, lib=_LIB)
+del _name, _schema, _cpu, _fake, _vmap, _function, _op, _autograd
+
+
+# --------------------------------------------------------------------------
+# Public API
 
 
 def crop_and_resize(
@@ -429,9 +1320,9 @@ def crop_and_resize(
     ----------
     image : Tensor of shape (batch, depth, height, width)
         ``(batch, height, width, depth)`` with ``data_format="NHWC"``.
-        uint8, uint16, int8, int16, int32, int64, float16, float32 or
-        float64; pixels are converted to float32 as they are read.
-        Differentiable when floating.
+        uint8, uint16, int8, int16, int32, int64, float16, bfloat16,
+        float32 or float64; pixels are converted to float32 as they are
+        read.  Differentiable when floating.
     boxes : Tensor of shape (num_boxes, 4)
         Finite ``[y1, x1, y2, x2]`` in normalized coordinates (``0`` is the
         first pixel, ``1`` the last), used as float32.  Differentiable
@@ -470,7 +1361,8 @@ def crop_and_resize(
               [6., 8.]]]])
     """
     extrapolation = _real_scalar(extrapolation_value, "extrapolation_value")
-    return torch.ops.cropgrad.crop_and_resize(
+    return _apply(
+        "crop_and_resize",
         _tensor(image, "image"),
         _tensor(boxes, "boxes"),
         _tensor(box_ind, "box_ind"),
@@ -493,124 +1385,6 @@ def _real_scalar(value, name):
     return float(value)
 
 
-# --------------------------------------------------------------------------
-# The image gradient
-
-
-def _grad_image_plan(grads, boxes, box_ind, image_size, dtype, method, data_format):
-    """Check the image gradient's metadata; return (shape, memory layout)."""
-    _choice(method, _METHODS, "method")
-    layout = _choice(data_format, _FORMATS, "data_format")
-    if dtype not in _GRAD_DTYPES:
-        raise TypeError(f"dtype must be float16, float32 or float64, got {dtype!r}")
-    num, depth = _grads(grads, layout)[:2]
-    _same_count(num, _boxes(boxes, box_ind), grads)
-    size = _image_size(image_size, layout)
-    image_depth = size[_dims(layout)[0]]
-    if depth != image_depth:
-        raise ValueError(
-            f"image_size and grads are incompatible: image_size depth is "
-            f"{image_depth} but grads depth is {depth} ({layout})"
-        )
-    return size, _physical(grads, layout)
-
-
-@torch.library.custom_op(
-    "cropgrad::crop_and_resize_grad_image",
-    mutates_args=(),
-    device_types="cpu",
-    schema="(Tensor grads, Tensor boxes, Tensor box_ind, SymInt[] image_size, "
-    "ScalarType dtype, str method, str data_format, int? num_threads, "
-    "bool flush_denormals) -> Tensor",
-)
-def _grad_image_op(
-    grads,
-    boxes,
-    box_ind,
-    image_size,
-    dtype,
-    method,
-    data_format,
-    num_threads,
-    flush_denormals,
-):
-    size, physical = _grad_image_plan(
-        grads, boxes, box_ind, image_size, dtype, method, data_format
-    )
-    result = _empty(size, dtype, data_format, physical)
-    out = _in_layout(result, data_format, physical)
-    _cg.crop_and_resize_grad_image(
-        _numpy(_in_layout(grads, data_format, physical)),
-        _numpy(boxes),
-        _numpy(box_ind),
-        list(out.shape),
-        out.numpy().dtype,
-        method,
-        out=out.numpy(),
-        num_threads=num_threads,
-        flush_denormals=flush_denormals,
-        data_format=physical,
-    )
-    return result
-
-
-@_grad_image_op.register_fake
-def _(
-    grads,
-    boxes,
-    box_ind,
-    image_size,
-    dtype,
-    method,
-    data_format,
-    num_threads,
-    flush_denormals,
-):
-    size, physical = _grad_image_plan(
-        grads, boxes, box_ind, image_size, dtype, method, data_format
-    )
-    return _empty(size, dtype, data_format, physical)
-
-
-def _grad_image_setup(ctx, inputs, output):
-    grads, boxes, box_ind, _, _, method, data_format, threads, flush = inputs
-    ctx.save_for_backward(boxes, box_ind)
-    layout_dims = _dims(data_format)
-    ctx.crop_size = [grads.shape[layout_dims[1]], grads.shape[layout_dims[2]]]
-    ctx.grads_dtype = grads.dtype
-    ctx.options = (method, data_format, threads, flush)
-
-
-def _grad_image_backward(ctx, grad):
-    boxes, box_ind = ctx.saved_tensors
-    method, data_format, threads, flush = ctx.options
-    if ctx.needs_input_grad[1]:
-        raise NotImplementedError(
-            "cropgrad.torch: the image gradient is differentiable with respect "
-            "to grads only, not to boxes (a second derivative of crop_and_resize "
-            "with respect to the boxes is not implemented)"
-        )
-    d_grads = None
-    if ctx.needs_input_grad[0]:
-        # The image gradient is the adjoint of the forward op, which samples
-        # outside the image as zero.
-        d_grads = torch.ops.cropgrad.crop_and_resize(
-            grad,
-            boxes,
-            box_ind,
-            ctx.crop_size,
-            method,
-            0.0,
-            data_format,
-            threads,
-            flush,
-        ).to(ctx.grads_dtype)
-    return d_grads, None, None, None, None, None, None, None, None
-
-
-_grad_image_op.register_autograd(_grad_image_backward, setup_context=_grad_image_setup)
-
-
 def crop_and_resize_grad_image(
     grads,
     boxes,
@@ -628,7 +1402,8 @@ def crop_and_resize_grad_image(
     TensorFlow's ``CropAndResizeGradImage`` bit for bit, as
     `cropgrad.crop_and_resize_grad_image` computes it, on CPU tensors.
     Differentiable with respect to `grads` (its gradient is
-    `crop_and_resize` of the incoming gradient).
+    `crop_and_resize` of the incoming gradient, its JVP itself on the
+    tangent) and, in reverse mode, the boxes.
 
     Parameters
     ----------
@@ -642,8 +1417,9 @@ def crop_and_resize_grad_image(
     image_size : sequence of 4 ints
         The output's shape, ``[batch, depth, height, width]`` (or
         ``[batch, height, width, depth]`` with ``data_format="NHWC"``).
-    dtype : {torch.float32, torch.float16, torch.float64}
-        Output dtype; float16 accumulates in float32 and is rounded once.
+    dtype : {torch.float32, torch.float16, torch.bfloat16, torch.float64}
+        Output dtype; float16 and bfloat16 accumulate in float32 and are
+        rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
     data_format : {"NCHW", "NHWC"}, default "NCHW"
     num_threads : int, optional
@@ -669,10 +1445,12 @@ def crop_and_resize_grad_image(
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
-            "dtype must be torch.float16, torch.float32 or torch.float64, got "
+            "dtype must be torch.float16, torch.bfloat16, torch.float32 or "
+            "torch.float64, got "
             f"{dtype!r}"
         )
-    return torch.ops.cropgrad.crop_and_resize_grad_image(
+    return _apply(
+        "crop_and_resize_grad_image",
         _tensor(grads, "grads"),
         _tensor(boxes, "boxes"),
         _tensor(box_ind, "box_ind"),
@@ -683,83 +1461,6 @@ def crop_and_resize_grad_image(
         _threads(num_threads),
         _flag(flush_denormals, "flush_denormals"),
     )
-
-
-# --------------------------------------------------------------------------
-# The boxes gradient
-
-
-def _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format):
-    """Check the boxes gradient's metadata; return the memory layout to use.
-
-    grads and image are read by one kernel, so in one layout: when their
-    memory layouts differ, the smaller of the two is converted.
-    """
-    _choice(method, ("bilinear",), "method")
-    layout = _choice(data_format, _FORMATS, "data_format")
-    num, depth = _grads(grads, layout)[:2]
-    image_depth = _image(image, layout)[0]
-    _same_count(num, _boxes(boxes, box_ind), grads)
-    if depth != image_depth:
-        raise ValueError(
-            f"image and grads must have the same depth, got {image_depth} and "
-            f"{depth} ({layout})"
-        )
-    from_grads = _physical(grads, layout)
-    from_image = _physical(image, layout)
-    if from_grads == from_image:
-        return from_grads
-    return from_image if grads.numel() <= image.numel() else from_grads
-
-
-@torch.library.custom_op(
-    "cropgrad::crop_and_resize_grad_boxes",
-    mutates_args=(),
-    device_types="cpu",
-    schema="(Tensor grads, Tensor image, Tensor boxes, Tensor box_ind, str method, "
-    "str data_format, int? num_threads, bool flush_denormals) -> Tensor",
-)
-def _grad_boxes_op(
-    grads,
-    image,
-    boxes,
-    box_ind,
-    method,
-    data_format,
-    num_threads,
-    flush_denormals,
-):
-    physical = _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
-    result = torch.empty((boxes.shape[0], 4), dtype=torch.float32)
-    _cg.crop_and_resize_grad_boxes(
-        _numpy(_in_layout(grads, data_format, physical)),
-        _numpy(_in_layout(image, data_format, physical)),
-        _numpy(boxes),
-        _numpy(box_ind),
-        method,
-        out=result.numpy(),
-        num_threads=num_threads,
-        flush_denormals=flush_denormals,
-        data_format=physical,
-    )
-    return result
-
-
-@_grad_boxes_op.register_fake
-def _(grads, image, boxes, box_ind, method, data_format, num_threads, flush_denormals):
-    _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
-    return boxes.new_empty((boxes.shape[0], 4), dtype=torch.float32)
-
-
-def _grad_boxes_backward(ctx, grad):
-    raise NotImplementedError(
-        "cropgrad.torch: crop_and_resize_grad_boxes is not differentiable (a "
-        "second derivative of crop_and_resize with respect to the boxes is not "
-        "implemented)"
-    )
-
-
-_grad_boxes_op.register_autograd(_grad_boxes_backward)
 
 
 def crop_and_resize_grad_boxes(
@@ -777,7 +1478,8 @@ def crop_and_resize_grad_boxes(
 
     TensorFlow's ``CropAndResizeGradBoxes`` bit for bit, as
     `cropgrad.crop_and_resize_grad_boxes` computes it (bilinear only), on
-    CPU tensors.  Not differentiable itself.
+    CPU tensors.  Differentiable with respect to `grads` (its gradient is
+    the boxes JVP of the incoming gradient) and, in forward mode, `image`.
 
     Parameters
     ----------
@@ -814,7 +1516,8 @@ def crop_and_resize_grad_boxes(
     >>> cgt.crop_and_resize_grad_boxes(grads, image, boxes, torch.tensor([0]))
     tensor([[12.,  4., 12.,  4.]])
     """
-    return torch.ops.cropgrad.crop_and_resize_grad_boxes(
+    return _apply(
+        "crop_and_resize_grad_boxes",
         _tensor(grads, "grads"),
         _tensor(image, "image"),
         _tensor(boxes, "boxes"),

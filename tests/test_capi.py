@@ -3,17 +3,16 @@ and the exported signatures, pinned.
 
 ``tests/capi_consumer/`` is the example of ``docs/capi.md``: an extension
 module that cimports ``cropgrad.capi`` and calls the three ops inside
-``with nogil``.  It is built here, in a temporary directory, against the
-cropgrad that the tests import, and must give the NumPy API's bits.
+``with nogil``.  It is built here as a wheel from its pyproject.toml and
+setup.py (``pip wheel --no-build-isolation``), in a temporary directory,
+against the cropgrad that the tests import, and must give the NumPy API's
+bits.  The other kinds of consumer are in test_capi_consumers.py.
 """
 
 import ctypes
-import importlib.util
 import os
-import shutil
-import subprocess
-import sys
 
+import capi_build
 import numpy as np
 import pytest
 from conftest import random_problem
@@ -47,7 +46,13 @@ SIGNATURES = {
         f"{ERROR})"
     ),
     "cg_default_threads": "int (void)",
+    "cg_api_version": "int (void)",
 }
+
+# The version of the C-level API this release provides (docs/capi.md): a
+# release that adds names raises the minor, one that changed a name would
+# raise the major.
+API_VERSION = (1, 0)
 
 # The codes of capi.pxd: numbers compiled into consumers, so never changed.
 CODES = {
@@ -95,34 +100,49 @@ def test_codes_are_pinned():
     assert {k: cropgrad.capi._CODES[k] for k in CODES} == CODES
 
 
+def test_version_is_pinned():
+    assert cropgrad.capi.api_version() == API_VERSION
+    version = ctypes.CFUNCTYPE(ctypes.c_int)(
+        cropgrad.capi.function_addresses()["cg_api_version"]
+    )
+    assert version() == (API_VERSION[0] << 16) | API_VERSION[1]
+
+
+def test_table_capsule():
+    capsule = cropgrad.capi._C_API
+    assert _capsule_name(capsule) == "cropgrad.capi._C_API"
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    table = get_pointer(capsule, b"cropgrad.capi._C_API")
+    # The header's cropgrad_api_t: two ints, then the function pointers.
+    major, minor = (ctypes.c_int * 2).from_address(table)
+    assert (major, minor) == API_VERSION
+    names = [
+        "cg_api_version",
+        "cg_default_threads",
+        "cg_crop_and_resize",
+        "cg_crop_and_resize_grad_image",
+        "cg_crop_and_resize_grad_boxes",
+        "cg_crop_and_resize_jvp_boxes",
+    ]
+    pointers = (ctypes.c_void_p * len(names)).from_address(table + 8)
+    addresses = cropgrad.capi.function_addresses()
+    assert {name: pointers[i] for i, name in enumerate(names)} == addresses
+    assert sorted(addresses) == sorted(SIGNATURES)
+
+
+def test_get_include_holds_the_header():
+    header = os.path.join(cropgrad.get_include(), "cropgrad", "capi.h")
+    assert os.path.isfile(header)
+
+
 @pytest.fixture(scope="module")
 def consumer(tmp_path_factory):
-    """The example consumer, built against the cropgrad the tests import."""
-    build = tmp_path_factory.mktemp("consumer")
-    for name in ("setup.py", "consumer.pyx"):
-        shutil.copy(os.path.join(CONSUMER, name), build)
-    package_root = os.path.dirname(os.path.dirname(cropgrad.__file__))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """The example consumer's wheel, built against the cropgrad the tests import."""
+    (module,) = capi_build.build(
+        CONSUMER, str(tmp_path_factory.mktemp("consumer")), ["consumer"]
     )
-    run = subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=build,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (path,) = [
-        p
-        for p in os.listdir(build)
-        if p.startswith("consumer.") and p.endswith((".so", ".pyd"))
-    ]
-    spec = importlib.util.spec_from_file_location("consumer", build / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     return module
 
 
@@ -202,3 +222,65 @@ def test_consumer_default_threads(consumer):
     assert (
         consumer.default_threads() == cropgrad.show_config("dicts")["default_threads"]
     )
+
+
+def test_consumer_version(consumer):
+    runtime, built_against = consumer.api_version()
+    assert built_against == API_VERSION
+    assert runtime == (API_VERSION[0] << 16) | API_VERSION[1]
+
+
+def test_consumer_empty_problems(consumer):
+    """Zero boxes and depth 0: the consumer passes NULL for the empty arrays."""
+    image = np.ones((2, 5, 4, 3), np.float32)
+    no_boxes = np.zeros((0, 4), np.float32)
+    no_index = np.zeros(0, np.int64)
+    crops = np.zeros((0, 3, 2, 3), np.float32)
+    assert consumer.crop_and_resize(image, no_boxes, no_index, crops) == (0, -1, "")
+    flat = np.ones((2, 5, 4, 0), np.float32)
+    boxes = np.array([[0, 0, 1, 1]], np.float32)
+    index = np.zeros(1, np.int64)
+    crops = np.zeros((1, 3, 2, 0), np.float32)
+    assert consumer.crop_and_resize(flat, boxes, index, crops) == (0, -1, "")
+    grads = np.zeros((0, 3, 2, 3), np.float32)
+    out = np.full((2, 5, 4, 3), 7.0)
+    assert consumer.crop_and_resize_grad_image(grads, no_boxes, no_index, out) == (
+        0, -1, "")  # fmt: skip
+    assert not out.any()
+    out = np.zeros((0, 4), np.float32)
+    assert consumer.crop_and_resize_grad_boxes(
+        grads, image, no_boxes, no_index, out) == (0, -1, "")  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["forward", "grad_image", "grad_boxes"])
+def test_numpy_api_refuses_an_output_sharing_an_input(op):
+    grads, boxes, box_ind, size, image = _problem(2)
+    message = "out must not share memory with an input"
+    with pytest.raises(ValueError, match=message):
+        if op == "forward":
+            buf = np.zeros(image.size + grads.size, np.float32)
+            image = buf[: image.size].reshape(image.shape)
+            out = buf[image.size - 4 : image.size - 4 + grads.size]  # overlaps
+            cropgrad.crop_and_resize(
+                image, boxes, box_ind, [5, 4], out=out.reshape(grads.shape)
+            )
+        elif op == "grad_image":
+            out = np.zeros(size, np.float32)
+            cropgrad.crop_and_resize_grad_image(
+                out.reshape(-1)[: grads.size].reshape(grads.shape), boxes, box_ind,
+                size, out=out,
+            )  # fmt: skip
+        else:
+            cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind, out=boxes)
+
+
+def test_docs_show_the_tested_consumer():
+    """docs/capi.md's Cython consumer and its build files are the tested ones."""
+    docs = os.path.join(HERE, os.pardir, "docs", "capi.md")
+    if not os.path.exists(docs):
+        pytest.skip("the documentation is not beside the tests")
+    with open(docs) as f:
+        text = f.read()
+    for name in ("consumer.pyx", "setup.py", "pyproject.toml"):
+        with open(os.path.join(CONSUMER, name)) as f:
+            assert f.read().rstrip() in text, name

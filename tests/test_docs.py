@@ -6,8 +6,10 @@ import re
 
 import pytest
 
+import cropgrad
 import cropgrad._api
 import cropgrad._reference
+import cropgrad.capi
 import cropgrad.raw_ops
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
@@ -15,7 +17,7 @@ README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 
 @pytest.mark.parametrize(
     "module",
-    [cropgrad._api, cropgrad.raw_ops, cropgrad._reference],
+    [cropgrad, cropgrad._api, cropgrad.raw_ops, cropgrad._reference, cropgrad.capi],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module):

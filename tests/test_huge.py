@@ -192,7 +192,7 @@ def test_forward_output_beyond_2_31_elements():
 @BIG
 @pytest.mark.slow
 def test_grad_boxes_gradient_input_beyond_2_31_elements():
-    result = run_child("""
+    run_child("""
         crop_h, depth = 2**15 + 1, 2**16
         grads = np.zeros((1, crop_h, 1, depth), np.float32)
         grads[0, -1, 0] = 1

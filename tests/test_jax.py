@@ -8,6 +8,7 @@ or needs its own XLA flags runs in a child process.
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,8 +36,8 @@ from cropgrad import _xla
 from cropgrad._validation import CODES
 
 METHODS = ["bilinear", "nearest"]
-IMAGE_DTYPES = ["uint8", "float16", "float32", "float64"]
-OUT_DTYPES = ["float16", "float32", "float64"]
+IMAGE_DTYPES = ["uint8", "float16", "bfloat16", "float32", "float64"]
+OUT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 # NCHW cases check the bits when this build computes in NCHW, and the
 # documented NotImplementedError until then.
 LAYOUTS = ["NHWC", "NCHW"]
@@ -59,6 +60,8 @@ def image_of(image, dtype):
     """`image` in `dtype` (uint8 spread over its range)."""
     if dtype == "uint8":
         return np.clip(image * 60 + 128, 0, 255).astype(np.uint8)
+    if dtype == "bfloat16":
+        return image.astype(jnp.bfloat16)
     return image.astype(dtype)
 
 
@@ -208,10 +211,11 @@ def test_box_ind_dtypes_and_list_inputs(x64):
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_grad_equals_the_gradient_kernels(method, dtype, x64):
+    # The image gradient comes in the image's dtype (bfloat16 rounded once).
     image, grads, boxes, box_ind = problem(6)
-    image = image.astype(dtype)
+    image = image_of(image, dtype)
 
     @jax.jit
     @jax.grad
@@ -285,7 +289,7 @@ def test_check_grads_image_to_second_order(method):
         lambda x: cgj.crop_and_resize(x, boxes, box_ind, (4, 3), method),
         (image,),
         order=2,
-        modes=["rev"],
+        modes=["fwd", "rev"],
         eps=1e-2,
     )
     check_grads(
@@ -294,7 +298,7 @@ def test_check_grads_image_to_second_order(method):
         ),
         (problem(9)[1],),
         order=2,
-        modes=["rev"],
+        modes=["fwd", "rev"],
         eps=1e-2,
     )
 
@@ -310,7 +314,7 @@ def test_check_grads_boxes():
         lambda b: cgj.crop_and_resize(image, b, box_ind, (4, 3)),
         (boxes,),
         order=1,
-        modes=["rev"],
+        modes=["fwd", "rev"],
     )
 
 
@@ -348,7 +352,7 @@ def ffi_calls(fn, *args):
     text = jax.jit(fn).lower(*args).as_text()
     return {
         target: text.count(f"@{target}(") + text.count(f'"{target}"')
-        for target in cgj._TARGETS.values()
+        for target in cgj.FFI_TARGETS
     }
 
 
@@ -415,6 +419,7 @@ def test_vmap_gradients_and_nesting():
         "cropgrad_crop_and_resize": 0,  # only the gradients are used
         "cropgrad_crop_and_resize_grad_image": 1,
         "cropgrad_crop_and_resize_grad_boxes": 1,
+        "cropgrad_crop_and_resize_jvp_boxes": 0,  # transposed, never run
     }
 
 
@@ -442,6 +447,33 @@ def test_vmap_keeps_bad_indices_out_of_range():
         np.asarray(f(images, bad))
     with pytest.raises(Exception, match=r"IndexError: box_ind has values outside"):
         np.asarray(f(images, np.array([[0, 1], [-1, 1]], np.int32)))
+
+
+@pytest.mark.parametrize("value", [2, 5, -3])
+def test_vmap_messages_name_the_callers_indices(value):
+    # The folded call sees box 3 * 2 + 2 = 8 of 4 images, and the value
+    # shifted past the folded end: the message restates both.
+    image, grads, boxes, _ = problem(17, num_boxes=3)
+    images = np.broadcast_to(image, (2, 2, *image.shape))
+    index = np.zeros((2, 2, 3), np.int32)
+    index[1, 0, 2] = value
+    f = jax.vmap(jax.vmap(lambda x, i: cgj.crop_and_resize(x, boxes, i, (4, 3))))
+    expected = (
+        "box_ind has values outside [0, batch_size) = [0, 2): "
+        f"box_ind[1, 0, 2] = {value}"
+    )
+    with pytest.raises(Exception, match=re.escape(expected)):
+        np.asarray(f(images, index))
+    g = jax.vmap(lambda i: cgj.crop_and_resize_grad_image(grads, boxes, i, image.shape))
+    with pytest.raises(Exception, match=re.escape(expected.replace("1, 0, 2", "2, 2"))):
+        np.asarray(g(index.reshape(4, 3)))
+    nan_boxes = np.broadcast_to(boxes, (4, 3, 4)).copy()
+    nan_boxes[2, 1, 3] = np.nan
+    h = jax.vmap(lambda b: cgj.crop_and_resize(image, b, index[0, 0], (4, 3)))
+    with pytest.raises(
+        Exception, match=re.escape("boxes must be finite: boxes[2, 1] = [")
+    ):
+        np.asarray(h(nan_boxes))
 
 
 # --------------------------------------------------------------------------
@@ -541,7 +573,7 @@ TRACE_ERRORS = [
         "image must hold real numbers",
     ),
     (
-        lambda i, g, b, k: cgj.crop_and_resize(i.astype(jnp.bfloat16), b, k, (4, 3)),
+        lambda i, g, b, k: cgj.crop_and_resize(i.astype(jnp.uint32), b, k, (4, 3)),
         TypeError,
         "image must be uint8",
     ),
@@ -884,3 +916,194 @@ def test_readme_jax_example_runs():
     namespace = {}
     exec(blocks[0].split("```")[0], namespace)
     assert np.isfinite(float(namespace["loss_value"]))
+
+
+# --------------------------------------------------------------------------
+# Regression: gradients must not depend on which inputs an earlier call
+# differentiated
+
+
+def test_boxes_gradient_after_an_image_only_gradient():
+    # A trace of the op once cached per pattern of differentiated inputs
+    # gave zero boxes gradients after an image-only gradient.
+    rng = np.random.default_rng(0)
+    img = jnp.asarray(rng.standard_normal((1, 8, 8, 2), dtype=np.float32))
+    boxes = jnp.array([[0.1, 0.2, 0.7, 0.9]], jnp.float32)
+    bi = jnp.array([0], jnp.int32)
+
+    def f(im, bx):
+        return cgj.crop_and_resize(im, bx, bi, (3, 3)).sum()
+
+    ones = np.ones((1, 3, 3, 2), np.float32)
+    expected_boxes = cropgrad.crop_and_resize_grad_boxes(
+        ones, np.asarray(img), np.asarray(boxes), np.asarray(bi), flush_denormals=True
+    )
+    expected_image = cropgrad.crop_and_resize_grad_image(
+        ones, np.asarray(boxes), np.asarray(bi), img.shape, flush_denormals=True
+    )
+    jax.grad(f, argnums=(0, 1))(img, boxes)
+    assert_same_bits(np.asarray(jax.grad(f, argnums=0)(img, boxes)), expected_image)
+    _, vjp = jax.vjp(f, img, boxes)
+    d_boxes = np.asarray(vjp(1.0)[1])
+    assert_same_bits(d_boxes, expected_boxes)
+    np.testing.assert_allclose(
+        d_boxes[0], [-20.13, -1.86, -9.35, -20.84], rtol=0, atol=0.006
+    )
+
+    def scanned(im, bx):
+        return jax.lax.scan(lambda c, _: (c + f(im, bx), None), 0.0, length=1)[0]
+
+    for g in (scanned, jax.checkpoint(f)):
+        d_image, d_boxes = jax.grad(g, argnums=(0, 1))(img, boxes)
+        assert_same_bits(np.asarray(d_boxes), expected_boxes)
+        assert_same_bits(np.asarray(d_image), expected_image)
+    # The mirror case: a boxes-only gradient first, then the image's.
+    jax.grad(f, argnums=1)(img, boxes)
+    d_image = jax.jit(jax.grad(scanned))(img, boxes)
+    assert_same_bits(np.asarray(d_image), expected_image)
+
+
+# --------------------------------------------------------------------------
+# Forward mode, second derivatives, what has no kernel
+
+
+def test_jvp_of_an_integer_image_is_along_the_boxes_only():
+    image, _, boxes, box_ind = problem(22)
+    pixels = image_of(image, "uint8")
+    tangent = np.random.default_rng(22).standard_normal(boxes.shape).astype(np.float32)
+    _, t_out = jax.jvp(
+        lambda b: cgj.crop_and_resize(pixels, b, box_ind, (4, 3)), (boxes,), (tangent,)
+    )
+    assert_same_bits(
+        np.asarray(t_out),
+        cropgrad.crop_and_resize_jvp_boxes(
+            pixels, boxes, box_ind, tangent, (4, 3), flush_denormals=True
+        ),
+    )
+
+
+def test_hessian_along_the_image():
+    image, _, boxes, box_ind = problem(23, batch=1, height=4, width=3, depth=1)
+
+    def loss(x):
+        return jnp.sum(
+            cgj.crop_and_resize(x, boxes, box_ind, (2, 2), "bilinear", 1.0) ** 2
+        )
+
+    # loss = |A x + c|^2 for the crop's matrix A: its Hessian is 2 A^T A.
+    basis = np.eye(image.size, dtype=np.float32).reshape(-1, *image.shape)
+    a = np.stack(
+        [cropgrad.crop_and_resize(e, boxes, box_ind, (2, 2)).ravel() for e in basis], 1
+    )
+    hessian = np.asarray(jax.hessian(loss)(image)).reshape(image.size, image.size)
+    np.testing.assert_allclose(hessian, 2 * a.T @ a, rtol=1e-6, atol=1e-6)
+    other = np.asarray(jax.jacrev(jax.jacfwd(loss))(image)).reshape(hessian.shape)
+    np.testing.assert_allclose(other, hessian, rtol=1e-6, atol=1e-6)
+
+
+def test_what_has_no_kernel_raises_clearly():
+    image, grads, boxes, box_ind = problem(24)
+
+    def crops(x, b):
+        return cgj.crop_and_resize(x, b, box_ind, (4, 3))
+
+    # A second derivative along the boxes.
+    with pytest.raises(NotImplementedError, match="once with respect to the boxes"):
+        jax.hessian(lambda b: crops(image, b).sum())(boxes)
+    # Reverse mode of the boxes gradient along the image, and forward mode
+    # of the image gradient along the boxes: the boxes derivative of the
+    # image gradient has no kernel.
+    with pytest.raises(NotImplementedError, match="no kernel for the derivative"):
+        jax.grad(
+            lambda x: cgj.crop_and_resize_grad_boxes(grads, x, boxes, box_ind).sum()
+        )(image)
+    with pytest.raises(NotImplementedError, match="no kernel for the derivative"):
+        jax.jvp(
+            lambda b: cgj.crop_and_resize_grad_image(grads, b, box_ind, image.shape),
+            (boxes,),
+            (boxes,),
+        )
+    # Mixed second derivatives through the boxes gradient along the image
+    # work in forward mode: the boxes gradient is linear in the image.
+    _, t = jax.jvp(
+        lambda x: cgj.crop_and_resize_grad_boxes(grads, x, boxes, box_ind),
+        (image,),
+        (image,),
+    )
+    assert_same_bits(
+        np.asarray(t),
+        cropgrad.crop_and_resize_grad_boxes(
+            grads, image, boxes, box_ind, flush_denormals=True
+        ),
+    )
+
+
+def test_float64_computes_in_float32_and_check_grads_needs_a_float32_step(x64):
+    # The ops read float64 images as float64 but compute in float32, as
+    # TensorFlow does: finite differences need a step that float32 rounding
+    # does not swamp.  1e-2 works for the image (the op is linear in it);
+    # eps=1e-3 with boxes well inside the image for the boxes.
+    image, _, _, box_ind = problem(25, height=17, width=15)
+    image = image.astype(np.float64)
+    rng = np.random.default_rng(25)
+    boxes = np.sort(rng.uniform(0.1, 0.9, (6, 2, 2)), axis=1)
+    boxes = boxes.transpose(0, 2, 1).reshape(6, 4)[:, [0, 2, 1, 3]]
+    out = cgj.crop_and_resize(image, boxes, box_ind, (4, 3))
+    assert out.dtype == jnp.float32
+
+    def f64(x, b):
+        return cgj.crop_and_resize(x, b, box_ind, (4, 3)).astype(jnp.float64)
+
+    check_grads(
+        lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2
+    )
+    check_grads(
+        lambda b: f64(image, b),
+        (boxes,),
+        order=1,
+        modes=["fwd", "rev"],
+        eps=1e-3,
+        atol=1e-2,
+        rtol=1e-2,
+    )
+    d_image = jax.grad(lambda x: f64(x, boxes).sum())(image)
+    assert d_image.dtype == jnp.float64
+
+
+# --------------------------------------------------------------------------
+# jax.export
+
+
+def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
+    image, grads, boxes, box_ind = problem(26)
+
+    def step(image, boxes):
+        crops, vjp = jax.vjp(
+            lambda x, b: cgj.crop_and_resize(x, b, box_ind, (4, 3)), image, boxes
+        )
+        return (crops, *vjp(jnp.asarray(grads)))
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
+    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, boxes)
+    path = tmp_path / "step.jax"
+    path.write_bytes(exported.serialize())
+    data = tmp_path / "inputs.npz"
+    np.savez(data, image=image, boxes=boxes)
+    report = run_child(
+        f"""
+        import json
+        import numpy as np
+        import jax
+        import cropgrad.jax  # registers the FFI targets
+
+        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
+        inputs = np.load({str(data)!r})
+        outs = exported.call(inputs["image"], inputs["boxes"])
+        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
+        """
+    )
+    expected = [np.asarray(o).tobytes().hex() for o in step(image, boxes)]
+    assert report == expected
+    # Without the list, jax.export refuses the custom calls.
+    with pytest.raises(ValueError, match="cropgrad_crop_and_resize"):
+        jax.export.export(jax.jit(step))(image, boxes)

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 from test_grad_image import assert_same_bits
@@ -28,10 +29,17 @@ else:
     import cropgrad.torch as cgt
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
-# torch.compile's own machinery warns about a deprecated part of torch.jit.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-)
+# torch.compile's own machinery, and forward-mode AD's first use (which
+# loads torch's decompositions for it), warn about deprecated parts of
+# torch.jit.
+pytestmark = [
+    pytest.mark.filterwarnings(
+        "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+    ),
+]
 
 # NCHW <-> NHWC
 TO_NHWC = (0, 2, 3, 1)
@@ -506,6 +514,28 @@ def _opcheck_cases():
                 args,
             )
         )
+    for k, (dtype, layout, n) in enumerate(
+        [("float32", "NCHW", 4), ("int16", "channels_last", 3), ("float64", "NHWC", 0)]
+    ):
+        image, _, boxes, box_ind = problem(seed=70 + k, num_boxes=n, image_dtype=dtype)
+        # Differentiable in the tangent (its reverse mode in the image has no
+        # kernel).
+        x = as_torch(image, layout)
+        tangent = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
+        args = (
+            x,
+            torch.from_numpy(boxes),
+            torch.from_numpy(box_ind),
+            tangent,
+            [4, 3],
+            "bilinear",
+            data_format(layout),
+            None,
+            False,
+        )
+        cases.append(
+            (f"jvp_boxes-{dtype}-{layout}-{n}", "crop_and_resize_jvp_boxes", args)
+        )
     return cases
 
 
@@ -747,9 +777,9 @@ def _forward_error_cases():
         ({"image": torch.zeros(2, 3, 5)}, ValueError, "[batch, depth, height, width]"),
         ({"image": torch.zeros(2, 3, 0, 4)}, ValueError, "(2, 3, 0, 4) (NCHW)"),
         (
-            {"image": torch.zeros(2, 3, 5, 4, dtype=torch.bfloat16)},
+            {"image": torch.zeros(2, 3, 5, 4, dtype=torch.complex64)},
             TypeError,
-            "bfloat16",
+            "image must hold real numbers",
         ),
         ({"image": torch.zeros(2, 3, 5, 4, dtype=torch.bool)}, TypeError, "image"),
         ({"image": torch.zeros(2, 3, 5, 4, device="meta")}, ValueError, "CPU"),
@@ -831,10 +861,312 @@ def test_missing_second_derivatives_say_so():
     d_image, d_boxes = torch.autograd.grad(
         crops.square().sum(), (image, boxes), create_graph=True
     )
-    with pytest.raises(NotImplementedError, match="not differentiable"):
+    # The boxes gradient has no gradient with respect to the image.
+    with pytest.raises(
+        NotImplementedError,
+        match="derivative of crop_and_resize_grad_boxes with respect to the image",
+    ):
         d_boxes.sum().backward(retain_graph=True)
-    with pytest.raises(NotImplementedError, match="not to boxes"):
-        d_image.sum().backward()
+    # Forward mode: the image gradient has no boxes JVP.
+    with pytest.raises(
+        NotImplementedError,
+        match="forward-mode derivative of crop_and_resize_grad_image with respect "
+        "to boxes",
+    ):
+        torch.func.jvp(
+            lambda b: cgt.crop_and_resize_grad_image(
+                crops.detach(), b, torch.tensor([0]), [1, 2, 5, 5]
+            ),
+            (boxes.detach(),),
+            (torch.ones(1, 4),),
+        )
+
+
+@needs_torch
+def test_hessian_in_the_image_and_its_refusal_in_the_boxes():
+    image = torch.randn(1, 2, 5, 4, dtype=torch.float64)
+    boxes = torch.tensor([[0.1, 0.2, 0.8, 0.7]])
+    index = torch.tensor([0])
+
+    def loss(x, b):
+        return cgt.crop_and_resize(x, b, index, (2, 3)).square().sum()
+
+    # The crops are linear in the image: the Hessian is 2 J^T J, exactly
+    # (J's entries are the NumPy API's image-gradient weights).
+    hessian = torch.func.hessian(loss)(image, boxes).reshape(40, 40)
+    jacobian = torch.func.jacrev(
+        lambda x: cgt.crop_and_resize(x, boxes, index, (2, 3))
+    )(image).reshape(12, 40)
+    torch.testing.assert_close(hessian, 2 * jacobian.T @ jacobian, rtol=0, atol=1e-6)
+    assert hessian.abs().sum() > 0
+    with pytest.raises(
+        NotImplementedError,
+        match="forward-mode derivative of crop_and_resize_grad_boxes with respect "
+        "to boxes",
+    ):
+        torch.func.hessian(loss, argnums=1)(image, boxes)
+
+
+@needs_torch
+def test_raw_ops_under_torch_func_say_what_to_call():
+    image = torch.randn(1, 2, 5, 5)
+    boxes = torch.tensor([[0.1, 0.1, 0.9, 0.8]])
+    index = torch.tensor([0])
+
+    def raw(x):
+        return torch.ops.cropgrad.crop_and_resize(x, boxes, index, [3, 3])
+
+    with pytest.raises(
+        NotImplementedError, match="call cropgrad.torch.crop_and_resize"
+    ):
+        torch.func.grad(lambda x: raw(x).sum())(image)
+    with pytest.raises(
+        NotImplementedError, match="call cropgrad.torch.crop_and_resize"
+    ):
+        torch.func.jvp(raw, (image,), (torch.ones_like(image),))
+    # Without torch.func, forward-mode AD through the raw op works, with the
+    # public function's bits (never a missing tangent).
+    fwad = torch.autograd.forward_ad
+    tangent = torch.randn(1, 2, 5, 5)
+    with fwad.dual_level():
+        out = fwad.unpack_dual(raw(fwad.make_dual(image, tangent))).tangent
+    expected = cgt.crop_and_resize(tangent, boxes, index, (3, 3))
+    assert_same_bits(out.numpy(), expected.numpy())
+    # vmap of the raw op folds the mapped axis like the public function's.
+    images = torch.randn(3, 1, 2, 5, 5)
+    mapped = torch.func.vmap(raw)(images)
+    for k in range(3):
+        assert_same_bits(mapped[k].numpy(), raw(images[k]).numpy())
+
+
+@needs_torch
+def test_schemas_have_the_python_defaults():
+    image, grads, boxes, box_ind = problem(seed=16)
+    x = torch.from_numpy(image).permute(TO_NCHW).contiguous()
+    g = torch.from_numpy(grads).permute(TO_NCHW).contiguous()
+    b = torch.from_numpy(boxes)
+    i = torch.from_numpy(box_ind)
+    ops = torch.ops.cropgrad
+    assert_same_bits(
+        ops.crop_and_resize(x, b, i, [4, 3]).numpy(),
+        cgt.crop_and_resize(x, b, i, (4, 3)).numpy(),
+    )
+    out = ops.crop_and_resize_grad_image(g, b, i, [2, 5, 9, 7])
+    assert out.dtype == torch.float32
+    assert_same_bits(
+        out.numpy(), cgt.crop_and_resize_grad_image(g, b, i, [2, 5, 9, 7]).numpy()
+    )
+    assert_same_bits(
+        ops.crop_and_resize_grad_boxes(g, x, b, i).numpy(),
+        cgt.crop_and_resize_grad_boxes(g, x, b, i).numpy(),
+    )
+    tangent = torch.randn(6, 4)
+    assert_same_bits(
+        as_nhwc(ops.crop_and_resize_jvp_boxes(x, b, i, tangent, [4, 3]), "NCHW"),
+        cropgrad.crop_and_resize_jvp_boxes(
+            image, boxes, box_ind, tangent.numpy(), (4, 3)
+        ),
+    )
+    schema = str(ops.crop_and_resize.default._schema)
+    assert 'str method="bilinear"' in schema and 'data_format="NCHW"' in schema
+
+
+@needs_torch
+def test_meta_tensors_give_shapes_and_dtypes():
+    meta = {"device": "meta"}
+    image = torch.empty(2, 3, 9, 7, dtype=torch.float16, **meta)
+    boxes = torch.empty(6, 4, **meta)
+    index = torch.empty(6, dtype=torch.int64, **meta)
+    crops = cgt.crop_and_resize(image, boxes, index, (4, 3))
+    assert crops.device.type == "meta"
+    assert crops.shape == (6, 3, 4, 3) and crops.dtype == torch.float32
+    nhwc = cgt.crop_and_resize(
+        image.permute(0, 2, 3, 1), boxes, index, (4, 3), data_format="NHWC"
+    )
+    assert nhwc.shape == (6, 4, 3, 3)
+    grads = torch.empty(6, 3, 4, 3, **meta)
+    d_image = cgt.crop_and_resize_grad_image(
+        grads, boxes, index, [2, 3, 9, 7], torch.float64
+    )
+    assert d_image.shape == (2, 3, 9, 7) and d_image.dtype == torch.float64
+    d_boxes = cgt.crop_and_resize_grad_boxes(grads, image, boxes, index)
+    assert d_boxes.shape == (6, 4) and d_boxes.device.type == "meta"
+    # Bad metadata is refused as on the CPU; mixed devices are refused.
+    with pytest.raises(ValueError, match="boxes must be 2-D with 4"):
+        cgt.crop_and_resize(image, torch.empty(6, 3, **meta), index, (4, 3))
+    with pytest.raises(ValueError, match="image_size depth is 4 but grads depth is 3"):
+        cgt.crop_and_resize_grad_image(grads, boxes, index, [2, 4, 9, 7])
+    with pytest.raises(ValueError, match="all be meta tensors, got image on meta"):
+        cgt.crop_and_resize(image, torch.zeros(6, 4), index, (4, 3))
+
+
+@needs_torch
+def test_vmap_errors_name_the_callers_indices():
+    image = torch.randn(2, 3, 5, 4)
+    boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.1, 0.2, 0.8, 0.9]])
+    index = torch.tensor([[0, 1], [1, 0], [0, 2]])  # problem 2, box 1: outside
+
+    def crop(b, i):
+        return cgt.crop_and_resize(image, b, i, (2, 2))
+
+    with pytest.raises(IndexError) as info:
+        torch.func.vmap(crop, in_dims=(None, 0))(boxes, index)
+    message = str(info.value)
+    assert "[0, batch_size) = [0, 2): box_ind[1] = 2" in message, message
+    assert "at index 2 of the axis torch.func.vmap maps" in message, message
+    bad = boxes.expand(3, 2, 4).clone()
+    bad[1, 0, 3] = float("nan")
+    with pytest.raises(ValueError, match=r"boxes\[0\].*at index 1 of the axis"):
+        torch.func.vmap(crop, in_dims=(0, None))(bad, index[0])
+    # Metadata: the shapes of one problem.
+    with pytest.raises(ValueError, match=r"got shape \(2, 3\)"):
+        torch.func.vmap(crop, in_dims=(0, None))(torch.zeros(3, 2, 3), index[0])
+    # The image gradient scatters into one image per problem: a box_ind past
+    # one problem's batch is refused, not written into the next problem's.
+    grads = torch.randn(3, 2, 3, 2, 2)
+    with pytest.raises(IndexError, match="box_ind\\[1\\] = 2 .*index 2 of the axis"):
+        torch.func.vmap(
+            lambda g, i: cgt.crop_and_resize_grad_image(g, boxes, i, [2, 3, 5, 4])
+        )(grads, index)
+
+
+@needs_torch
+def test_float64_gradcheck_needs_steps_float32_resolves():
+    # The ops compute in float32 (TensorFlow's arithmetic): at gradcheck's
+    # default eps, 1e-6, a float64 step is lost in the float32 rounding of
+    # the inputs and results, and the numerical gradient is noise.  Steps of
+    # 1e-3 with tolerances of 1e-3 check the derivatives.
+    rng = np.random.default_rng(17)
+    image = torch.tensor(rng.standard_normal((2, 2, 6, 5)), requires_grad=True)
+    boxes = torch.tensor(
+        # Every sample farther than a step from a pixel boundary, where the
+        # forward op has a kink.
+        [[0.13, 0.15, 0.77, 0.9], [0.3, 0.05, 0.7, 0.6]],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
+    index = torch.tensor([1, 0])
+
+    def f(x, b):
+        return cgt.crop_and_resize(x, b, index, (3, 4))
+
+    assert not torch.autograd.gradcheck(f, (image, boxes), raise_exception=False)
+    assert torch.autograd.gradcheck(f, (image, boxes), eps=1e-3, atol=1e-3, rtol=1e-3)
+    grads = torch.tensor(rng.standard_normal((2, 2, 3, 4)), requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda g, b: cgt.crop_and_resize_grad_image(
+            g, b, index, [2, 2, 6, 5], torch.float64
+        ),
+        (grads, boxes),
+        eps=1e-3,
+        atol=1e-3,
+        rtol=1e-3,
+    )
+
+
+@needs_torch
+def test_cpu_autocast_runs_the_ops_as_outside_it():
+    image, grads, boxes, box_ind = problem(seed=18)
+    x = torch.from_numpy(image).permute(TO_NCHW).contiguous().requires_grad_()
+    b = torch.from_numpy(boxes.astype(np.float64)).requires_grad_()
+    i = torch.from_numpy(box_ind)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        crops = cgt.crop_and_resize(x, b, i, (4, 3))
+        raw = torch.ops.cropgrad.crop_and_resize(x, b, i, [4, 3])
+    # No input was cast: float32 results, the NumPy API's bits, and
+    # gradients of the inputs' own dtypes.
+    expected = cropgrad.crop_and_resize(image, boxes, box_ind, (4, 3))
+    for out in (crops, raw):
+        assert out.dtype == torch.float32
+        assert_same_bits(as_nhwc(out, "NCHW"), expected)
+    crops.backward(torch.from_numpy(grads).permute(TO_NCHW))
+    assert x.grad.dtype == torch.float32 and b.grad.dtype == torch.float64
+    assert_same_bits(
+        b.grad.numpy(),
+        cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind).astype(
+            np.float64
+        ),
+    )
+
+
+def _bfloat16_image(seed, layout):
+    """A bfloat16 image in `layout` and the same bits as ml_dtypes' (NHWC)."""
+    image, grads, boxes, box_ind = problem(seed=seed)
+    bits = image.astype(ml_dtypes.bfloat16)
+    t = as_torch(bits.view(np.uint16), layout).view(torch.bfloat16)
+    return t, bits, grads, boxes, box_ind
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bfloat16_image_and_gradients(layout):
+    x, bits, grads, boxes, box_ind = _bfloat16_image(19, layout)
+    x.requires_grad_()
+    b = torch.from_numpy(boxes).requires_grad_()
+    crops = cgt.crop_and_resize(
+        x, b, torch.from_numpy(box_ind), (4, 3), data_format=data_format(layout)
+    )
+    # Read exactly as float32: the bits of the image converted to float32.
+    expected = cropgrad.crop_and_resize(bits, boxes, box_ind, (4, 3))
+    assert_same_bits(as_nhwc(crops, layout), expected)
+    widened = cgt.crop_and_resize(
+        x.detach().float(),
+        b.detach(),
+        torch.from_numpy(box_ind),
+        (4, 3),
+        data_format=data_format(layout),
+    )
+    assert_same_bits(crops.detach().numpy(), widened.numpy())
+    crops.backward(as_torch(grads, layout))
+    # The image gradient in the image's dtype, rounded once.
+    assert x.grad.dtype == torch.bfloat16
+    d_image = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, bits.shape, "bfloat16"
+    )
+    assert_same_bits(
+        as_nhwc(x.grad.view(torch.uint16), layout), d_image.view(np.uint16)
+    )
+    d_boxes = cropgrad.crop_and_resize_grad_boxes(grads, bits, boxes, box_ind)
+    assert_same_bits(b.grad.numpy(), d_boxes)
+
+
+@needs_torch
+def test_bfloat16_image_gradient_output():
+    _, grads, boxes, box_ind = problem(seed=20)
+    out = cgt.crop_and_resize_grad_image(
+        torch.from_numpy(grads).permute(TO_NCHW),
+        torch.from_numpy(boxes),
+        torch.from_numpy(box_ind),
+        [2, 5, 9, 7],
+        torch.bfloat16,
+    )
+    assert out.dtype == torch.bfloat16
+    expected = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, [2, 9, 7, 5], "bfloat16"
+    )
+    assert_same_bits(as_nhwc(out.view(torch.uint16), "NCHW"), expected.view(np.uint16))
+
+
+@needs_torch
+def test_bfloat16_autocast_detector_step():
+    # A bfloat16 feature map from an autocast convolution is read where it is;
+    # the crops stay float32 and every parameter gets a gradient.
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    head = torch.nn.Linear(4 * 3 * 3, 2)
+    images = torch.randn(2, 3, 10, 10)
+    boxes = torch.tensor([[0.1, 0.1, 0.7, 0.6], [0.2, 0.3, 0.9, 0.9]])
+    box_ind = torch.tensor([0, 1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = conv(images)
+        assert features.dtype == torch.bfloat16
+        crops = cgt.crop_and_resize(features, boxes, box_ind, (3, 3))
+        loss = head(crops.flatten(1)).float().square().sum()
+    assert crops.dtype == torch.float32
+    expected = cgt.crop_and_resize(features.detach(), boxes, box_ind, (3, 3))
+    assert_same_bits(crops.detach().numpy(), expected.numpy())
+    loss.backward()
+    assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
 
 
 @needs_torch

@@ -29,7 +29,8 @@
 # 10. the serial build (CROPGRAD_OPENMP=0) from the sdist, tested with
 #    CROPGRAD_EXPECT_SERIAL=1
 # 11. setup.py's macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp in a
-#    prefix given by CPPFLAGS/LDFLAGS) with clang and LLVM's libomp, tested
+#    prefix given by CPPFLAGS/LDFLAGS) with clang and LLVM's libomp, tested;
+#    the kernels compiled for arm64-apple-macos11 (check_apple_arm64.sh)
 #
 # Environment: PYTHON (default python3), VERIFY_WORK (work directory,
 # default a new temporary one, removed at the end unless VERIFY_KEEP=1).
@@ -280,8 +281,11 @@ errors = []
 for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "_jvp_boxes", "capi", "_testing"):
     if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
         errors.append(f"no compiled cropgrad/{module}*.so")
-if "cropgrad/capi.pxd" not in names:
-    errors.append("the C-level API's cropgrad/capi.pxd is not in the wheel")
+# The C-level API: capi.pxd for Cython, capi.h for C and C++.
+public = ("cropgrad/capi.pxd", "cropgrad/include/cropgrad/capi.h")
+for need in public:
+    if need not in names:
+        errors.append(f"the C-level API's {need} is not in the wheel")
 for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
     "cropgrad/" + os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "*.pyi"))
 ]:
@@ -290,14 +294,14 @@ for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
 errors += [
     f"source file {n} in the wheel"
     for n in pkg
-    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n != "cropgrad/capi.pxd"
+    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n not in public
 ]
 errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
 print("\n".join(pkg))
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
 EOF
-note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed and stubs, no .pyx/.pxd/.c/.h"
+note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.c/.h"
 
 # --------------------------------------------------------------------------
 step "8. the repaired wheel in a fresh venv, tests from a temporary directory"
@@ -369,4 +373,9 @@ else
     objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
     run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
     note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"
+    # The same kernels for macOS arm64 (clang --target=arm64-apple-macos11,
+    # setup.py's apple flags): no FMA, NEON in the NEON clones, with controls.
+    bash "$repo/wheels/ci/check_apple_arm64.sh" | tee "$work/apple-arm64.log" \
+        || fail "the arm64-apple-macos11 compile of the kernels (check_apple_arm64.sh)"
+    note "macOS arm64 kernels (clang --target=arm64-apple-macos11): $(grep -E 'FMA instructions with' "$work/apple-arm64.log" | sed 's/^apple-arm64: //'); $(grep -E 'in the NEON clones' "$work/apple-arm64.log" | sed 's/^apple-arm64: //')"
 fi

@@ -1,0 +1,254 @@
+"""cropgrad's C-level API through ctypes, written from docs/capi.md.
+
+The functions come from ``cropgrad.capi.function_addresses()`` and their C
+signatures from ``cropgrad/include/cropgrad/capi.h``; the error record is
+the header's ``cg_error``.  ``ctypes.CFUNCTYPE`` releases the GIL around
+each call.
+
+`CtypesConsumer` has the calling convention of the C consumer
+(tests/capi_c_consumer/c_consumer.c): arrays as NumPy arrays or None (NULL),
+shapes as 4-tuples, codes as numbers, and ``record=False`` to pass a NULL
+error record; each op returns ``(status, position, message)``, or
+``(status,)`` without a record.  The Numba consumer and the C API's fuzz
+target use the same convention.
+"""
+
+import ctypes
+
+import numpy as np
+
+import cropgrad.capi
+
+MESSAGE_SIZE = 512
+
+
+class CgError(ctypes.Structure):
+    """The header's ``cg_error``: 528 bytes, members at 0, 8 and 16."""
+
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("position", ctypes.c_int64),
+        ("message", ctypes.c_char * MESSAGE_SIZE),
+    ]
+
+
+# The NumPy form of the same record (Numba passes its address).
+ERROR_DTYPE = np.dtype(
+    [("status", np.int32), ("position", np.int64), ("message", f"S{MESSAGE_SIZE}")],
+    align=True,
+)
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_L = ctypes.c_int64
+_F = ctypes.c_float
+
+# The header's function pointer types, argument for argument.
+PROTOTYPES = {
+    "cg_api_version": ctypes.CFUNCTYPE(_I),
+    "cg_default_threads": ctypes.CFUNCTYPE(_I),
+    # image, image_dtype, image_shape, boxes, box_ind, box_ind_dtype,
+    # num_boxes, crop_height, crop_width, method, extrapolation_value,
+    # layout, crops, num_threads, flush_denormals, error
+    "cg_crop_and_resize": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _P, _I, _L, _L, _L, _I, _F, _I, _P, _I, _I, _P
+    ),
+    # grads, grads_shape, boxes, box_ind, box_ind_dtype, image_size, output,
+    # output_dtype, method, layout, num_threads, flush_denormals, error
+    "cg_crop_and_resize_grad_image": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _P, _I, _P, _P, _I, _I, _I, _I, _I, _P
+    ),
+    # grads, grads_shape, image, image_dtype, image_shape, boxes, box_ind,
+    # box_ind_dtype, output, method, layout, num_threads, flush_denormals,
+    # error
+    "cg_crop_and_resize_grad_boxes": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P
+    ),
+    # image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
+    # box_ind_dtype, num_boxes, crop_height, crop_width, method, layout,
+    # output, num_threads, flush_denormals, error
+    "cg_crop_and_resize_jvp_boxes": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _P, _P, _I, _L, _L, _L, _I, _I, _P, _I, _I, _P
+    ),
+}
+
+
+def functions():
+    """The C-level API's functions as ctypes callables, by name."""
+    addresses = cropgrad.capi.function_addresses()
+    return {name: proto(addresses[name]) for name, proto in PROTOTYPES.items()}
+
+
+def _ptr(a):
+    """The address of an array's data, or None (NULL)."""
+    return None if a is None else a.ctypes.data
+
+
+def _shape(shape):
+    return (ctypes.c_int64 * 4)(*shape)
+
+
+def _result(status, err):
+    if err is None:
+        return (status,)
+    return status, err.position, err.message.decode("utf-8", "replace")
+
+
+class CtypesConsumer:
+    """The three ops through ctypes, in the C consumer's convention."""
+
+    def __init__(self):
+        self.fn = functions()
+
+    def crop_and_resize(
+        self,
+        image,
+        image_dtype,
+        image_shape,
+        boxes,
+        box_ind,
+        box_ind_dtype,
+        num_boxes,
+        crop_height,
+        crop_width,
+        method,
+        extrapolation_value,
+        layout,
+        crops,
+        num_threads,
+        flush_denormals,
+        record=True,
+    ):
+        err = CgError() if record else None
+        status = self.fn["cg_crop_and_resize"](
+            _ptr(image),
+            image_dtype,
+            _shape(image_shape),
+            _ptr(boxes),
+            _ptr(box_ind),
+            box_ind_dtype,
+            num_boxes,
+            crop_height,
+            crop_width,
+            method,
+            extrapolation_value,
+            layout,
+            _ptr(crops),
+            num_threads,
+            flush_denormals,
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    def crop_and_resize_grad_image(
+        self,
+        grads,
+        grads_shape,
+        boxes,
+        box_ind,
+        box_ind_dtype,
+        image_size,
+        output,
+        output_dtype,
+        method,
+        layout,
+        num_threads,
+        flush_denormals,
+        record=True,
+    ):
+        err = CgError() if record else None
+        status = self.fn["cg_crop_and_resize_grad_image"](
+            _ptr(grads),
+            _shape(grads_shape),
+            _ptr(boxes),
+            _ptr(box_ind),
+            box_ind_dtype,
+            _shape(image_size),
+            _ptr(output),
+            output_dtype,
+            method,
+            layout,
+            num_threads,
+            flush_denormals,
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    def crop_and_resize_grad_boxes(
+        self,
+        grads,
+        grads_shape,
+        image,
+        image_dtype,
+        image_shape,
+        boxes,
+        box_ind,
+        box_ind_dtype,
+        output,
+        method,
+        layout,
+        num_threads,
+        flush_denormals,
+        record=True,
+    ):
+        err = CgError() if record else None
+        status = self.fn["cg_crop_and_resize_grad_boxes"](
+            _ptr(grads),
+            _shape(grads_shape),
+            _ptr(image),
+            image_dtype,
+            _shape(image_shape),
+            _ptr(boxes),
+            _ptr(box_ind),
+            box_ind_dtype,
+            _ptr(output),
+            method,
+            layout,
+            num_threads,
+            flush_denormals,
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    def crop_and_resize_jvp_boxes(
+        self,
+        image,
+        image_dtype,
+        image_shape,
+        boxes,
+        boxes_tangent,
+        box_ind,
+        box_ind_dtype,
+        num_boxes,
+        crop_height,
+        crop_width,
+        method,
+        layout,
+        output,
+        num_threads,
+        flush_denormals,
+        record=True,
+    ):
+        err = CgError() if record else None
+        status = self.fn["cg_crop_and_resize_jvp_boxes"](
+            _ptr(image),
+            image_dtype,
+            _shape(image_shape),
+            _ptr(boxes),
+            _ptr(boxes_tangent),
+            _ptr(box_ind),
+            box_ind_dtype,
+            num_boxes,
+            crop_height,
+            crop_width,
+            method,
+            layout,
+            _ptr(output),
+            num_threads,
+            flush_denormals,
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    def default_threads(self):
+        return self.fn["cg_default_threads"]()
