@@ -44,7 +44,7 @@ def test_unknown_caches_give_the_defaults():
 
 def test_small_l2_bands_follow_the_l3_share():
     sizes = _tuning.choose(1 << 20, 16 << 20)
-    assert sizes["band_bytes"] == 8 << 20
+    assert sizes["band_bytes"] == 4 << 20
     assert sizes["tasks_per_thread"] == 1
     assert sizes["prefetch_min_depth"] < 64
     # A tiny L3 share still leaves bands of at least half the L2.
