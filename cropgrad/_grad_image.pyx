@@ -129,7 +129,7 @@ def use_tuning(sizes):
     the bits.  Not thread-safe: no call may run meanwhile."""
     global BAND_BYTES, TASKS_PER_THREAD, PREFETCH_BYTES, PREFETCH_MIN_DEPTH
     previous = tuning()
-    BAND_BYTES = max(<size_t>sizes["band_bytes"], 1)
+    BAND_BYTES = max(<size_t>sizes["band_bytes"], <size_t>1)
     TASKS_PER_THREAD = max(<Py_ssize_t>sizes["tasks_per_thread"], 1)
     PREFETCH_BYTES = max(<Py_ssize_t>sizes["prefetch_bytes"], 0)
     PREFETCH_MIN_DEPTH = max(<Py_ssize_t>sizes["prefetch_min_depth"], 1)
