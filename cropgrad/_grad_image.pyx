@@ -242,18 +242,25 @@ cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
 
 cdef Py_ssize_t _cap_bands(Py_ssize_t* bounds, Py_ssize_t num_bands,
                            Py_ssize_t max_rows) noexcept nogil:
-    """Cut every band of more than `max_rows` rows into equal parts, in
-    place; returns the new number of bands (at most
-    ``num_bands + rows // max_rows``, where `bounds` must have room)."""
-    cdef Py_ssize_t k, total = 0, parts, i, j, start, length
+    """Drop empty bands and cut every band of more than `max_rows` rows
+    into equal parts, in place; returns the new number of bands (at most
+    ``num_bands + rows // max_rows``, where `bounds` must have room; and
+    never more than the rows, so the tasks never outnumber a team sized
+    for the rows)."""
+    cdef Py_ssize_t k, total = 0, parts, i, j = 0, start, length
+    for k in range(1, num_bands + 1):
+        if bounds[k] != bounds[j]:
+            j += 1
+            bounds[j] = bounds[k]
+    num_bands = j
     for k in range(num_bands):
-        total += max((bounds[k + 1] - bounds[k] + max_rows - 1) // max_rows, 1)
+        total += (bounds[k + 1] - bounds[k] + max_rows - 1) // max_rows
     # From the last band back, so that no bound is overwritten unread.
     j = total
     for k in range(num_bands - 1, -1, -1):
         start = bounds[k]
         length = bounds[k + 1] - start
-        parts = max((length + max_rows - 1) // max_rows, 1)
+        parts = (length + max_rows - 1) // max_rows
         bounds[j] = bounds[k + 1]
         for i in range(parts - 1, 0, -1):
             j -= 1

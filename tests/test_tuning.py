@@ -157,3 +157,24 @@ def test_float16_scratch_is_per_band_not_per_image():
     assert done.returncode == 0, done.stderr
     grown = int(done.stdout.split()[-1])
     assert grown < 16 << 20, grown
+
+
+def test_float16_bands_of_one_row_on_more_threads_than_rows(restore_tuning):
+    # One-row bands of a float16 output, more threads than rows and samples
+    # on one row only (empty bands in the balanced plan): every band still
+    # gets its thread's scratch, and the bits are float32's rounded once.
+    _grad_image.use_tuning(dict(_grad_image.tuning(), band_bytes=1))
+    rng = np.random.default_rng(5)
+    grads = rng.standard_normal((3, 1, 40, 1)).astype(np.float32)
+    boxes = np.array([[0.5, 0, 0.5, 1]] * 3, np.float32)
+    size = [1, 3, 50000, 1]
+    box_ind = np.zeros(3, np.int32)
+    exact = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, np.float32, num_threads=1
+    )
+    assert np.count_nonzero(exact[0, 1]) > 0 and not exact[0, ::2].any()
+    for threads in (1, 2, 5, 7):
+        half = cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, np.float16, num_threads=threads
+        )
+        assert half.tobytes() == exact.astype(np.float16).tobytes(), threads
