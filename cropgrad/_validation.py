@@ -314,6 +314,16 @@ def boxes_and_index(boxes, box_ind):
     return boxes, box_ind
 
 
+def same_num_boxes(num_boxes, grads_shape):
+    """Refuse grads of another box count than boxes (the C-level API takes
+    one count, ``grads_shape[0]``, so the check is the Python layer's)."""
+    if grads_shape[0] != num_boxes:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {num_boxes} boxes "
+            f"but grads has shape {tuple(grads_shape)}"
+        )
+
+
 def boxes_tangent(value, num_boxes):
     """``boxes_tangent`` as C-contiguous float32 of the shape of boxes.
 

@@ -4,24 +4,18 @@
 The functions declared in ``capi.pxd`` check every argument, including the
 ones that need the data (finite boxes, ``box_ind`` in range, sizes that
 overflow), fill the caller's error record and run the kernels, all without
-the GIL.  The NumPy API calls them through the private Python functions at
-the end of this module, which turn an error record into the exception the
-NumPy API documents.
+the GIL.  Their metadata checks (``_check_*``, also declared in capi.pxd)
+are the one definition of a valid call: the NumPy API reaches them, and the
+functions, through its bridge cropgrad/_core.pyx, which turns an error
+record into the exception the NumPy API documents.
 """
 
 from cpython.pycapsule cimport PyCapsule_New
-from cpython.buffer cimport (
-    PyBUF_C_CONTIGUOUS,
-    PyBUF_WRITABLE,
-    PyBuffer_Release,
-    PyObject_GetBuffer,
-)
 from libc.math cimport isfinite
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uintptr_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 
-from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._forward cimport crop_and_resize
 from cropgrad._grad_boxes cimport grad_boxes
 from cropgrad._grad_image cimport (
@@ -32,7 +26,6 @@ from cropgrad._grad_image cimport (
     grad_image,
 )
 from cropgrad._jvp_boxes cimport jvp_boxes
-from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 from cropgrad._parallel cimport resolve_threads
 from cropgrad._types cimport DT_BFLOAT16, DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
 
@@ -303,8 +296,9 @@ cdef int _check_arrays(const Array* arrays, int count, cg_error* err) noexcept n
 
 
 # --------------------------------------------------------------------------
-# Metadata checks of each op (no data read): also called by the NumPy API
-# before it allocates the output.
+# Metadata checks of each op (no data read; declared in capi.pxd): the NumPy
+# API, cropgrad.jax and cropgrad.torch run them through cropgrad._core before
+# they allocate an output.
 
 cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                            int output_dtype, int method, int layout,
@@ -673,10 +667,8 @@ cdef int cg_crop_and_resize_jvp_boxes(
 
 
 # --------------------------------------------------------------------------
-# The NumPy API's way in (private).  Arrays arrive checked for type, dtype,
-# number of dimensions and C-contiguity by cropgrad/_api.py.
-
-# The codes of capi.pxd, for the Python layer.
+# The codes of capi.pxd, for the Python layer (cropgrad._validation) and
+# for ctypes, cffi and Numba consumers.
 _CODES = {
     "CG_OK": CG_OK, "CG_ERR_VALUE": CG_ERR_VALUE, "CG_ERR_INDEX": CG_ERR_INDEX,
     "CG_ERR_TYPE": CG_ERR_TYPE, "CG_ERR_MEMORY": CG_ERR_MEMORY,
@@ -689,210 +681,6 @@ _CODES = {
     "CG_BILINEAR": CG_BILINEAR, "CG_NEAREST": CG_NEAREST,
     "CG_MESSAGE_SIZE": CG_MESSAGE_SIZE,
 }
-
-_EXCEPTIONS = {
-    CG_ERR_VALUE: ValueError,
-    CG_ERR_INDEX: IndexError,
-    CG_ERR_TYPE: TypeError,
-    CG_ERR_MEMORY: MemoryError,
-    CG_ERR_UNSUPPORTED: NotImplementedError,
-}
-
-
-cdef int _raise(cg_error* err) except -1:
-    raise _EXCEPTIONS[err.status](err.message.decode("utf-8", "replace"))
-
-
-cdef inline void _shape4(int64_t* dst, shape):
-    dst[0] = shape[0]
-    dst[1] = shape[1]
-    dst[2] = shape[2]
-    dst[3] = shape[3]
-
-
-def _check_grad_image_call(tuple grads_shape, image_size, int output_dtype,
-                           int method, int layout, int num_threads):
-    """Raise what `cg_crop_and_resize_grad_image` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    _shape4(g, grads_shape)
-    _shape4(s, image_size)
-    if _check_grad_image(g, s, output_dtype, method, layout, num_threads,
-                         &err) != CG_OK:
-        _raise(&err)
-
-
-def _check_forward_call(tuple image_shape, int image_dtype, int64_t num_boxes,
-                        int64_t crop_height, int64_t crop_width, int method,
-                        int layout, int num_threads):
-    """Raise what `cg_crop_and_resize` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, False, &err) != CG_OK:
-        _raise(&err)
-
-
-def _check_jvp_boxes_call(tuple image_shape, int image_dtype, int64_t num_boxes,
-                          int64_t crop_height, int64_t crop_width, int method,
-                          int layout, int num_threads):
-    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, True, &err) != CG_OK:
-        _raise(&err)
-
-
-ctypedef struct Buffers:
-    # Views of the arrays of one call, released together.
-    Py_buffer views[5]
-    int count
-
-
-cdef void* _view(Buffers* bufs, obj, bint writable) except? NULL:
-    """Pointer to the data of `obj` (a C-contiguous array), held in `bufs`."""
-    cdef int flags = PyBUF_C_CONTIGUOUS | (PyBUF_WRITABLE if writable else 0)
-    PyObject_GetBuffer(obj, &bufs.views[bufs.count], flags)
-    bufs.count += 1
-    return bufs.views[bufs.count - 1].buf
-
-
-cdef void _release(Buffers* bufs) noexcept:
-    while bufs.count > 0:
-        bufs.count -= 1
-        PyBuffer_Release(&bufs.views[bufs.count])
-
-
-def _grad_image(grads, boxes, box_ind, int box_ind_dtype, image_size, out,
-                int output_dtype, int method, int layout, int num_threads,
-                bint flush):
-    """`cg_crop_and_resize_grad_image` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const float* p_grads
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef void* p_out
-    cdef int status
-    _shape4(g, grads.shape)
-    _shape4(s, image_size)
-    bufs.count = 0
-    try:
-        p_grads = <const float*>_view(&bufs, grads, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = _view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_grad_image(
-                p_grads, g, p_boxes, p_index, box_ind_dtype, s, p_out,
-                output_dtype, method, layout, num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-                     int64_t crop_height, int64_t crop_width, int method,
-                     float extrapolation_value, int layout, out, int num_threads,
-                     bint flush):
-    """`cg_crop_and_resize` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int64_t num_boxes = boxes.shape[0]
-    cdef int status
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize(
-                p_image, image_dtype, s, p_boxes, p_index, box_ind_dtype, num_boxes,
-                crop_height, crop_width, method, extrapolation_value, layout, p_out,
-                num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-                out, int method, int layout, int num_threads, bint flush):
-    """`cg_crop_and_resize_grad_boxes` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const float* p_grads
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int status
-    _shape4(g, grads.shape)
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_grads = <const float*>_view(&bufs, grads, False)
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_grad_boxes(
-                p_grads, g, p_image, image_dtype, s, p_boxes, p_index,
-                box_ind_dtype, p_out, method, layout, num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
-               int box_ind_dtype, int64_t crop_height, int64_t crop_width,
-               int method, int layout, out, int num_threads, bint flush):
-    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const float* p_tangent
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int64_t num_boxes = boxes.shape[0]
-    cdef int status
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_tangent = <const float*>_view(&bufs, boxes_tangent, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_jvp_boxes(
-                p_image, image_dtype, s, p_boxes, p_tangent, p_index, box_ind_dtype,
-                num_boxes, crop_height, crop_width, method, layout, p_out,
-                num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
 
 
 # --------------------------------------------------------------------------
@@ -987,12 +775,3 @@ def function_addresses():
         "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>t.crop_and_resize_jvp_boxes,
     }
 
-
-def _build_info():
-    """Facts fixed when the extension was compiled (see show_config)."""
-    return {
-        "openmp": bool(CROPGRAD_HAVE_OPENMP),
-        "compiler": CG_COMPILER.decode("utf-8", "replace"),
-        "cflags": CG_CFLAGS.decode("utf-8", "replace"),
-        "flush_denormals_supported": bool(CG_FPENV_SUPPORTED),
-    }
