@@ -36,6 +36,7 @@ def check_grad_image(
     method: int,
     layout: int,
     num_threads: int,
+    size_name: str = ...,
 ) -> None: ...
 def check_grad_boxes(
     grads_shape: Sequence[int],

@@ -96,14 +96,16 @@ def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
 
 
 def check_grad_image(grads_shape, image_size, int output_dtype, int method,
-                     int layout, int num_threads):
-    """Raise what `cg_crop_and_resize_grad_image` would for these shapes."""
+                     int layout, int num_threads, str size_name="image_size"):
+    """Raise what `cg_crop_and_resize_grad_image` would for these shapes
+    (`size_name`: the caller's name of `image_size`, for the messages)."""
     cdef cg_error err
     cdef int64_t g[4]
     cdef int64_t s[4]
+    cdef bytes name = size_name.encode("utf-8")
     _shape4(g, grads_shape)
     _shape4(s, image_size)
-    if _check_grad_image(g, s, output_dtype, method, layout, num_threads,
+    if _check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
                          &err) != CG_OK:
         _raise(&err)
 

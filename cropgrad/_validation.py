@@ -109,14 +109,19 @@ def threads(num_threads):
     if num_threads is None:
         return 0
     if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
-        raise TypeError(
-            "num_threads must be None or an int from 1 to "
-            f"{MAX_THREADS}, got {type(num_threads).__name__} {num_threads!r}"
-        )
+        raise threads_type_error(num_threads)
     n = operator.index(num_threads)
     if not 1 <= n <= MAX_THREADS:
         raise ValueError(f"num_threads must be from 1 to {MAX_THREADS}, got {n}")
     return n
+
+
+def threads_type_error(num_threads):
+    """The TypeError of a ``num_threads`` that is neither None nor an int."""
+    return TypeError(
+        f"num_threads must be None or an int from 1 to {MAX_THREADS}, got "
+        f"{type(num_threads).__name__} {num_threads!r}"
+    )
 
 
 def flag(value, name):

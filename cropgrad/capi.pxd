@@ -188,7 +188,8 @@ cdef int _check_forward(const int64_t* image_shape, int image_dtype,
                         cg_error* err) noexcept nogil
 cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                            int output_dtype, int method, int layout,
-                           int num_threads, cg_error* err) noexcept nogil
+                           int num_threads, const char* size_name,
+                           cg_error* err) noexcept nogil
 cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
                            int image_dtype, int method, int layout, int num_threads,
                            cg_error* err) noexcept nogil

@@ -302,8 +302,10 @@ cdef int _check_arrays(const Array* arrays, int count, cg_error* err) noexcept n
 
 cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                            int output_dtype, int method, int layout,
-                           int num_threads, cg_error* err) noexcept nogil:
-    """Shapes are in `layout`'s order (and so are those the messages show)."""
+                           int num_threads, const char* size_name,
+                           cg_error* err) noexcept nogil:
+    """Shapes are in `layout`'s order (and so are those the messages show);
+    `size_name` is what the caller calls `image_size` (JAX: image_shape)."""
     cdef char dims[128]
     cdef int64_t g[4]
     cdef int64_t s[4]
@@ -326,17 +328,19 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
     if s[1] <= 0 or s[2] <= 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image dimensions must be positive: image_size = %s", dims)
+                 "image dimensions must be positive: %s = %s", size_name, dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if s[0] < 0 or s[3] < 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image_size: batch and depth must be non-negative, got %s", dims)
+                 "%s: batch and depth must be non-negative, got %s", size_name,
+                 dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if g[3] != s[3]:
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image_size and grads are incompatible: image_size depth is %lld "
-                 "but grads depth is %lld", <long long>s[3], <long long>g[3])
+                 "%s and grads are incompatible: %s depth is %lld but grads "
+                 "depth is %lld", size_name, size_name, <long long>s[3],
+                 <long long>g[3])
         return _fail(err, CG_ERR_VALUE, -1)
     # float16 and bfloat16 outputs also need a float32 accumulator of the
     # same shape.
@@ -510,7 +514,7 @@ cdef int cg_crop_and_resize_grad_image(
             or _check_shape_pointer(image_size, "image_size", error) != CG_OK):
         return error.status
     if _check_grad_image(grads_shape, image_size, output_dtype, method, layout,
-                         num_threads, error) != CG_OK:
+                         num_threads, "image_size", error) != CG_OK:
         return error.status
     if _check_boxes_args(box_ind_dtype, grads_shape[0], error) != CG_OK:
         return error.status
