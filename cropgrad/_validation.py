@@ -299,11 +299,7 @@ def image_array(image, data_format="NHWC"):
 def boxes_and_index(boxes, box_ind):
     """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
     boxes = float32_array(boxes, "boxes")
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{boxes.shape}"
-        )
+    boxes_shape(boxes.shape)
     box_ind = real_array(box_ind, "box_ind")
     kind = box_ind.dtype.kind
     if kind == "f" and box_ind.size == 0:
@@ -311,12 +307,26 @@ def boxes_and_index(boxes, box_ind):
         box_ind = box_ind.astype(np.int32)
     elif kind not in "iu":
         raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
-    if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {box_ind.shape}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    box_ind_shape(box_ind.shape, boxes.shape[0])
     return boxes, box_ind
+
+
+def boxes_shape(shape):
+    """Refuse a boxes shape other than ``(num_boxes, 4)`` (any array's)."""
+    if len(shape) != 2 or shape[1] != 4:
+        raise ValueError(
+            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
+            f"{tuple(shape)}"
+        )
+
+
+def box_ind_shape(shape, num_boxes):
+    """Refuse a box_ind shape other than ``(num_boxes,)`` (any array's)."""
+    if len(shape) != 1 or shape[0] != num_boxes:
+        raise ValueError(
+            f"box_ind has incompatible shape {tuple(shape)}: expected "
+            f"({num_boxes},), one image index per box"
+        )
 
 
 def same_num_boxes(num_boxes, grads_shape):

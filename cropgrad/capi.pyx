@@ -295,6 +295,19 @@ cdef int _check_arrays(const Array* arrays, int count, cg_error* err) noexcept n
     return CG_OK
 
 
+cdef int _check_grads(const int64_t* grads_shape, const int64_t* g,
+                      cg_error* err) noexcept nogil:
+    """grads indexable, its crops not empty (`g`: its shape as NHWC)."""
+    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+        return err.status
+    if g[1] == 0 or g[2] == 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "grads dimensions must be positive: crop_height and crop_width "
+                 "are %lld and %lld", <long long>g[1], <long long>g[2])
+        return _fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
 # --------------------------------------------------------------------------
 # Metadata checks of each op (no data read; declared in capi.pxd): the NumPy
 # API, cropgrad.jax and cropgrad.torch run them through cropgrad._core before
@@ -318,13 +331,8 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
         return _bad_dtype(err, "output_dtype",
                           "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
                           output_dtype)
-    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+    if _check_grads(grads_shape, g, err) != CG_OK:
         return err.status
-    if g[1] == 0 or g[2] == 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>g[1], <long long>g[2])
-        return _fail(err, CG_ERR_VALUE, -1)
     if s[1] <= 0 or s[2] <= 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
@@ -408,13 +416,8 @@ cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shap
         return err.status
     _nhwc(grads_shape, layout, g)
     _nhwc(image_shape, layout, s)
-    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+    if _check_grads(grads_shape, g, err) != CG_OK:
         return err.status
-    if g[1] == 0 or g[2] == 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>g[1], <long long>g[2])
-        return _fail(err, CG_ERR_VALUE, -1)
     if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
     if g[3] != s[3]:

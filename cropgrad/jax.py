@@ -266,19 +266,11 @@ def _grads(grads, layout):
 
 def _boxes_and_index(boxes, box_ind, grads=None):
     boxes = _array(boxes, "boxes").astype(jnp.float32)
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{boxes.shape}"
-        )
+    _v.boxes_shape(boxes.shape)
     box_ind = _array(box_ind, "box_ind")
     if box_ind.dtype.kind not in "iu":
         raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
-    if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {box_ind.shape}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    _v.box_ind_shape(box_ind.shape, boxes.shape[0])
     if box_ind.dtype != np.int64:
         # int32 holds every index XLA can address in the smaller types;
         # uint32 and uint64 only fit int64 (which needs jax_enable_x64).

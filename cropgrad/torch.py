@@ -207,20 +207,12 @@ def _grads(grads, layout):
 def _boxes(boxes, box_ind):
     """Check boxes and box_ind shapes; return the number of boxes."""
     _real(boxes, "boxes")
-    if boxes.dim() != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{tuple(boxes.shape)}"
-        )
+    _v.boxes_shape(tuple(boxes.shape))
     _tensor(box_ind, "box_ind")
     dtype = box_ind.dtype
     if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex:
         raise TypeError(f"box_ind must hold integers, got dtype {dtype}")
-    if box_ind.dim() != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {tuple(box_ind.shape)}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    _v.box_ind_shape(tuple(box_ind.shape), boxes.shape[0])
     return boxes.shape[0]
 
 
