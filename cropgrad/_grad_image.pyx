@@ -96,7 +96,7 @@ cdef int _select_simd() except -1:
 
 def simd_targets():
     """The instruction sets of the deep scatter this CPU can run."""
-    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512")
+    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512", "neon")
             if cg_simd_supported(t.encode())]
 
 

@@ -28,6 +28,20 @@ def load_cases(filename):
     return cases
 
 
+def as_image_dtype(values, dtype):
+    """Float `values` as an image of `dtype`, the same on every platform.
+
+    Integer dtypes get the values truncated toward zero and wrapped modulo
+    2**bits (through int64, a cast NumPy defines): a float-to-unsigned cast
+    of a negative value is undefined in C, gives 0 and NumPy's "invalid
+    value" warning on aarch64 and a wrapped value on x86-64.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return np.trunc(values).astype(np.int64).astype(dtype)
+    return np.asarray(values).astype(dtype)
+
+
 def random_problem(
     rng, batch=2, height=9, width=7, depth=5, num_boxes=6, crop=(4, 3), spread=0.3
 ):

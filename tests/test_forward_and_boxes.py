@@ -4,7 +4,7 @@ differences)."""
 
 import numpy as np
 import pytest
-from conftest import load_cases
+from conftest import as_image_dtype, load_cases
 from test_grad_image import assert_same_bits
 
 import cropgrad
@@ -165,7 +165,7 @@ def test_grad_boxes_of_a_group_are_each_box_alone(data_format, dtype):
     # (one box per call), NaN, infinities and signed zeros included.
     rng = np.random.default_rng(11)
     n = 23
-    image = (rng.standard_normal((2, 17, 13, 6)) * 40).astype(dtype)
+    image = as_image_dtype(rng.standard_normal((2, 17, 13, 6)) * 40, dtype)
     boxes = _random_geometry(rng, n)  # many partly outside the image
     boxes[3] = [0.2, 0.3, 0.2, 0.9]  # one crop row inside, all on one row
     boxes[4] = [1.5, 1.5, 2.0, 2.0]  # wholly outside: no terms at all

@@ -11,7 +11,7 @@ switch of the kernels) against the NHWC result transposed.
 
 import numpy as np
 import pytest
-from conftest import load_cases
+from conftest import as_image_dtype, load_cases
 from hypothesis import given, note
 from hypothesis import strategies as st
 from test_grad_image import assert_same_bits
@@ -306,7 +306,7 @@ def test_forward_and_boxes_gradient_big_problems(seed, num_threads):
     dtype = [np.uint8, np.int16, np.float16, np.float32, np.float64, np.int64][seed]
     depth = [1, 3, 16, 64, 130, 5][seed]
     crop = (int(rng.integers(1, 17)), int(rng.integers(1, 90)))
-    image = (rng.standard_normal((3, 37, 45, depth)) * 50).astype(dtype)
+    image = as_image_dtype(rng.standard_normal((3, 37, 45, depth)) * 50, dtype)
     boxes = rng.uniform(-0.3, 1.3, (80, 4)).astype(np.float32)
     box_ind = rng.integers(0, 3, 80)
     grads = rng.standard_normal((80, *crop, depth)).astype(np.float32)

@@ -22,6 +22,7 @@ valgrind).
 import os
 
 import numpy as np
+from conftest import as_image_dtype
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -437,7 +438,9 @@ def big_forward_problems(draw):
     depth = int(rng.choice([1, 3, 16, 64]))
     num_boxes = int(rng.integers(1, 101))
     crop = [int(v) for v in rng.integers(1, 17, 2)]
-    image = (rng.standard_normal((batch, height, width, depth)) * 50).astype(dtype)
+    image = as_image_dtype(
+        rng.standard_normal((batch, height, width, depth)) * 50, dtype
+    )
     boxes = rng.uniform(-0.3, 1.3, (num_boxes, 4)).astype(np.float32)
     box_ind = rng.integers(0, batch, num_boxes)
     grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)

@@ -2,14 +2,16 @@
 
 The image gradient's deep-pixel loop, the boxes gradient's terms and the
 NCHW kernels' plane transposes have clones for wider vectors (x86-64: AVX2
-and AVX-512F beside the SSE2 baseline), chosen at import by what the CPU
-runs, or by ``CROPGRAD_SIMD``.
+and AVX-512F beside the SSE2 baseline; AArch64: NEON beside the scalar
+portable code), chosen at import by what the CPU runs, or by
+``CROPGRAD_SIMD``.
 Each lane does the scalar arithmetic of one channel, without contraction,
 and the transposes only move floats, so the TensorFlow fixtures and the
 thread-count checks must pass unchanged on every target this CPU runs.
 """
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -32,6 +34,17 @@ SELECTION = (
 def test_baseline_is_always_there():
     assert TARGETS and TARGETS[0] in ("sse2", "baseline")
     assert _grad_image.simd_target() in TARGETS
+
+
+def test_neon_exactly_on_aarch64():
+    # Every AArch64 CPU has NEON, the default there; "baseline" is the
+    # portable (scalar) code.  No other CPU offers it.
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        assert TARGETS == ["baseline", "neon"]
+        if os.environ.get("CROPGRAD_SIMD", "auto") in ("", "auto"):
+            assert _grad_image.simd_target() == "neon"
+    else:
+        assert "neon" not in TARGETS
 
 
 @pytest.mark.parametrize("target", TARGETS)

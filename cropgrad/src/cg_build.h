@@ -47,15 +47,44 @@ static inline void cg_ask(cg_ahead* a, ptrdiff_t count) {
     }
 }
 
-/* Whether the inner loops have clones for wider instruction sets chosen at
- * run time (cg_simd.h): x86-64 with GCC or Clang.  The baseline is what
- * the build targets (SSE2 there). */
+/* Which clones the inner loops have (cg_simd.h):
+ *
+ * - x86-64 with GCC or Clang (CG_SIMD_DISPATCH): the baseline the build
+ *   targets (SSE2, which the compiler vectorises for) and AVX2 / AVX-512F
+ *   clones, chosen at run time by what the CPU has;
+ * - AArch64 with GCC or Clang (CG_SIMD_NEON): NEON clones written with
+ *   <arm_neon.h> (NEON is part of every AArch64 CPU), and a portable
+ *   baseline kept scalar (CG_SCALAR_CLONE below), so that the two are
+ *   different code giving the same bits;
+ * - anything else: the portable code only. */
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define CG_SIMD_DISPATCH 1
+#define CG_SIMD_NEON 0
 #define CG_SIMD_BASELINE "sse2"
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define CG_SIMD_DISPATCH 0
+#define CG_SIMD_NEON 1
+#define CG_SIMD_BASELINE "baseline"
 #else
 #define CG_SIMD_DISPATCH 0
+#define CG_SIMD_NEON 0
 #define CG_SIMD_BASELINE "baseline"
+#endif
+
+/* The portable clones' loops on AArch64: not vectorised (an attribute of
+ * the function for GCC, a pragma before the loop for Clang), so that
+ * CROPGRAD_SIMD=baseline runs scalar code beside the NEON clones.
+ * Elsewhere the baseline stays what the compiler makes of it. */
+#if CG_SIMD_NEON && defined(__clang__)
+#define CG_SCALAR_CLONE
+#define CG_SCALAR_LOOP _Pragma("clang loop vectorize(disable) interleave(disable)")
+#elif CG_SIMD_NEON
+#define CG_SCALAR_CLONE \
+    __attribute__((optimize("no-tree-loop-vectorize", "no-tree-slp-vectorize")))
+#define CG_SCALAR_LOOP
+#else
+#define CG_SCALAR_CLONE
+#define CG_SCALAR_LOOP
 #endif
 
 #endif

@@ -53,10 +53,11 @@ static inline void cg_p4_transpose(float* dst, ptrdiff_t dst_step,
 
 /* Blocks of B x B: dst[i * dst_step + j] = src[j * src_step + i].  The
  * portable one, 4 x 4 (one element at a time without the vector builtin),
- * and on x86-64 with GCC or Clang an 8 x 8 AVX2 one: each 256-bit register
- * is loaded with four elements of a source row in its low half and the
- * same four of the row 4 below in its high half, so that a 4 x 4
- * transpose within the halves leaves whole 8-element destination rows. */
+ * on AArch64 8 x 8 NEON ones (below), and on x86-64 with GCC or Clang an
+ * 8 x 8 AVX2 one: each 256-bit register is loaded with four elements of a
+ * source row in its low half and the same four of the row 4 below in its
+ * high half, so that a 4 x 4 transpose within the halves leaves whole
+ * 8-element destination rows. */
 static inline void cg_block4(float* dst, ptrdiff_t dst_step, const float* src,
                              ptrdiff_t src_step) {
 #ifdef CG_PLANES_VECTOR
@@ -98,6 +99,37 @@ cg_block8_avx2(float* dst, ptrdiff_t dst_step, const float* src,
 }
 #endif
 
+#if CG_SIMD_NEON
+#include <arm_neon.h>
+
+/* 4 x 4 with NEON: zip the rows pairwise as floats, then as pairs of
+ * floats (64-bit lanes). */
+static inline void cg_block4_neon(float* dst, ptrdiff_t dst_step, const float* src,
+                                  ptrdiff_t src_step) {
+    float32x4_t a = vld1q_f32(src), b = vld1q_f32(src + src_step);
+    float32x4_t c = vld1q_f32(src + 2 * src_step), d = vld1q_f32(src + 3 * src_step);
+    float64x2_t ab_lo = vreinterpretq_f64_f32(vzip1q_f32(a, b));
+    float64x2_t ab_hi = vreinterpretq_f64_f32(vzip2q_f32(a, b));
+    float64x2_t cd_lo = vreinterpretq_f64_f32(vzip1q_f32(c, d));
+    float64x2_t cd_hi = vreinterpretq_f64_f32(vzip2q_f32(c, d));
+    vst1q_f32(dst, vreinterpretq_f32_f64(vzip1q_f64(ab_lo, cd_lo)));
+    vst1q_f32(dst + dst_step, vreinterpretq_f32_f64(vzip2q_f64(ab_lo, cd_lo)));
+    vst1q_f32(dst + 2 * dst_step, vreinterpretq_f32_f64(vzip1q_f64(ab_hi, cd_hi)));
+    vst1q_f32(dst + 3 * dst_step, vreinterpretq_f32_f64(vzip2q_f64(ab_hi, cd_hi)));
+}
+
+/* 8 x 8 as four 4 x 4 blocks: quadrant (i, j) of dst is quadrant (j, i)
+ * of src transposed; larger blocks take half the edge overlaps and loop
+ * steps of 4 x 4 ones. */
+static inline void cg_block8_neon(float* dst, ptrdiff_t dst_step, const float* src,
+                                  ptrdiff_t src_step) {
+    cg_block4_neon(dst, dst_step, src, src_step);
+    cg_block4_neon(dst + 4, dst_step, src + 4 * src_step, src_step);
+    cg_block4_neon(dst + 4 * dst_step, dst_step, src + 4, src_step);
+    cg_block4_neon(dst + 4 * dst_step + 4, dst_step, src + 4 * src_step + 4, src_step);
+}
+#endif
+
 /* The block after the one at `i`, of blocks of `b` covering [0, total)
  * (total >= b): where total is not a multiple of b, the last block is
  * moved back to end at total, overlapping the one before it. */
@@ -118,7 +150,8 @@ static inline ptrdiff_t cg_next_block(ptrdiff_t i, ptrdiff_t b, ptrdiff_t total)
  * or count is below B.  Short runs (the image gradient's tiles: a few
  * rows of a plane each) go faster in blocks; long runs one plane at a
  * time (cg_planes_scatter_runs_f below).  One body, a baseline and
- * (x86-64) an AVX2 clone, chosen at run time (cg_simd.h). */
+ * an AVX2 clone (x86-64, chosen at run time) or a NEON one (AArch64),
+ * see cg_simd.h. */
 #define CG_DEFINE_PLANES(SUFFIX, ATTR, B, BLOCK)                              \
     static ATTR void cg_planes_gather_##SUFFIX(float* dst, const float* src,  \
                                                ptrdiff_t src_lane,            \
@@ -172,6 +205,26 @@ cg_planes_scatter_f_avx2(float* dst, ptrdiff_t dst_lane, const float* src,
         cg_planes_scatter_f_base(dst, dst_lane, src, count, n);
     else
         cg_planes_scatter_f_wide_avx2(dst, dst_lane, src, count, n);
+}
+#endif
+#if CG_SIMD_NEON
+CG_DEFINE_PLANES(wide_neon, , 8, cg_block8_neon)
+
+/* Below 8 planes or positions, the 4 x 4 blocks. */
+static void cg_planes_gather_neon(float* dst, const float* src, ptrdiff_t src_lane,
+                                  ptrdiff_t count, ptrdiff_t n) {
+    if (n < 8 || count < 8)
+        cg_planes_gather_base(dst, src, src_lane, count, n);
+    else
+        cg_planes_gather_wide_neon(dst, src, src_lane, count, n);
+}
+
+static void cg_planes_scatter_f_neon(float* dst, ptrdiff_t dst_lane, const float* src,
+                                     ptrdiff_t count, ptrdiff_t n) {
+    if (n < 8 || count < 8)
+        cg_planes_scatter_f_base(dst, dst_lane, src, count, n);
+    else
+        cg_planes_scatter_f_wide_neon(dst, dst_lane, src, count, n);
 }
 #endif
 #undef CG_DEFINE_PLANES

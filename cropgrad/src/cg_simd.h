@@ -4,7 +4,9 @@
  *
  * Chosen once per extension module, at import (every module that includes
  * these headers holds its own function pointers): the widest instruction
- * set this CPU runs, or the one CROPGRAD_SIMD names.  The corner updates
+ * set this CPU runs, or the one CROPGRAD_SIMD names.  x86-64: "sse2" (the
+ * baseline), "avx2", "avx512"; AArch64: "neon" (every AArch64 CPU has it)
+ * and "baseline" (the portable code, scalar there); elsewhere "baseline".  The corner updates
  * give the same bits on every target; the transposes only move floats.
  * AVX-512F pairs its corner updates with the AVX2 transposes: 16 x 16
  * blocks do not fit the registers better. */
@@ -19,9 +21,13 @@
 
 static const char* cg_simd_target = CG_SIMD_BASELINE;
 
-/* Whether this CPU runs `target` ("avx2", "avx512", or the baseline). */
+/* Whether this CPU runs `target` ("avx2", "avx512", "neon", or the
+ * baseline). */
 static inline int cg_simd_supported(const char* target) {
     if (strcmp(target, CG_SIMD_BASELINE) == 0) return 1;
+#if CG_SIMD_NEON
+    if (strcmp(target, "neon") == 0) return 1;
+#endif
 #if CG_SIMD_DISPATCH
     __builtin_cpu_init();
     if (strcmp(target, "avx2") == 0) return __builtin_cpu_supports("avx2");
@@ -55,6 +61,12 @@ static inline int cg_simd_select(const char* target) {
     }
     if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
         CG_SIMD_USE(avx2, avx2, "avx2");
+        return 0;
+    }
+#endif
+#if CG_SIMD_NEON
+    if (best || strcmp(target, "neon") == 0) {
+        CG_SIMD_USE(neon, neon, "neon");
         return 0;
     }
 #endif

@@ -24,7 +24,93 @@
 #
 # Needs objdump, gcc and aarch64-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu).
 # Prints "fma-check: ..." result lines; exits 1 if a count is not as expected.
+#
+#   bash wheels/ci/check_fp_contract.sh --aarch64 MODULE_DIR [CFLAGS]
+#
+# checks a real aarch64 build instead (wheels/ci/aarch64_emulated.sh):
+# MODULE_DIR holds its extension modules (*aarch64-linux-gnu.so) and the C
+# Cython generated for them.  For every module: 0 fmadd/fmsub/fnmadd/
+# fnmsub/fmla/fmls; the vector float arithmetic (fmul, fadd, fsub on .4s or
+# .2d) of the NEON clones (functions *_neon) and of the portable ones
+# (cg_*_base, scalar on aarch64): nonzero and zero where a module has them.
+# Control: _grad_image.c cross-compiled without -ffp-contract=off must show
+# FMA instructions.  CROSS_PY_INCLUDE: the arm64 Python's include folders.
 set -euo pipefail
+
+if [[ ${1:-} == --aarch64 ]]; then
+    [[ $# -ge 2 ]] || { echo "usage: $0 --aarch64 MODULE_DIR [CFLAGS]" >&2; exit 2; }
+    dir=$2
+    cflags=${3:-"-O3 -ffp-contract=off -fno-fast-math -fopenmp"}
+    cross=${CROSS_CC:-aarch64-linux-gnu-gcc}
+    objdump_a64=${CROSS_OBJDUMP:-aarch64-linux-gnu-objdump}
+    if [[ " $cflags " != *" -ffp-contract=off "* ]]; then
+        echo "check_fp_contract.sh: the build flags lack -ffp-contract=off: $cflags" >&2
+        exit 1
+    fi
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    status=0
+    modules=0
+    echo "fma-check: aarch64 modules in $dir, built with: $cflags"
+    for so in "$dir"/*aarch64-linux-gnu.so; do
+        [[ -e $so ]] || break
+        modules=$((modules + 1))
+        name=$(basename "$so" | cut -d. -f1)
+        "$objdump_a64" -d --no-show-raw-insn "$so" >"$work/$name.dis"
+        # Per module: FMA lines; vector arithmetic in the NEON clones and
+        # in the portable clones (cg_row_*_base, cg_terms_base).
+        read -r fma neon base < <(awk '
+            /^[0-9a-f]+ <.*>:$/ {fn = $2}
+            /^ +[0-9a-f]+:	(fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)	/ {fma++}
+            /^ +[0-9a-f]+:	(fmul|fadd|fsub)	v[0-9]+\.(4s|2d)/ {
+                if (fn ~ /_neon[.>]/) neon++
+                if (fn ~ /^<cg_(row_[fd]|terms)_base[.>]/) base++
+            }
+            END {print fma + 0, neon + 0, base + 0}' "$work/$name.dis")
+        verdict=ok
+        [[ $fma -eq 0 ]] || { verdict=FAIL; status=1; }
+        has_clones=0
+        grep -qE '^[0-9a-f]+ <cg_row_f_neon[.>]' "$work/$name.dis" && has_clones=1
+        if [[ $has_clones == 1 ]] && { [[ $neon -eq 0 ]] || [[ $base -ne 0 ]]; }; then
+            verdict=FAIL
+            status=1
+        fi
+        if [[ $has_clones == 1 ]]; then
+            echo "fma-check: aarch64 $name: FMA instructions = $fma (expected zero);" \
+                "vector fmul/fadd/fsub (.4s/.2d): NEON clones $neon (expected nonzero)," \
+                "portable clones $base (expected zero) $verdict"
+        else
+            echo "fma-check: aarch64 $name: FMA instructions = $fma (expected zero) $verdict"
+        fi
+    done
+    [[ $modules -gt 0 ]] || { echo "check_fp_contract.sh: no aarch64 module in $dir" >&2; exit 1; }
+    # The NEON clones' vector arithmetic per function, for the record.
+    awk '
+        /^[0-9a-f]+ <.*>:$/ {
+            fn = substr($2, 2, length($2) - 3)
+            if (fn ~ /^cg_(row_[fd]|terms|planes_gather|planes_scatter_f)_(neon|base)/) seen[fn] = 1
+        }
+        /^ +[0-9a-f]+:\t(fmul|fadd|fsub)\tv[0-9]+\.(4s|2d)/ {n[fn]++}
+        /^ +[0-9a-f]+:\t(zip1|zip2)\tv[0-9]+\.(4s|2d)/ {z[fn]++}
+        END {
+            for (f in seen)
+                printf "fma-check: aarch64 _grad_image %s: %d vector fmul/fadd/fsub, %d vector zip1/zip2\n", f, n[f], z[f]
+        }' "$work/_grad_image.dis" | sort
+    read -r -a flags <<<"$cflags"
+    no_contract_off=()
+    for f in "${flags[@]}"; do
+        [[ "$f" == "-ffp-contract=off" ]] || no_contract_off+=("$f")
+    done
+    includes=()
+    for d in ${CROSS_PY_INCLUDE:-}; do includes+=(-I "$d"); done
+    "$cross" -DNDEBUG -fwrapv -fPIC "${includes[@]}" -I "$dir" -I "$dir/src" \
+        "${no_contract_off[@]}" -S -o "$work/control.s" "$dir/_grad_image.c"
+    control=$(grep -cE '^\s+(fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)\s' "$work/control.s" || true)
+    verdict=ok
+    [[ $control -ne 0 ]] || { verdict=FAIL; status=1; }
+    echo "fma-check: aarch64 _grad_image.c without -ffp-contract=off (control) = $control (expected nonzero) $verdict"
+    exit "$status"
+fi
 
 if [[ $# -lt 2 ]]; then
     echo "usage: $0 EXTENSION.so GENERATED_CORE.c [CFLAGS]" >&2

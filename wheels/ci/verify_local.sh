@@ -29,7 +29,8 @@
 # 10. the serial build (CROPGRAD_OPENMP=0) from the sdist, tested with
 #    CROPGRAD_EXPECT_SERIAL=1
 # 11. setup.py's macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp in a
-#    prefix given by CPPFLAGS/LDFLAGS) with clang and LLVM's libomp, tested
+#    prefix given by CPPFLAGS/LDFLAGS) with clang and LLVM's libomp, tested;
+#    the kernels compiled for arm64-apple-macos11 (check_apple_arm64.sh)
 #
 # Environment: PYTHON (default python3), VERIFY_WORK (work directory,
 # default a new temporary one, removed at the end unless VERIFY_KEEP=1).
@@ -372,4 +373,9 @@ else
     objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
     run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
     note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"
+    # The same kernels for macOS arm64 (clang --target=arm64-apple-macos11,
+    # setup.py's apple flags): no FMA, NEON in the NEON clones, with controls.
+    bash "$repo/wheels/ci/check_apple_arm64.sh" | tee "$work/apple-arm64.log" \
+        || fail "the arm64-apple-macos11 compile of the kernels (check_apple_arm64.sh)"
+    note "macOS arm64 kernels (clang --target=arm64-apple-macos11): $(grep -E 'FMA instructions with' "$work/apple-arm64.log" | sed 's/^apple-arm64: //'); $(grep -E 'in the NEON clones' "$work/apple-arm64.log" | sed 's/^apple-arm64: //')"
 fi
