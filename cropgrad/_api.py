@@ -134,9 +134,7 @@ def crop_and_resize_grad_image(
     _v.same_num_boxes(boxes.shape[0], grads.shape)
     shape = _v.image_size(image_size, data_format)
     out_code = _v.dtype_code(out_dtype)
-    _core.check_grad_image(
-        grads.shape, shape, out_code, method_code, layout, nthreads
-    )
+    _core.check_grad_image(grads.shape, shape, out_code, method_code, layout, nthreads)
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, shape, out_dtype)
     _core.grad_image(

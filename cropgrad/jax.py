@@ -68,9 +68,8 @@ except ImportError as _exc:  # not installed, or hidden
         'pip install "cropgrad[jax]"'
     ) from _exc
 
-from cropgrad import _core
+from cropgrad import _core, _xla
 from cropgrad import _validation as _v
-from cropgrad import _xla
 
 __all__ = [
     "DEFAULT_THREADS",
@@ -920,7 +919,13 @@ def crop_and_resize(
     image = _image(image, layout)
     boxes, box_ind = _boxes_and_index(boxes, box_ind)
     _core.check_forward(
-        image.shape, _code(image), boxes.shape[0], crop_h, crop_w, method, layout,
+        image.shape,
+        _code(image),
+        boxes.shape[0],
+        crop_h,
+        crop_w,
+        method,
+        layout,
         threads,
     )
     return _crop(
@@ -1082,7 +1087,11 @@ def crop_and_resize_grad_boxes(
     image = _image(image, layout)
     boxes, box_ind = _boxes_and_index(boxes, box_ind, grads)
     _core.check_grad_boxes(
-        grads.shape, image.shape, _code(image), _v.METHOD_CODES["bilinear"], layout,
+        grads.shape,
+        image.shape,
+        _code(image),
+        _v.METHOD_CODES["bilinear"],
+        layout,
         threads,
     )
     return _grad_boxes(

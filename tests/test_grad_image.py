@@ -4,7 +4,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import load_cases, random_problem
+from _helpers import assert_same_bits, load_cases, random_problem
 
 import cropgrad
 from cropgrad import _reference as reference
@@ -24,17 +24,6 @@ def _call(case, dtype, **kwargs):
         method=str(case["method"]),
         **kwargs,
     )
-
-
-def assert_same_bits(actual, expected):
-    assert actual.dtype == expected.dtype
-    assert actual.shape == expected.shape
-    if actual.tobytes() != expected.tobytes():
-        diff = actual.astype(np.float64) != expected.astype(np.float64)
-        raise AssertionError(
-            f"{int(diff.sum())} of {diff.size} elements differ, max abs "
-            f"difference {np.nanmax(np.abs(actual.astype(np.float64) - expected)):g}"
-        )
 
 
 @pytest.mark.parametrize("name", sorted(GRAD_IMAGE))

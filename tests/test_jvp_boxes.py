@@ -3,7 +3,7 @@ transpose, finite differences of the forward op, errors, threads, out=."""
 
 import numpy as np
 import pytest
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits
 
 import cropgrad
 from cropgrad import _reference as reference

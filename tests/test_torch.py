@@ -14,7 +14,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits
 
 import cropgrad
 
