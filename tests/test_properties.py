@@ -20,6 +20,7 @@ valgrind).
 """
 
 import numpy as np
+import pytest
 from _helpers import (
     IMAGE_DTYPES,
     METHODS,
@@ -42,6 +43,9 @@ from hypothesis.extra import numpy as hnp
 
 import cropgrad
 from cropgrad import _reference as reference
+
+# Thousands of examples: minutes in all (CI runs them; -m "not slow" skips).
+pytestmark = pytest.mark.slow
 
 # --------------------------------------------------------------------------
 # The rounding bound of the image gradient
