@@ -86,14 +86,11 @@ __all__ = [
 #
 # Why not 1: XLA runs the call on one of its threads and, unless it has
 # independent work to run beside it, waits for it with the rest of its pool
-# idle, so an OpenMP team has the cores to itself.  Measured in a jitted
-# detector training step (crops of a feature map, a dense head, and an
-# independent dense branch XLA may run at the same time) on a shared 2-core
-# machine, the default team (2 threads) took 0.65 to 0.69 times as long as
-# one thread when the second core was free, and no longer when other
-# processes kept it busy, at the same CPU time (within 3%): its threads do
-# not spin at XLA's expense.  Benchmark row detector-train-step-jax
-# measures it.
+# idle, so an OpenMP team has the cores to itself, and its threads do not
+# spin at XLA's expense once the call returns.  The benchmark row
+# detector-train-step-jax (a jitted training step with an independent
+# branch XLA may run beside the call) measures the default against one
+# thread: benchmarks/README.md has the figures.
 DEFAULT_THREADS = 0
 
 _IMAGE_DTYPES = tuple(
