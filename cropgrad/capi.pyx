@@ -239,6 +239,21 @@ cdef int _memory_error(cg_error* err, const char* op, size_t nbytes,
     return _fail(err, CG_ERR_MEMORY, -1)
 
 
+cdef inline void _geometry(Geometry* geo, int64_t num_boxes, int64_t crop_h,
+                           int64_t crop_w, const int64_t* s, bint nearest,
+                           int layout) noexcept nogil:
+    """The kernels' problem description (`s`: the image's shape as NHWC)."""
+    geo.num_boxes = num_boxes
+    geo.crop_h = crop_h
+    geo.crop_w = crop_w
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
+    geo.nearest = nearest
+    geo.nchw = layout == CG_NCHW
+
+
 ctypedef struct Array:
     # One array argument of a call: where it is, how many bytes its shape
     # holds (the shapes already checked, so the count fits int64), its name.
@@ -494,15 +509,7 @@ cdef int cg_crop_and_resize(
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
         return error.status
-    geo.num_boxes = num_boxes
-    geo.crop_h = crop_height
-    geo.crop_w = crop_width
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = method == CG_NEAREST
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, num_boxes, crop_height, crop_width, s, method == CG_NEAREST, layout)
     status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
                              extrapolation_value, resolve_threads(num_threads),
                              flush_denormals != 0, &failed)
@@ -554,15 +561,7 @@ cdef int cg_crop_and_resize_grad_image(
     if _index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
                 error) != CG_OK:
         return error.status
-    geo.num_boxes = g[0]
-    geo.crop_h = g[1]
-    geo.crop_w = g[2]
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = method == CG_NEAREST
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, g[0], g[1], g[2], s, method == CG_NEAREST, layout)
     kind = (OUT_FLOAT32 if output_dtype == CG_FLOAT32 else
             OUT_FLOAT64 if output_dtype == CG_FLOAT64 else
             OUT_BFLOAT16 if output_dtype == CG_BFLOAT16 else OUT_FLOAT16)
@@ -618,15 +617,7 @@ cdef int cg_crop_and_resize_grad_boxes(
         return error.status
     _nhwc(grads_shape, layout, g)
     _nhwc(image_shape, layout, s)
-    geo.num_boxes = g[0]
-    geo.crop_h = g[1]
-    geo.crop_w = g[2]
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = False
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, g[0], g[1], g[2], s, False, layout)
     status = grad_boxes(&geo, grads, image, image_dtype, boxes, index, output,
                         resolve_threads(num_threads), flush_denormals != 0, &failed)
     free(owned)
@@ -674,15 +665,7 @@ cdef int cg_crop_and_resize_jvp_boxes(
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
         return error.status
-    geo.num_boxes = num_boxes
-    geo.crop_h = crop_height
-    geo.crop_w = crop_width
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = False
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, num_boxes, crop_height, crop_width, s, False, layout)
     jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
               resolve_threads(num_threads), flush_denormals != 0)
     free(owned)
