@@ -27,29 +27,20 @@ from cropgrad._grad_image cimport (
 )
 from cropgrad._jvp_boxes cimport jvp_boxes
 from cropgrad._parallel cimport resolve_threads
-from cropgrad._types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_FLOAT64,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
-    Geometry,
-)
+from cropgrad cimport _types as dt
+from cropgrad._types cimport Geometry
 
 # The kernels number dtypes as the codes of capi.pxd do (they cannot
 # cimport this module: it imports theirs).
-if not (<int>DT_UINT8 == <int>CG_UINT8 and <int>DT_INT8 == <int>CG_INT8
-        and <int>DT_UINT16 == <int>CG_UINT16 and <int>DT_INT16 == <int>CG_INT16
-        and <int>DT_INT32 == <int>CG_INT32 and <int>DT_INT64 == <int>CG_INT64
-        and <int>DT_FLOAT16 == <int>CG_FLOAT16
-        and <int>DT_FLOAT32 == <int>CG_FLOAT32
-        and <int>DT_FLOAT64 == <int>CG_FLOAT64
-        and <int>DT_BFLOAT16 == <int>CG_BFLOAT16):
+if not (<int>dt.DT_UINT8 == <int>CG_UINT8 and <int>dt.DT_INT8 == <int>CG_INT8
+        and <int>dt.DT_UINT16 == <int>CG_UINT16
+        and <int>dt.DT_INT16 == <int>CG_INT16
+        and <int>dt.DT_INT32 == <int>CG_INT32
+        and <int>dt.DT_INT64 == <int>CG_INT64
+        and <int>dt.DT_FLOAT16 == <int>CG_FLOAT16
+        and <int>dt.DT_FLOAT32 == <int>CG_FLOAT32
+        and <int>dt.DT_FLOAT64 == <int>CG_FLOAT64
+        and <int>dt.DT_BFLOAT16 == <int>CG_BFLOAT16):
     raise ImportError("cropgrad: the kernels' dtype codes differ from capi's")
 
 cdef enum:
