@@ -234,16 +234,7 @@ def crop_and_resize(
         nthreads,
     )
     index, index_code = _v.native_index(box_ind)
-    # The output's shape follows the layout code the kernel gets, not a
-    # comparison of `data_format`: a str subclass may compare equal to
-    # "NCHW" whatever it holds, and a shape of the other layout has the
-    # wrong size (the kernel would write past its end).
-    nchw = layout == _v.LAYOUT_CODES["NCHW"]
-    depth = image.shape[1] if nchw else image.shape[3]
-    if nchw:
-        shape = (boxes.shape[0], depth, crop_h, crop_w)
-    else:
-        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
     result = _v.output(out, shape, np.dtype(np.float32))
     _core.crop_and_resize(
         image,
@@ -462,13 +453,7 @@ def crop_and_resize_jvp_boxes(
         nthreads,
     )
     index, index_code = _v.native_index(box_ind)
-    # The output's shape from the layout code, as in crop_and_resize.
-    nchw = layout == _v.LAYOUT_CODES["NCHW"]
-    depth = image.shape[1] if nchw else image.shape[3]
-    if nchw:
-        shape = (boxes.shape[0], depth, crop_h, crop_w)
-    else:
-        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
     result = _v.output(out, shape, np.dtype(np.float32))
     _core.jvp_boxes(
         image,

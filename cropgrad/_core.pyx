@@ -213,6 +213,16 @@ cdef inline void _common(Call* c, Op op, int box_ind_dtype, int method, int layo
     c.flush = flush
 
 
+cdef inline void _crops(Call* c, image, int image_dtype, int64_t num_boxes,
+                        int64_t crop_height, int64_t crop_width) except *:
+    """The arguments the forward op and the boxes JVP share."""
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    c.num_boxes = num_boxes
+    c.crop_height = crop_height
+    c.crop_width = crop_width
+
+
 def crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
                     int64_t crop_height, int64_t crop_width, int method,
                     float extrapolation_value, int layout, out, int num_threads,
@@ -220,11 +230,7 @@ def crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
     """`cg_crop_and_resize` on NumPy arrays; raises on error."""
     cdef Call c
     _common(&c, FORWARD, box_ind_dtype, method, layout, num_threads, flush)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    c.num_boxes = boxes.shape[0]
-    c.crop_height = crop_height
-    c.crop_width = crop_width
+    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
     c.extrapolation_value = extrapolation_value
     _run(&c, (image, boxes, box_ind, out))
 
@@ -258,11 +264,7 @@ def jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
     """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
     cdef Call c
     _common(&c, JVP_BOXES, box_ind_dtype, method, layout, num_threads, flush)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    c.num_boxes = boxes.shape[0]
-    c.crop_height = crop_height
-    c.crop_width = crop_width
+    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
     _run(&c, (image, boxes, boxes_tangent, box_ind, out))
 
 

@@ -424,6 +424,19 @@ def image_size(value, data_format="NHWC"):
     return tuple(int_vector(value, 4, "image_size", _IMAGE_AXES[data_format]))
 
 
+def crops_shape(layout, image_shape, num_boxes, crop_height, crop_width):
+    """The crops' shape (the forward op's and the boxes JVP's) in `layout`.
+
+    From the layout code the kernel gets, not a comparison of
+    ``data_format``: a str subclass may compare equal to "NCHW" whatever it
+    holds, and a shape of the other layout has the wrong size (the kernel
+    would write past its end).
+    """
+    if layout == LAYOUT_CODES["NCHW"]:
+        return (num_boxes, image_shape[1], crop_height, crop_width)
+    return (num_boxes, crop_height, crop_width, image_shape[3])
+
+
 def allocate(shape, dtype, name):
     """``numpy.empty(shape, dtype)``, refusing sizes that cannot be indexed."""
     try:
