@@ -213,6 +213,7 @@ def grad_image_problems(
     return grads, boxes, box_ind, [batch, height, width, depth]
 
 
+# Every image dtype but bfloat16 (which needs ml_dtypes).
 IMAGE_DTYPES = [
     np.uint8,
     np.int8,
