@@ -1,16 +1,18 @@
 """The public NumPy API of cropgrad (re-exported by ``cropgrad``).
 
-Each function checks what it can see without reading the data (argument
-types, dtypes, shapes that relate arrays to each other), converts its
-arguments and allocates the output, then makes one call into the C-level
-API (`cropgrad.capi`), which checks the data (finite boxes, ``box_ind`` in
-range, sizes that overflow) and runs the kernel without the GIL.  An error
-of the C-level API comes back as the exception documented here.
+Each function converts its arguments (cropgrad/_validation.py: types,
+dtypes, names, numbers of dimensions, shapes that relate arrays to each
+other), runs the C-level API's metadata checks through the gate of
+cropgrad._core (the one definition of a valid call, shared with the JAX
+and PyTorch adapters), allocates the output, then makes one call into the
+C-level API through the bridge of cropgrad._core, which checks the data
+(finite boxes, ``box_ind`` in range) and runs the kernel without the GIL.
+An error of the C-level API comes back as the exception documented here.
 """
 
 import numpy as np
 
-from cropgrad import _grad_image, capi
+from cropgrad import _core, _grad_image
 from cropgrad import _validation as _v
 from cropgrad._version import __version__
 
@@ -129,19 +131,13 @@ def crop_and_resize_grad_image(
     flush = _v.flag(flush_denormals, "flush_denormals")
     grads = _v.grads_array(grads, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    if grads.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
-            f"but grads has shape {grads.shape}"
-        )
+    _v.same_num_boxes(boxes.shape[0], grads.shape)
     shape = _v.image_size(image_size, data_format)
     out_code = _v.dtype_code(out_dtype)
-    capi._check_grad_image_call(
-        grads.shape, shape, out_code, method_code, layout, nthreads
-    )
+    _core.check_grad_image(grads.shape, shape, out_code, method_code, layout, nthreads)
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, shape, out_dtype)
-    capi._grad_image(
+    _core.grad_image(
         grads,
         boxes,
         index,
@@ -227,7 +223,7 @@ def crop_and_resize(
         crop_size, 2, "crop_size", "[crop_height, crop_width]"
     )
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
-    capi._check_forward_call(
+    _core.check_forward(
         image.shape,
         image_code,
         boxes.shape[0],
@@ -238,18 +234,9 @@ def crop_and_resize(
         nthreads,
     )
     index, index_code = _v.native_index(box_ind)
-    # The output's shape follows the layout code the kernel gets, not a
-    # comparison of `data_format`: a str subclass may compare equal to
-    # "NCHW" whatever it holds, and a shape of the other layout has the
-    # wrong size (the kernel would write past its end).
-    nchw = layout == _v.LAYOUT_CODES["NCHW"]
-    depth = image.shape[1] if nchw else image.shape[3]
-    if nchw:
-        shape = (boxes.shape[0], depth, crop_h, crop_w)
-    else:
-        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
     result = _v.output(out, shape, np.dtype(np.float32))
-    capi._crop_and_resize(
+    _core.crop_and_resize(
         image,
         image_code,
         boxes,
@@ -330,14 +317,13 @@ def crop_and_resize_grad_boxes(
     grads = _v.grads_array(grads, data_format)
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    if grads.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
-            f"but grads has shape {grads.shape}"
-        )
+    _v.same_num_boxes(boxes.shape[0], grads.shape)
+    _core.check_grad_boxes(
+        grads.shape, image.shape, image_code, method_code, layout, nthreads
+    )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, (boxes.shape[0], 4), np.dtype(np.float32))
-    capi._grad_boxes(
+    _core.grad_boxes(
         grads,
         image,
         image_code,
@@ -456,7 +442,7 @@ def crop_and_resize_jvp_boxes(
     crop_h, crop_w = _v.int_vector(
         crop_size, 2, "crop_size", "[crop_height, crop_width]"
     )
-    capi._check_jvp_boxes_call(
+    _core.check_jvp_boxes(
         image.shape,
         image_code,
         boxes.shape[0],
@@ -467,15 +453,9 @@ def crop_and_resize_jvp_boxes(
         nthreads,
     )
     index, index_code = _v.native_index(box_ind)
-    # The output's shape from the layout code, as in crop_and_resize.
-    nchw = layout == _v.LAYOUT_CODES["NCHW"]
-    depth = image.shape[1] if nchw else image.shape[3]
-    if nchw:
-        shape = (boxes.shape[0], depth, crop_h, crop_w)
-    else:
-        shape = (boxes.shape[0], crop_h, crop_w, depth)
+    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
     result = _v.output(out, shape, np.dtype(np.float32))
-    capi._jvp_boxes(
+    _core.jvp_boxes(
         image,
         image_code,
         boxes,
@@ -511,7 +491,7 @@ def show_config(mode="stdout"):
         ``numpy``.
     """
     info = {"version": __version__}
-    info.update(capi._build_info())
+    info.update(_core.build_info())
     info["default_threads"] = _v.default_threads()
     info["simd"] = _grad_image.simd_target()
     info["numpy"] = np.__version__

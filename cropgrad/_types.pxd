@@ -43,7 +43,8 @@ ctypedef struct Geometry:
 
 
 # Image dtypes as the kernels know them: the same numbers as the C-level
-# API's codes (cropgrad/capi.pxd), which capi checks when it is imported.
+# API's codes (cropgrad/capi.pxd); capi.pyx checks, when it is imported,
+# that all ten agree.
 # (Kernels do not cimport capi: that would make its module import theirs
 # and theirs import it.)
 cdef enum:

@@ -109,14 +109,19 @@ def threads(num_threads):
     if num_threads is None:
         return 0
     if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
-        raise TypeError(
-            "num_threads must be None or an int from 1 to "
-            f"{MAX_THREADS}, got {type(num_threads).__name__} {num_threads!r}"
-        )
+        raise threads_type_error(num_threads)
     n = operator.index(num_threads)
     if not 1 <= n <= MAX_THREADS:
         raise ValueError(f"num_threads must be from 1 to {MAX_THREADS}, got {n}")
     return n
+
+
+def threads_type_error(num_threads):
+    """The TypeError of a ``num_threads`` that is neither None nor an int."""
+    return TypeError(
+        f"num_threads must be None or an int from 1 to {MAX_THREADS}, got "
+        f"{type(num_threads).__name__} {num_threads!r}"
+    )
 
 
 def flag(value, name):
@@ -294,11 +299,7 @@ def image_array(image, data_format="NHWC"):
 def boxes_and_index(boxes, box_ind):
     """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
     boxes = float32_array(boxes, "boxes")
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{boxes.shape}"
-        )
+    boxes_shape(boxes.shape)
     box_ind = real_array(box_ind, "box_ind")
     kind = box_ind.dtype.kind
     if kind == "f" and box_ind.size == 0:
@@ -306,12 +307,36 @@ def boxes_and_index(boxes, box_ind):
         box_ind = box_ind.astype(np.int32)
     elif kind not in "iu":
         raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
-    if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {box_ind.shape}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    box_ind_shape(box_ind.shape, boxes.shape[0])
     return boxes, box_ind
+
+
+def boxes_shape(shape):
+    """Refuse a boxes shape other than ``(num_boxes, 4)`` (any array's)."""
+    if len(shape) != 2 or shape[1] != 4:
+        raise ValueError(
+            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
+            f"{tuple(shape)}"
+        )
+
+
+def box_ind_shape(shape, num_boxes):
+    """Refuse a box_ind shape other than ``(num_boxes,)`` (any array's)."""
+    if len(shape) != 1 or shape[0] != num_boxes:
+        raise ValueError(
+            f"box_ind has incompatible shape {tuple(shape)}: expected "
+            f"({num_boxes},), one image index per box"
+        )
+
+
+def same_num_boxes(num_boxes, grads_shape):
+    """Refuse grads of another box count than boxes (the C-level API takes
+    one count, ``grads_shape[0]``, so the check is the Python layer's)."""
+    if grads_shape[0] != num_boxes:
+        raise ValueError(
+            f"boxes and grads have incompatible shape: {num_boxes} boxes "
+            f"but grads has shape {tuple(grads_shape)}"
+        )
 
 
 def boxes_tangent(value, num_boxes):
@@ -397,6 +422,19 @@ def _int_values(value, length, name, what):
 def image_size(value, data_format="NHWC"):
     """``image_size`` as 4 ints (the C-level API checks their values)."""
     return tuple(int_vector(value, 4, "image_size", _IMAGE_AXES[data_format]))
+
+
+def crops_shape(layout, image_shape, num_boxes, crop_height, crop_width):
+    """The crops' shape (the forward op's and the boxes JVP's) in `layout`.
+
+    From the layout code the kernel gets, not a comparison of
+    ``data_format``: a str subclass may compare equal to "NCHW" whatever it
+    holds, and a shape of the other layout has the wrong size (the kernel
+    would write past its end).
+    """
+    if layout == LAYOUT_CODES["NCHW"]:
+        return (num_boxes, image_shape[1], crop_height, crop_width)
+    return (num_boxes, crop_height, crop_width, image_shape[3])
 
 
 def allocate(shape, dtype, name):

@@ -4,24 +4,18 @@
 The functions declared in ``capi.pxd`` check every argument, including the
 ones that need the data (finite boxes, ``box_ind`` in range, sizes that
 overflow), fill the caller's error record and run the kernels, all without
-the GIL.  The NumPy API calls them through the private Python functions at
-the end of this module, which turn an error record into the exception the
-NumPy API documents.
+the GIL.  Their metadata checks (``_check_*``, also declared in capi.pxd)
+are the one definition of a valid call: the NumPy API reaches them, and the
+functions, through its bridge cropgrad/_core.pyx, which turns an error
+record into the exception the NumPy API documents.
 """
 
 from cpython.pycapsule cimport PyCapsule_New
-from cpython.buffer cimport (
-    PyBUF_C_CONTIGUOUS,
-    PyBUF_WRITABLE,
-    PyBuffer_Release,
-    PyObject_GetBuffer,
-)
 from libc.math cimport isfinite
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uintptr_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 
-from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._forward cimport crop_and_resize
 from cropgrad._grad_boxes cimport grad_boxes
 from cropgrad._grad_image cimport (
@@ -32,15 +26,21 @@ from cropgrad._grad_image cimport (
     grad_image,
 )
 from cropgrad._jvp_boxes cimport jvp_boxes
-from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 from cropgrad._parallel cimport resolve_threads
-from cropgrad._types cimport DT_BFLOAT16, DT_FLOAT16, DT_FLOAT64, DT_UINT8, Geometry
+from cropgrad cimport _types as dt
+from cropgrad._types cimport Geometry
 
 # The kernels number dtypes as the codes of capi.pxd do (they cannot
 # cimport this module: it imports theirs).
-if not (<int>DT_UINT8 == <int>CG_UINT8 and <int>DT_FLOAT16 == <int>CG_FLOAT16
-        and <int>DT_FLOAT64 == <int>CG_FLOAT64
-        and <int>DT_BFLOAT16 == <int>CG_BFLOAT16):
+if not (<int>dt.DT_UINT8 == <int>CG_UINT8 and <int>dt.DT_INT8 == <int>CG_INT8
+        and <int>dt.DT_UINT16 == <int>CG_UINT16
+        and <int>dt.DT_INT16 == <int>CG_INT16
+        and <int>dt.DT_INT32 == <int>CG_INT32
+        and <int>dt.DT_INT64 == <int>CG_INT64
+        and <int>dt.DT_FLOAT16 == <int>CG_FLOAT16
+        and <int>dt.DT_FLOAT32 == <int>CG_FLOAT32
+        and <int>dt.DT_FLOAT64 == <int>CG_FLOAT64
+        and <int>dt.DT_BFLOAT16 == <int>CG_BFLOAT16):
     raise ImportError("cropgrad: the kernels' dtype codes differ from capi's")
 
 cdef enum:
@@ -230,6 +230,21 @@ cdef int _memory_error(cg_error* err, const char* op, size_t nbytes,
     return _fail(err, CG_ERR_MEMORY, -1)
 
 
+cdef inline void _geometry(Geometry* geo, int64_t num_boxes, int64_t crop_h,
+                           int64_t crop_w, const int64_t* s, bint nearest,
+                           int layout) noexcept nogil:
+    """The kernels' problem description (`s`: the image's shape as NHWC)."""
+    geo.num_boxes = num_boxes
+    geo.crop_h = crop_h
+    geo.crop_w = crop_w
+    geo.batch = s[0]
+    geo.height = s[1]
+    geo.width = s[2]
+    geo.depth = s[3]
+    geo.nearest = nearest
+    geo.nchw = layout == CG_NCHW
+
+
 ctypedef struct Array:
     # One array argument of a call: where it is, how many bytes its shape
     # holds (the shapes already checked, so the count fits int64), its name.
@@ -302,14 +317,30 @@ cdef int _check_arrays(const Array* arrays, int count, cg_error* err) noexcept n
     return CG_OK
 
 
+cdef int _check_grads(const int64_t* grads_shape, const int64_t* g,
+                      cg_error* err) noexcept nogil:
+    """grads indexable, its crops not empty (`g`: its shape as NHWC)."""
+    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+        return err.status
+    if g[1] == 0 or g[2] == 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "grads dimensions must be positive: crop_height and crop_width "
+                 "are %lld and %lld", <long long>g[1], <long long>g[2])
+        return _fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
 # --------------------------------------------------------------------------
-# Metadata checks of each op (no data read): also called by the NumPy API
-# before it allocates the output.
+# Metadata checks of each op (no data read; declared in capi.pxd): the NumPy
+# API, cropgrad.jax and cropgrad.torch run them through cropgrad._core before
+# they allocate an output.
 
 cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                            int output_dtype, int method, int layout,
-                           int num_threads, cg_error* err) noexcept nogil:
-    """Shapes are in `layout`'s order (and so are those the messages show)."""
+                           int num_threads, const char* size_name,
+                           cg_error* err) noexcept nogil:
+    """Shapes are in `layout`'s order (and so are those the messages show);
+    `size_name` is what the caller calls `image_size` (JAX: image_shape)."""
     cdef char dims[128]
     cdef int64_t g[4]
     cdef int64_t s[4]
@@ -322,27 +353,24 @@ cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size
         return _bad_dtype(err, "output_dtype",
                           "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
                           output_dtype)
-    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+    if _check_grads(grads_shape, g, err) != CG_OK:
         return err.status
-    if g[1] == 0 or g[2] == 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>g[1], <long long>g[2])
-        return _fail(err, CG_ERR_VALUE, -1)
     if s[1] <= 0 or s[2] <= 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image dimensions must be positive: image_size = %s", dims)
+                 "image dimensions must be positive: %s = %s", size_name, dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if s[0] < 0 or s[3] < 0:
         _format_shape(dims, sizeof(dims), image_size)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image_size: batch and depth must be non-negative, got %s", dims)
+                 "%s: batch and depth must be non-negative, got %s", size_name,
+                 dims)
         return _fail(err, CG_ERR_VALUE, -1)
     if g[3] != s[3]:
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image_size and grads are incompatible: image_size depth is %lld "
-                 "but grads depth is %lld", <long long>s[3], <long long>g[3])
+                 "%s and grads are incompatible: %s depth is %lld but grads "
+                 "depth is %lld", size_name, size_name, <long long>s[3],
+                 <long long>g[3])
         return _fail(err, CG_ERR_VALUE, -1)
     # float16 and bfloat16 outputs also need a float32 accumulator of the
     # same shape.
@@ -410,13 +438,8 @@ cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shap
         return err.status
     _nhwc(grads_shape, layout, g)
     _nhwc(image_shape, layout, s)
-    if _check_size(grads_shape, 4, "grads", err) != CG_OK:
+    if _check_grads(grads_shape, g, err) != CG_OK:
         return err.status
-    if g[1] == 0 or g[2] == 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>g[1], <long long>g[2])
-        return _fail(err, CG_ERR_VALUE, -1)
     if _check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
     if g[3] != s[3]:
@@ -477,15 +500,7 @@ cdef int cg_crop_and_resize(
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
         return error.status
-    geo.num_boxes = num_boxes
-    geo.crop_h = crop_height
-    geo.crop_w = crop_width
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = method == CG_NEAREST
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, num_boxes, crop_height, crop_width, s, method == CG_NEAREST, layout)
     status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
                              extrapolation_value, resolve_threads(num_threads),
                              flush_denormals != 0, &failed)
@@ -516,7 +531,7 @@ cdef int cg_crop_and_resize_grad_image(
             or _check_shape_pointer(image_size, "image_size", error) != CG_OK):
         return error.status
     if _check_grad_image(grads_shape, image_size, output_dtype, method, layout,
-                         num_threads, error) != CG_OK:
+                         num_threads, "image_size", error) != CG_OK:
         return error.status
     if _check_boxes_args(box_ind_dtype, grads_shape[0], error) != CG_OK:
         return error.status
@@ -537,15 +552,7 @@ cdef int cg_crop_and_resize_grad_image(
     if _index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
                 error) != CG_OK:
         return error.status
-    geo.num_boxes = g[0]
-    geo.crop_h = g[1]
-    geo.crop_w = g[2]
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = method == CG_NEAREST
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, g[0], g[1], g[2], s, method == CG_NEAREST, layout)
     kind = (OUT_FLOAT32 if output_dtype == CG_FLOAT32 else
             OUT_FLOAT64 if output_dtype == CG_FLOAT64 else
             OUT_BFLOAT16 if output_dtype == CG_BFLOAT16 else OUT_FLOAT16)
@@ -601,15 +608,7 @@ cdef int cg_crop_and_resize_grad_boxes(
         return error.status
     _nhwc(grads_shape, layout, g)
     _nhwc(image_shape, layout, s)
-    geo.num_boxes = g[0]
-    geo.crop_h = g[1]
-    geo.crop_w = g[2]
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = False
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, g[0], g[1], g[2], s, False, layout)
     status = grad_boxes(&geo, grads, image, image_dtype, boxes, index, output,
                         resolve_threads(num_threads), flush_denormals != 0, &failed)
     free(owned)
@@ -657,15 +656,7 @@ cdef int cg_crop_and_resize_jvp_boxes(
         return _ok(error)
     if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
         return error.status
-    geo.num_boxes = num_boxes
-    geo.crop_h = crop_height
-    geo.crop_w = crop_width
-    geo.batch = s[0]
-    geo.height = s[1]
-    geo.width = s[2]
-    geo.depth = s[3]
-    geo.nearest = False
-    geo.nchw = layout == CG_NCHW
+    _geometry(&geo, num_boxes, crop_height, crop_width, s, False, layout)
     jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
               resolve_threads(num_threads), flush_denormals != 0)
     free(owned)
@@ -673,10 +664,8 @@ cdef int cg_crop_and_resize_jvp_boxes(
 
 
 # --------------------------------------------------------------------------
-# The NumPy API's way in (private).  Arrays arrive checked for type, dtype,
-# number of dimensions and C-contiguity by cropgrad/_api.py.
-
-# The codes of capi.pxd, for the Python layer.
+# The codes of capi.pxd, for the Python layer (cropgrad._validation) and
+# for ctypes, cffi and Numba consumers.
 _CODES = {
     "CG_OK": CG_OK, "CG_ERR_VALUE": CG_ERR_VALUE, "CG_ERR_INDEX": CG_ERR_INDEX,
     "CG_ERR_TYPE": CG_ERR_TYPE, "CG_ERR_MEMORY": CG_ERR_MEMORY,
@@ -689,210 +678,6 @@ _CODES = {
     "CG_BILINEAR": CG_BILINEAR, "CG_NEAREST": CG_NEAREST,
     "CG_MESSAGE_SIZE": CG_MESSAGE_SIZE,
 }
-
-_EXCEPTIONS = {
-    CG_ERR_VALUE: ValueError,
-    CG_ERR_INDEX: IndexError,
-    CG_ERR_TYPE: TypeError,
-    CG_ERR_MEMORY: MemoryError,
-    CG_ERR_UNSUPPORTED: NotImplementedError,
-}
-
-
-cdef int _raise(cg_error* err) except -1:
-    raise _EXCEPTIONS[err.status](err.message.decode("utf-8", "replace"))
-
-
-cdef inline void _shape4(int64_t* dst, shape):
-    dst[0] = shape[0]
-    dst[1] = shape[1]
-    dst[2] = shape[2]
-    dst[3] = shape[3]
-
-
-def _check_grad_image_call(tuple grads_shape, image_size, int output_dtype,
-                           int method, int layout, int num_threads):
-    """Raise what `cg_crop_and_resize_grad_image` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    _shape4(g, grads_shape)
-    _shape4(s, image_size)
-    if _check_grad_image(g, s, output_dtype, method, layout, num_threads,
-                         &err) != CG_OK:
-        _raise(&err)
-
-
-def _check_forward_call(tuple image_shape, int image_dtype, int64_t num_boxes,
-                        int64_t crop_height, int64_t crop_width, int method,
-                        int layout, int num_threads):
-    """Raise what `cg_crop_and_resize` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, False, &err) != CG_OK:
-        _raise(&err)
-
-
-def _check_jvp_boxes_call(tuple image_shape, int image_dtype, int64_t num_boxes,
-                          int64_t crop_height, int64_t crop_width, int method,
-                          int layout, int num_threads):
-    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, True, &err) != CG_OK:
-        _raise(&err)
-
-
-ctypedef struct Buffers:
-    # Views of the arrays of one call, released together.
-    Py_buffer views[5]
-    int count
-
-
-cdef void* _view(Buffers* bufs, obj, bint writable) except? NULL:
-    """Pointer to the data of `obj` (a C-contiguous array), held in `bufs`."""
-    cdef int flags = PyBUF_C_CONTIGUOUS | (PyBUF_WRITABLE if writable else 0)
-    PyObject_GetBuffer(obj, &bufs.views[bufs.count], flags)
-    bufs.count += 1
-    return bufs.views[bufs.count - 1].buf
-
-
-cdef void _release(Buffers* bufs) noexcept:
-    while bufs.count > 0:
-        bufs.count -= 1
-        PyBuffer_Release(&bufs.views[bufs.count])
-
-
-def _grad_image(grads, boxes, box_ind, int box_ind_dtype, image_size, out,
-                int output_dtype, int method, int layout, int num_threads,
-                bint flush):
-    """`cg_crop_and_resize_grad_image` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const float* p_grads
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef void* p_out
-    cdef int status
-    _shape4(g, grads.shape)
-    _shape4(s, image_size)
-    bufs.count = 0
-    try:
-        p_grads = <const float*>_view(&bufs, grads, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = _view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_grad_image(
-                p_grads, g, p_boxes, p_index, box_ind_dtype, s, p_out,
-                output_dtype, method, layout, num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-                     int64_t crop_height, int64_t crop_width, int method,
-                     float extrapolation_value, int layout, out, int num_threads,
-                     bint flush):
-    """`cg_crop_and_resize` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int64_t num_boxes = boxes.shape[0]
-    cdef int status
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize(
-                p_image, image_dtype, s, p_boxes, p_index, box_ind_dtype, num_boxes,
-                crop_height, crop_width, method, extrapolation_value, layout, p_out,
-                num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-                out, int method, int layout, int num_threads, bint flush):
-    """`cg_crop_and_resize_grad_boxes` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const float* p_grads
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int status
-    _shape4(g, grads.shape)
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_grads = <const float*>_view(&bufs, grads, False)
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_grad_boxes(
-                p_grads, g, p_image, image_dtype, s, p_boxes, p_index,
-                box_ind_dtype, p_out, method, layout, num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
-
-
-def _jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
-               int box_ind_dtype, int64_t crop_height, int64_t crop_width,
-               int method, int layout, out, int num_threads, bint flush):
-    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    cdef Buffers bufs
-    cdef const void* p_image
-    cdef const float* p_boxes
-    cdef const float* p_tangent
-    cdef const void* p_index
-    cdef float* p_out
-    cdef int64_t num_boxes = boxes.shape[0]
-    cdef int status
-    _shape4(s, image.shape)
-    bufs.count = 0
-    try:
-        p_image = _view(&bufs, image, False)
-        p_boxes = <const float*>_view(&bufs, boxes, False)
-        p_tangent = <const float*>_view(&bufs, boxes_tangent, False)
-        p_index = _view(&bufs, box_ind, False)
-        p_out = <float*>_view(&bufs, out, True)
-        with nogil:
-            status = cg_crop_and_resize_jvp_boxes(
-                p_image, image_dtype, s, p_boxes, p_tangent, p_index, box_ind_dtype,
-                num_boxes, crop_height, crop_width, method, layout, p_out,
-                num_threads, flush, &err)
-    finally:
-        _release(&bufs)
-    if status != CG_OK:
-        _raise(&err)
 
 
 # --------------------------------------------------------------------------
@@ -985,14 +770,4 @@ def function_addresses():
         "cg_crop_and_resize_grad_image": <uintptr_t><void*>t.crop_and_resize_grad_image,
         "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>t.crop_and_resize_grad_boxes,
         "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>t.crop_and_resize_jvp_boxes,
-    }
-
-
-def _build_info():
-    """Facts fixed when the extension was compiled (see show_config)."""
-    return {
-        "openmp": bool(CROPGRAD_HAVE_OPENMP),
-        "compiler": CG_COMPILER.decode("utf-8", "replace"),
-        "cflags": CG_CFLAGS.decode("utf-8", "replace"),
-        "flush_denormals_supported": bool(CG_FPENV_SUPPORTED),
     }

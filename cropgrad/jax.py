@@ -68,8 +68,8 @@ except ImportError as _exc:  # not installed, or hidden
         'pip install "cropgrad[jax]"'
     ) from _exc
 
+from cropgrad import _core, _xla
 from cropgrad import _validation as _v
-from cropgrad import _xla
 
 __all__ = [
     "DEFAULT_THREADS",
@@ -86,14 +86,11 @@ __all__ = [
 #
 # Why not 1: XLA runs the call on one of its threads and, unless it has
 # independent work to run beside it, waits for it with the rest of its pool
-# idle, so an OpenMP team has the cores to itself.  Measured in a jitted
-# detector training step (crops of a feature map, a dense head, and an
-# independent dense branch XLA may run at the same time) on a shared 2-core
-# machine, the default team (2 threads) took 0.65 to 0.69 times as long as
-# one thread when the second core was free, and no longer when other
-# processes kept it busy, at the same CPU time (within 3%): its threads do
-# not spin at XLA's expense.  Benchmark row detector-train-step-jax
-# measures it.
+# idle, so an OpenMP team has the cores to itself, and its threads do not
+# spin at XLA's expense once the call returns.  The benchmark row
+# detector-train-step-jax (a jitted training step with an independent
+# branch XLA may run beside the call) measures the default against one
+# thread: benchmarks/README.md has the figures.
 DEFAULT_THREADS = 0
 
 _IMAGE_DTYPES = tuple(
@@ -170,22 +167,9 @@ def _static(value, name):
 
 
 def _threads(num_threads):
-    """The ``num_threads`` attribute: 1 to 1024, or `DEFAULT_THREADS`."""
-    num_threads = _static(num_threads, "num_threads")
-    if num_threads is None:
-        return DEFAULT_THREADS
-    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(
-        num_threads, (int, np.integer)
-    ):
-        raise TypeError(
-            f"num_threads must be None or an int from 1 to {_v.MAX_THREADS}, "
-            f"got {type(num_threads).__name__} {num_threads!r}"
-        )
-    if not 1 <= num_threads <= _v.MAX_THREADS:
-        raise ValueError(
-            f"num_threads must be from 1 to {_v.MAX_THREADS}, got {num_threads}"
-        )
-    return int(num_threads)
+    """The ``num_threads`` attribute: the NumPy API's, or `DEFAULT_THREADS`."""
+    num_threads = _v.threads(_static(num_threads, "num_threads"))
+    return DEFAULT_THREADS if num_threads == 0 else num_threads
 
 
 @functools.cache
@@ -259,10 +243,12 @@ def _image(image, layout):
         )
     if image.ndim != 4:
         raise ValueError(f"image must be 4-D {_ORDER[layout]}, got shape {image.shape}")
-    _, height, width, _ = _dims(image.shape, layout)
-    if height == 0 or width == 0:
-        raise ValueError(f"image dimensions must be positive, got shape {image.shape}")
     return image
+
+
+def _code(image):
+    """The C-level API's dtype code of a (checked) image."""
+    return _v.dtype_code(np.dtype(image.dtype))
 
 
 def _grads(grads, layout):
@@ -271,30 +257,16 @@ def _grads(grads, layout):
         raise ValueError(
             f"grads must be 4-D {_CROP_ORDER[layout]}, got shape {grads.shape}"
         )
-    _, crop_h, crop_w, _ = _dims(grads.shape, layout)
-    if crop_h == 0 or crop_w == 0:
-        raise ValueError(
-            "grads dimensions must be positive: crop_height and crop_width "
-            f"are {crop_h} and {crop_w}"
-        )
     return grads
 
 
 def _boxes_and_index(boxes, box_ind, grads=None):
     boxes = _array(boxes, "boxes").astype(jnp.float32)
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{boxes.shape}"
-        )
+    _v.boxes_shape(boxes.shape)
     box_ind = _array(box_ind, "box_ind")
     if box_ind.dtype.kind not in "iu":
         raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
-    if box_ind.ndim != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {box_ind.shape}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    _v.box_ind_shape(box_ind.shape, boxes.shape[0])
     if box_ind.dtype != np.int64:
         # int32 holds every index XLA can address in the smaller types;
         # uint32 and uint64 only fit int64 (which needs jax_enable_x64).
@@ -303,11 +275,8 @@ def _boxes_and_index(boxes, box_ind, grads=None):
             if box_ind.dtype.itemsize >= 4 and box_ind.dtype.kind == "u"
             else jnp.int32
         )
-    if grads is not None and grads.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"boxes and grads have incompatible shape: {boxes.shape[0]} boxes "
-            f"but grads has shape {grads.shape}"
-        )
+    if grads is not None:
+        _v.same_num_boxes(boxes.shape[0], grads.shape)
     return boxes, box_ind
 
 
@@ -941,15 +910,21 @@ def crop_and_resize(
     crop_h, crop_w = _v.int_vector(
         _static(crop_size, "crop_size"), 2, "crop_size", "[crop_height, crop_width]"
     )
-    if crop_h <= 0 or crop_w <= 0:
-        raise ValueError(
-            f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}"
-        )
     extrapolation = _v.real_scalar(
         _static(extrapolation_value, "extrapolation_value"), "extrapolation_value"
     )
     image = _image(image, layout)
     boxes, box_ind = _boxes_and_index(boxes, box_ind)
+    _core.check_forward(
+        image.shape,
+        _code(image),
+        boxes.shape[0],
+        crop_h,
+        crop_w,
+        method,
+        layout,
+        threads,
+    )
     return _crop(
         image,
         boxes,
@@ -1031,19 +1006,15 @@ def crop_and_resize_grad_image(
             _static(image_shape, "image_shape"), 4, "image_shape", _ORDER[layout]
         )
     )
-    batch, height, width, depth = _dims(shape, layout)
-    if height <= 0 or width <= 0:
-        raise ValueError(f"image dimensions must be positive: image_shape = {shape}")
-    if batch < 0 or depth < 0:
-        raise ValueError(
-            f"image_shape: batch and depth must be non-negative, got {shape}"
-        )
-    _, crop_h, crop_w, grads_depth = _dims(grads.shape, layout)
-    if grads_depth != depth:
-        raise ValueError(
-            f"image_shape and grads are incompatible: image depth is {depth} but "
-            f"grads depth is {grads_depth}"
-        )
+    _core.check_grad_image(
+        grads.shape,
+        shape,
+        _v.dtype_code(np.dtype(out_dtype)),
+        method,
+        layout,
+        threads,
+        "image_shape",
+    )
     return _grad_image(
         grads,
         boxes,
@@ -1112,11 +1083,14 @@ def crop_and_resize_grad_boxes(
     grads = _grads(grads, layout)
     image = _image(image, layout)
     boxes, box_ind = _boxes_and_index(boxes, box_ind, grads)
-    if _dims(grads.shape, layout)[3] != _dims(image.shape, layout)[3]:
-        raise ValueError(
-            "image and grads must have the same depth, got "
-            f"{_dims(image.shape, layout)[3]} and {_dims(grads.shape, layout)[3]}"
-        )
+    _core.check_grad_boxes(
+        grads.shape,
+        image.shape,
+        _code(image),
+        _v.METHOD_CODES["bilinear"],
+        layout,
+        threads,
+    )
     return _grad_boxes(
         grads, image, boxes, box_ind, layout=layout, threads=threads, fold=()
     )

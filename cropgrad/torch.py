@@ -72,6 +72,7 @@ import numbers
 from collections.abc import Sequence
 
 import cropgrad as _cg
+from cropgrad import _core
 from cropgrad import _validation as _v
 
 try:
@@ -107,6 +108,10 @@ _IMAGE_DTYPES = (
     torch.float64,
 )
 _GRAD_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# The C-level API's code of each (torch.uint8: CG_UINT8, ...).
+_CODES = {
+    t: _v.CODES["CG_" + str(t).removeprefix("torch.").upper()] for t in _IMAGE_DTYPES
+}
 _GRAD_DTYPE_NAMES = "float16, bfloat16, float32 or float64"
 
 
@@ -171,7 +176,7 @@ def _describe(layout, first, height="height", width="width"):
 
 
 def _image(image, layout, name="image"):
-    """Check a 4-D image; return (depth, height, width)."""
+    """Check a 4-D image's dtype and rank; return its depth."""
     _real(image, name)
     if image.dtype not in _IMAGE_DTYPES:
         raise TypeError(
@@ -183,17 +188,11 @@ def _image(image, layout, name="image"):
             f"{name} must be 4-D {_describe(layout, 'batch')} "
             f"({layout}), got shape {tuple(image.shape)}"
         )
-    c, h, w = (image.shape[i] for i in _dims(layout))
-    if h == 0 or w == 0:
-        raise ValueError(
-            f"{name} dimensions must be positive, got shape {tuple(image.shape)} "
-            f"({layout})"
-        )
-    return c, h, w
+    return image.shape[_dims(layout)[0]]
 
 
 def _grads(grads, layout):
-    """Check 4-D grads; return (num_boxes, depth, crop_height, crop_width)."""
+    """Check that grads is 4-D; return its number of boxes."""
     _real(grads, "grads")
     if grads.dim() != 4:
         raise ValueError(
@@ -202,41 +201,24 @@ def _grads(grads, layout):
             f"({layout}), "
             f"got shape {tuple(grads.shape)}"
         )
-    c, h, w = (grads.shape[i] for i in _dims(layout))
-    if h == 0 or w == 0:
-        raise ValueError(
-            "grads dimensions must be positive: crop_height and crop_width are "
-            f"{h} and {w} (grads shape {tuple(grads.shape)}, {layout})"
-        )
-    return grads.shape[0], c, h, w
+    return grads.shape[0]
 
 
 def _boxes(boxes, box_ind):
     """Check boxes and box_ind shapes; return the number of boxes."""
     _real(boxes, "boxes")
-    if boxes.dim() != 2 or boxes.shape[1] != 4:
-        raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{tuple(boxes.shape)}"
-        )
+    _v.boxes_shape(tuple(boxes.shape))
     _tensor(box_ind, "box_ind")
     dtype = box_ind.dtype
     if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex:
         raise TypeError(f"box_ind must hold integers, got dtype {dtype}")
-    if box_ind.dim() != 1 or box_ind.shape[0] != boxes.shape[0]:
-        raise ValueError(
-            f"box_ind has incompatible shape {tuple(box_ind.shape)}: expected "
-            f"({boxes.shape[0]},), one image index per box"
-        )
+    _v.box_ind_shape(tuple(box_ind.shape), boxes.shape[0])
     return boxes.shape[0]
 
 
-def _same_count(grads_boxes, num_boxes, grads):
-    if grads_boxes != num_boxes:
-        raise ValueError(
-            f"boxes and grads have incompatible shape: {num_boxes} boxes but "
-            f"grads has shape {tuple(grads.shape)}"
-        )
+def _concrete(*shapes):
+    """Whether every value of `shapes` is an int (not a symbolic SymInt)."""
+    return all(type(v) is int for shape in shapes for v in shape)
 
 
 def _ints(value, length, name, what):
@@ -262,27 +244,11 @@ def _ints(value, length, name, what):
 
 
 def _crop_size(crop_size):
-    crop_h, crop_w = _ints(crop_size, 2, "crop_size", "[crop_height, crop_width]")
-    if crop_h <= 0 or crop_w <= 0:
-        raise ValueError(
-            f"crop dimensions must be positive, got crop_size = {[crop_h, crop_w]}"
-        )
-    return crop_h, crop_w
+    return _ints(crop_size, 2, "crop_size", "[crop_height, crop_width]")
 
 
 def _image_size(image_size, layout):
-    what = _describe(layout, "batch")
-    size = _ints(image_size, 4, "image_size", what)
-    c, h, w = (size[i] for i in _dims(layout))
-    if h <= 0 or w <= 0:
-        raise ValueError(
-            f"image dimensions must be positive: image_size = {size} ({layout})"
-        )
-    if size[0] < 0 or c < 0:
-        raise ValueError(
-            f"image_size: batch and depth must be non-negative, got {size} ({layout})"
-        )
-    return size
+    return _ints(image_size, 4, "image_size", _describe(layout, "batch"))
 
 
 def _physical(t, layout):
@@ -336,10 +302,7 @@ def _threads(num_threads):
     if num_threads is not None and (
         isinstance(num_threads, bool) or not isinstance(num_threads, int)
     ):
-        raise TypeError(
-            "num_threads must be None or an int from 1 to 1024, got "
-            f"{type(num_threads).__name__} {num_threads!r}"
-        )
+        raise _v.threads_type_error(num_threads)
     return num_threads
 
 
@@ -355,16 +318,32 @@ def _flag(value, name):
 # Metadata plans: shared by the fake and the real implementations (so that
 # a bad call fails alike under torch.compile, while tracing, and eagerly)
 # and by the vmap rules (which check the caller's per-problem shapes).
+# Where the shapes are concrete ints they run the C-level API's metadata
+# checks (cropgrad._core's gate: the NumPy API's messages, in the caller's
+# layout); symbolic shapes get only what the output's shape needs, and the
+# eager call checks the rest through the NumPy API.  The thread count is
+# the NumPy API's to check (0 here: the default).
 
 
 def _forward_plan(image, boxes, box_ind, crop_size, method, data_format):
     """Check the forward op's metadata; return (output shape, memory layout)."""
     _choice(method, _METHODS, "method")
     layout = _choice(data_format, _FORMATS, "data_format")
-    depth = _image(image, layout)[0]
+    depth = _image(image, layout)
     n = _boxes(boxes, box_ind)
     _one_device(image=image, boxes=boxes, box_ind=box_ind)
     crop_h, crop_w = _crop_size(crop_size)
+    if _concrete(image.shape, (n, crop_h, crop_w)):
+        _core.check_forward(
+            tuple(image.shape),
+            _CODES[image.dtype],
+            n,
+            crop_h,
+            crop_w,
+            _v.METHOD_CODES[method],
+            _v.LAYOUT_CODES[layout],
+            0,
+        )
     if layout == "NCHW":
         shape = [n, depth, crop_h, crop_w]
     else:
@@ -378,15 +357,18 @@ def _grad_image_plan(grads, boxes, box_ind, image_size, dtype, method, data_form
     layout = _choice(data_format, _FORMATS, "data_format")
     if dtype not in _GRAD_DTYPES:
         raise TypeError(f"dtype must be {_GRAD_DTYPE_NAMES}, got {dtype!r}")
-    num, depth = _grads(grads, layout)[:2]
-    _same_count(num, _boxes(boxes, box_ind), grads)
+    _grads(grads, layout)
+    _v.same_num_boxes(_boxes(boxes, box_ind), tuple(grads.shape))
     _one_device(grads=grads, boxes=boxes, box_ind=box_ind)
     size = _image_size(image_size, layout)
-    image_depth = size[_dims(layout)[0]]
-    if depth != image_depth:
-        raise ValueError(
-            f"image_size and grads are incompatible: image_size depth is "
-            f"{image_depth} but grads depth is {depth} ({layout})"
+    if _concrete(grads.shape, size):
+        _core.check_grad_image(
+            tuple(grads.shape),
+            size,
+            _CODES[dtype],
+            _v.METHOD_CODES[method],
+            _v.LAYOUT_CODES[layout],
+            0,
         )
     return size, _physical(grads, layout)
 
@@ -399,14 +381,18 @@ def _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format):
     """
     _choice(method, ("bilinear",), "method")
     layout = _choice(data_format, _FORMATS, "data_format")
-    num, depth = _grads(grads, layout)[:2]
-    image_depth = _image(image, layout)[0]
-    _same_count(num, _boxes(boxes, box_ind), grads)
+    _grads(grads, layout)
+    _image(image, layout)
+    _v.same_num_boxes(_boxes(boxes, box_ind), tuple(grads.shape))
     _one_device(grads=grads, image=image, boxes=boxes, box_ind=box_ind)
-    if depth != image_depth:
-        raise ValueError(
-            f"image and grads must have the same depth, got {image_depth} and "
-            f"{depth} ({layout})"
+    if _concrete(grads.shape, image.shape):
+        _core.check_grad_boxes(
+            tuple(grads.shape),
+            tuple(image.shape),
+            _CODES[image.dtype],
+            _v.METHOD_CODES[method],
+            _v.LAYOUT_CODES[layout],
+            0,
         )
     from_grads = _physical(grads, layout)
     from_image = _physical(image, layout)

@@ -9,8 +9,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import random_problem
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits, random_problem
 
 import cropgrad
 from cropgrad import _reference as reference

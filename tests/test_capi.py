@@ -15,7 +15,7 @@ import os
 import capi_build
 import numpy as np
 import pytest
-from conftest import random_problem
+from _helpers import random_problem
 
 import cropgrad
 import cropgrad.capi

@@ -260,4 +260,8 @@ def test_threads_that_cannot_be_created_do_not_end_the_process(tmp_path):
         proc.stdout[-500:],
         proc.stderr[-500:],
     )
-    assert proc.stdout.strip() == "same bits" or proc.stdout.startswith("raised ")
+    # The team is cut to the threads that can start (the same bits), or the
+    # scratch memory cannot be had: the documented MemoryError, nothing else.
+    assert proc.stdout.strip() == "same bits" or proc.stdout.startswith(
+        "raised MemoryError: "
+    ), proc.stdout[-500:]

@@ -4,8 +4,7 @@ differences)."""
 
 import numpy as np
 import pytest
-from conftest import as_image_dtype, load_cases
-from test_grad_image import assert_same_bits
+from _helpers import as_image_dtype, assert_same_bits, load_cases
 
 import cropgrad
 from cropgrad import _reference as reference

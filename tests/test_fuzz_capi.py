@@ -14,11 +14,14 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(HERE, "fuzz_capi.py")
 SECONDS = float(os.environ.get("CROPGRAD_FUZZ_CAPI_SECONDS", "20"))
 
 
+@pytest.mark.slow  # a fuzz run of SECONDS
 def test_fuzz_capi(tmp_path):
     seed = int(os.environ.get("CROPGRAD_FUZZ_CAPI_SEED", random.randrange(2**32)))
     crash_file = tmp_path / "seed.txt"

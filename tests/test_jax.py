@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits
 
 import cropgrad
 

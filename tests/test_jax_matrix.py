@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 import pytest
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits
 
 import cropgrad
 

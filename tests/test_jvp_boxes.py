@@ -3,22 +3,11 @@ transpose, finite differences of the forward op, errors, threads, out=."""
 
 import numpy as np
 import pytest
-from test_grad_image import assert_same_bits
+from _helpers import IMAGE_DTYPES, assert_same_bits
 
 import cropgrad
 from cropgrad import _reference as reference
 
-IMAGE_DTYPES = [
-    np.uint8,
-    np.int8,
-    np.uint16,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.float16,
-    np.float32,
-    np.float64,
-]
 # float32 unit roundoff
 U = 2.0**-24
 

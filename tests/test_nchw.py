@@ -11,17 +11,19 @@ switch of the kernels) against the NHWC result transposed.
 
 import numpy as np
 import pytest
-from conftest import as_image_dtype, load_cases
-from hypothesis import given, note
-from hypothesis import strategies as st
-from test_grad_image import assert_same_bits
-from test_properties import (
+from _helpers import (
     METHODS,
     OUT_DTYPES,
+    as_image_dtype,
+    assert_same_bits,
+    big_problems,
     examples,
     forward_problems,
     grad_image_problems,
+    load_cases,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 import cropgrad
 
@@ -156,36 +158,12 @@ def test_grad_image_small_problems(problem, method, dtype, num_threads):
     assert_same_bits(out, expected)
 
 
-@st.composite
-def big_problems(draw):
-    """Problems that start threads, with depths around every kernel switch:
-    planes (1 to 4), tiles of one group (5 to 64), of several, uneven groups
-    (70, 130), and widths that shrink the tiles."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    batch = int(rng.integers(1, 4))
-    height = int(rng.choice([1, 2, 3, 17, 40, 64]))
-    width = int(rng.choice([1, 2, 5, 31, 64, 1500]))
-    depth = int(rng.choice([1, 2, 3, 4, 5, 16, 17, 64, 70, 130]))
-    num_boxes = int(rng.integers(1, 150))
-    crop_h = int(rng.integers(1, 13))
-    crop_w = int(rng.integers(1, 13))
-    spread = float(rng.choice([0.0, 0.3, 2.0]))
-    boxes = rng.uniform(-spread, 1 + spread, (num_boxes, 4)).astype(np.float32)
-    if rng.random() < 0.5:  # many boxes on the same pixels
-        boxes[: num_boxes // 2] = rng.uniform(0.4, 0.6, 4).astype(np.float32)
-    grads = rng.standard_normal((num_boxes, crop_h, crop_w, depth)).astype(np.float32)
-    box_ind = rng.integers(0, batch, num_boxes)
-    note(
-        f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
-        f"boxes={num_boxes} crop=({crop_h}, {crop_w})"
-    )
-    return grads, boxes, box_ind, [batch, height, width, depth]
-
-
 @examples(120)
 @given(
-    problem=big_problems(),
+    problem=big_problems(
+        widths=(1, 2, 5, 31, 64, 1500),
+        depths=(1, 2, 3, 4, 5, 16, 17, 64, 70, 130),
+    ),
     method=st.sampled_from(METHODS),
     dtype=st.sampled_from(OUT_DTYPES),
     num_threads=st.integers(1, 4),

@@ -9,8 +9,7 @@ float64 mode stays within rounding of those results.
 
 import numpy as np
 import pytest
-from conftest import load_cases
-from test_grad_image import assert_same_bits
+from _helpers import assert_same_bits, load_cases
 
 from cropgrad import _reference as reference
 

@@ -47,6 +47,7 @@ def test_neon_exactly_on_aarch64():
         assert "neon" not in TARGETS
 
 
+@pytest.mark.slow  # a fresh interpreter and the fixture suite per target
 @pytest.mark.parametrize("target", TARGETS)
 def test_fixtures_on_every_target(target):
     env = {**os.environ, "CROPGRAD_SIMD": target}

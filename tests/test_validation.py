@@ -939,15 +939,15 @@ def no_kernel(monkeypatch):
     call that raised ran no kernel, one that returned did.
     """
     started = []
-    for name in ("_grad_image", "_crop_and_resize", "_grad_boxes", "_jvp_boxes"):
-        real = getattr(cropgrad.capi, name)
+    for name in ("grad_image", "crop_and_resize", "grad_boxes", "jvp_boxes"):
+        real = getattr(cropgrad._core, name)
 
         def spy(*args, _name=name, _real=real, **kwargs):
             result = _real(*args, **kwargs)
             started.append(_name)
             return result
 
-        monkeypatch.setattr(cropgrad.capi, name, spy)
+        monkeypatch.setattr(cropgrad._core, name, spy)
     return started
 
 

@@ -42,8 +42,8 @@ fail() { echo "aarch64_emulated.sh: FAIL: $*" >&2; exit 1; }
 while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(CIBW_|CROPGRAD_)' || true)
 unset PYTHONPATH PIP_REQUIRE_VIRTUALENV
 
-step "1. tools: qemu-user-static, gcc-aarch64-linux-gnu, libc6-dev-arm64-cross"
-tools=(qemu-aarch64-static aarch64-linux-gnu-gcc aarch64-linux-gnu-objdump)
+step "1. tools: qemu-user-static, gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu, libc6-dev-arm64-cross"
+tools=(qemu-aarch64-static aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ aarch64-linux-gnu-objdump)
 missing=0
 for t in "${tools[@]}"; do command -v "$t" >/dev/null || missing=1; done
 arm64_known=0
@@ -53,7 +53,8 @@ if [[ $missing == 1 || $arm64_known == 0 ]]; then
     dpkg --add-architecture arm64
     apt-get -o DPkg::Lock::Timeout=600 update -q
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-        qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+        qemu-user-static gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross \
+        binutils-aarch64-linux-gnu
 fi
 "$host_python" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
     || fail "$host_python must be Python 3.11 (the arm64 Python is Debian's 3.11)"
@@ -96,8 +97,10 @@ chmod +x "$launcher"
 # cross toolchain's own headers); an executable it links
 # (setup.py's OpenMP probe, a test's program) becomes a script that runs it
 # under qemu.
-cc=$work/bin/cc-aarch64
-cat >"$cc" <<EOF
+# write_wrapper PATH COMPILER: the wrapper around the cross gcc or g++ (the
+# C-level API's C++ consumer needs the latter).
+write_wrapper() {
+cat >"$1" <<EOF
 #!/bin/bash
 set -e
 out= exe=1
@@ -108,7 +111,7 @@ for ((i = 0; i < \${#args[@]}; i++)); do
         -o) out=\${args[i + 1]} ;;
     esac
 done
-aarch64-linux-gnu-gcc -I"$sysroot/usr/include/python3.11" \\
+$2 -I"$sysroot/usr/include/python3.11" \\
     -idirafter "$sysroot/usr/include" "\$@"
 if [[ \$exe == 1 && -n \$out ]]; then
     mv "\$out" "\$out.aarch64"
@@ -116,7 +119,12 @@ if [[ \$exe == 1 && -n \$out ]]; then
     chmod +x "\$out"
 fi
 EOF
-chmod +x "$cc"
+chmod +x "$1"
+}
+cc=$work/bin/cc-aarch64
+cxx=$work/bin/cxx-aarch64
+write_wrapper "$cc" aarch64-linux-gnu-gcc
+write_wrapper "$cxx" aarch64-linux-gnu-g++
 sysconfig_name=$(basename "$(ls "$sysroot"/usr/lib/python3.11/_sysconfigdata__*aarch64*.py)" .py)
 mkdir -p "$work/sysconfig"
 cp "$sysroot/usr/lib/python3.11/$sysconfig_name.py" "$work/sysconfig/"
@@ -138,7 +146,8 @@ ls "$work"/src/cropgrad/*.cpython-311-aarch64-linux-gnu.so >/dev/null || fail "n
 
 # The emulated Python imports this build; compilers it starts (the C-level
 # API's consumer) are the wrapper.
-export PYTHONPATH=$work/src:$site CC=$cc LDSHARED="$cc -shared"
+export PYTHONPATH=$work/src:$site CC=$cc LDSHARED="$cc -shared" CXX=$cxx \
+    LDCXXSHARED="$cxx -shared"
 export PYTHONDONTWRITEBYTECODE=1
 
 step "4. show_config() under emulation"

@@ -1,0 +1,105 @@
+# Stubs of the NumPy API's gate and bridge to the C-level API (_core.pyx).
+# Shapes are in the layout's order; arrays are C-contiguous, of the dtype
+# their code (cropgrad.capi._CODES) names.
+
+from typing import Any, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+_EXCEPTIONS: dict[int, type[Exception]]
+
+def check_forward(
+    image_shape: Sequence[int],
+    image_dtype: int,
+    num_boxes: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+) -> None: ...
+def check_jvp_boxes(
+    image_shape: Sequence[int],
+    image_dtype: int,
+    num_boxes: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+) -> None: ...
+def check_grad_image(
+    grads_shape: Sequence[int],
+    image_size: Sequence[int],
+    output_dtype: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+    size_name: str = ...,
+) -> None: ...
+def check_grad_boxes(
+    grads_shape: Sequence[int],
+    image_shape: Sequence[int],
+    image_dtype: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+) -> None: ...
+def crop_and_resize(
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.float32],
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    extrapolation_value: float,
+    layout: int,
+    out: npt.NDArray[np.float32],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def grad_image(
+    grads: npt.NDArray[np.float32],
+    boxes: npt.NDArray[np.float32],
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    image_size: Sequence[int],
+    out: npt.NDArray[Any],
+    output_dtype: int,
+    method: int,
+    layout: int,
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def grad_boxes(
+    grads: npt.NDArray[np.float32],
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.float32],
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    out: npt.NDArray[np.float32],
+    method: int,
+    layout: int,
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def jvp_boxes(
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.float32],
+    boxes_tangent: npt.NDArray[np.float32],
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    crop_height: int,
+    crop_width: int,
+    method: int,
+    layout: int,
+    out: npt.NDArray[np.float32],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def build_info() -> dict[str, Any]: ...

@@ -1,0 +1,278 @@
+# cython: language_level=3
+"""The compiled core the Python layer calls: NumPy arrays to the C-level API.
+
+Two kinds of function, one per op each:
+
+- the gate (``check_*``): the C-level API's metadata checks (capi.pxd's
+  ``_check_*``, shapes in the caller's layout) on Python ints, raising the
+  exception the NumPy API documents with the C-level API's message.  The
+  NumPy API runs it before it allocates the output; cropgrad.jax at trace
+  time and cropgrad.torch whenever the shapes are concrete, so that every
+  entry point refuses the same calls with the same words.
+- the bridge (``crop_and_resize`` ...): takes the buffers of arrays that
+  cropgrad/_validation.py has converted (C-contiguous, of the dtype their
+  code names), releases the GIL for one call of the C-level API, which
+  checks the data and runs the kernel, and turns its error record into the
+  exception.
+"""
+
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+from libc.stdint cimport int64_t
+
+from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
+from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
+
+from cropgrad.capi cimport (
+    CG_ERR_INDEX,
+    CG_ERR_MEMORY,
+    CG_ERR_TYPE,
+    CG_ERR_UNSUPPORTED,
+    CG_ERR_VALUE,
+    CG_OK,
+    _check_forward,
+    _check_grad_boxes,
+    _check_grad_image,
+    cg_crop_and_resize,
+    cg_crop_and_resize_grad_boxes,
+    cg_crop_and_resize_grad_image,
+    cg_crop_and_resize_jvp_boxes,
+    cg_error,
+)
+
+# The exception each status code of the C-level API becomes.
+_EXCEPTIONS = {
+    CG_ERR_VALUE: ValueError,
+    CG_ERR_INDEX: IndexError,
+    CG_ERR_TYPE: TypeError,
+    CG_ERR_MEMORY: MemoryError,
+    CG_ERR_UNSUPPORTED: NotImplementedError,
+}
+
+
+cdef int _raise(cg_error* err) except -1:
+    raise _EXCEPTIONS[err.status](err.message.decode("utf-8", "replace"))
+
+
+cdef inline void _shape4(int64_t* dst, shape) except *:
+    """Four Python ints (a shape in the caller's layout) as int64."""
+    if len(shape) != 4:
+        raise ValueError(f"a shape of 4 values is needed, got {tuple(shape)!r}")
+    dst[0] = shape[0]
+    dst[1] = shape[1]
+    dst[2] = shape[2]
+    dst[3] = shape[3]
+
+
+# --------------------------------------------------------------------------
+# The gate
+
+def check_forward(image_shape, int image_dtype, int64_t num_boxes,
+                  int64_t crop_height, int64_t crop_width, int method, int layout,
+                  int num_threads):
+    """Raise what `cg_crop_and_resize` would for these shapes and codes."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    _shape4(s, image_shape)
+    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                      layout, num_threads, False, &err) != CG_OK:
+        _raise(&err)
+
+
+def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
+                    int64_t crop_height, int64_t crop_width, int method,
+                    int layout, int num_threads):
+    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    _shape4(s, image_shape)
+    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                      layout, num_threads, True, &err) != CG_OK:
+        _raise(&err)
+
+
+def check_grad_image(grads_shape, image_size, int output_dtype, int method,
+                     int layout, int num_threads, str size_name="image_size"):
+    """Raise what `cg_crop_and_resize_grad_image` would for these shapes
+    (`size_name`: the caller's name of `image_size`, for the messages)."""
+    cdef cg_error err
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    cdef bytes name = size_name.encode("utf-8")
+    _shape4(g, grads_shape)
+    _shape4(s, image_size)
+    if _check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
+                         &err) != CG_OK:
+        _raise(&err)
+
+
+def check_grad_boxes(grads_shape, image_shape, int image_dtype, int method,
+                     int layout, int num_threads):
+    """Raise what `cg_crop_and_resize_grad_boxes` would for these shapes."""
+    cdef cg_error err
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    _shape4(g, grads_shape)
+    _shape4(s, image_shape)
+    if _check_grad_boxes(g, s, image_dtype, method, layout, num_threads,
+                         &err) != CG_OK:
+        _raise(&err)
+
+
+# --------------------------------------------------------------------------
+# The bridge
+
+cdef enum Op:
+    FORWARD
+    GRAD_IMAGE
+    GRAD_BOXES
+    JVP_BOXES
+
+
+ctypedef struct Call:
+    # One call of the C-level API: the op, its array pointers (inputs in the
+    # order of the op's arguments, the output last) and its other arguments.
+    Op op
+    void* data[5]
+    int64_t grads_shape[4]
+    int64_t image_shape[4]
+    int64_t num_boxes
+    int64_t crop_height
+    int64_t crop_width
+    int image_dtype
+    int box_ind_dtype
+    int output_dtype
+    int method
+    int layout
+    float extrapolation_value
+    int num_threads
+    int flush
+
+
+cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
+    if c.op == FORWARD:
+        return cg_crop_and_resize(
+            c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
+            c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
+            c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
+            c.num_threads, c.flush, err)
+    if c.op == GRAD_IMAGE:
+        return cg_crop_and_resize_grad_image(
+            <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
+            c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
+            c.method, c.layout, c.num_threads, c.flush, err)
+    if c.op == GRAD_BOXES:
+        return cg_crop_and_resize_grad_boxes(
+            <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
+            c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
+            <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
+    return cg_crop_and_resize_jvp_boxes(
+        c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
+        <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
+        c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],
+        c.num_threads, c.flush, err)
+
+
+cdef _run(Call* c, tuple arrays):
+    """Hold the buffers of `arrays` (the output last, written), run `c`
+    without the GIL, release the buffers, raise the error record's exception.
+    """
+    cdef Py_buffer views[5]
+    cdef int count = 0
+    cdef int last = len(arrays) - 1
+    cdef int flags
+    cdef int status = CG_OK
+    cdef cg_error err
+    try:
+        for obj in arrays:
+            flags = PyBUF_C_CONTIGUOUS | (PyBUF_WRITABLE if count == last else 0)
+            PyObject_GetBuffer(obj, &views[count], flags)
+            c.data[count] = views[count].buf
+            count += 1
+        with nogil:
+            status = _dispatch(c, &err)
+    finally:
+        while count > 0:
+            count -= 1
+            PyBuffer_Release(&views[count])
+    if status != CG_OK:
+        _raise(&err)
+
+
+cdef inline void _common(Call* c, Op op, int box_ind_dtype, int method, int layout,
+                         int num_threads, bint flush) noexcept:
+    c.op = op
+    c.box_ind_dtype = box_ind_dtype
+    c.method = method
+    c.layout = layout
+    c.num_threads = num_threads
+    c.flush = flush
+
+
+cdef inline void _crops(Call* c, image, int image_dtype, int64_t num_boxes,
+                        int64_t crop_height, int64_t crop_width) except *:
+    """The arguments the forward op and the boxes JVP share."""
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    c.num_boxes = num_boxes
+    c.crop_height = crop_height
+    c.crop_width = crop_width
+
+
+def crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
+                    int64_t crop_height, int64_t crop_width, int method,
+                    float extrapolation_value, int layout, out, int num_threads,
+                    bint flush):
+    """`cg_crop_and_resize` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, FORWARD, box_ind_dtype, method, layout, num_threads, flush)
+    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
+    c.extrapolation_value = extrapolation_value
+    _run(&c, (image, boxes, box_ind, out))
+
+
+def grad_image(grads, boxes, box_ind, int box_ind_dtype, image_size, out,
+               int output_dtype, int method, int layout, int num_threads,
+               bint flush):
+    """`cg_crop_and_resize_grad_image` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, GRAD_IMAGE, box_ind_dtype, method, layout, num_threads, flush)
+    _shape4(c.grads_shape, grads.shape)
+    _shape4(c.image_shape, image_size)
+    c.output_dtype = output_dtype
+    _run(&c, (grads, boxes, box_ind, out))
+
+
+def grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype,
+               out, int method, int layout, int num_threads, bint flush):
+    """`cg_crop_and_resize_grad_boxes` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, GRAD_BOXES, box_ind_dtype, method, layout, num_threads, flush)
+    _shape4(c.grads_shape, grads.shape)
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    _run(&c, (grads, image, boxes, box_ind, out))
+
+
+def jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
+              int box_ind_dtype, int64_t crop_height, int64_t crop_width,
+              int method, int layout, out, int num_threads, bint flush):
+    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, JVP_BOXES, box_ind_dtype, method, layout, num_threads, flush)
+    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
+    _run(&c, (image, boxes, boxes_tangent, box_ind, out))
+
+
+def build_info():
+    """Facts fixed when the extension was compiled (see show_config)."""
+    return {
+        "openmp": bool(CROPGRAD_HAVE_OPENMP),
+        "compiler": CG_COMPILER.decode("utf-8", "replace"),
+        "cflags": CG_CFLAGS.decode("utf-8", "replace"),
+        "flush_denormals_supported": bool(CG_FPENV_SUPPORTED),
+    }
