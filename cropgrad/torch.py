@@ -69,7 +69,8 @@ a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import cropgrad as _cg
 from cropgrad import _core
@@ -910,6 +911,8 @@ class _Shape(tuple):
     would count as several inputs.  A subclass of tuple is a single leaf.
     """
 
+    __slots__ = ()
+
 
 def _call(function, *args):
     """``function.apply(*args)``, sizes as `_Shape`."""
@@ -1171,7 +1174,11 @@ class _JvpBoxes(torch.autograd.Function):
 
 _LIB = torch.library.Library("cropgrad", "DEF")
 
-_OPS = {
+# name: (schema, CPU kernel, fake implementation, vmap rule, autograd.Function)
+_OPS: dict[
+    str,
+    tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any], type],
+] = {
     "crop_and_resize": (
         "(Tensor image, Tensor boxes, Tensor box_ind, SymInt[] crop_size, "
         'str method="bilinear", float extrapolation_value=0.0, '
