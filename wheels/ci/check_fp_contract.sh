@@ -161,10 +161,22 @@ expect() {  # expect NAME VALUE CONDITION(zero|nonzero)
     echo "fma-check: $1 = $2 (expected $3) $verdict"
 }
 
+# Debian's Python headers choose pyconfig.h by target
+# (<aarch64-linux-gnu/python3.X/pyconfig.h>), which only the arm64 package
+# has: for these compile-only runs, the host's stands in for it.
+shim=()
+py_ver=$("$python" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+multiarch=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
+if [[ -n $multiarch ]] && grep -q "aarch64-linux-gnu/$py_ver/pyconfig.h" "$py_include/pyconfig.h"; then
+    mkdir -p "$work/shim/aarch64-linux-gnu/$py_ver"
+    echo "#include <$multiarch/$py_ver/pyconfig.h>" >"$work/shim/aarch64-linux-gnu/$py_ver/pyconfig.h"
+    shim=(-idirafter "$work/shim" -idirafter /usr/include)
+fi
+
 # The three compiles are independent: run them side by side.
-"$cross" "${common[@]}" "${flags[@]}" -S -o "$work/a64.s" "$core_c" &
+"$cross" "${common[@]}" ${shim[@]+"${shim[@]}"} "${flags[@]}" -S -o "$work/a64.s" "$core_c" &
 pid_a64=$!
-"$cross" "${common[@]}" "${no_contract_off[@]}" -S -o "$work/a64_contract.s" "$core_c" &
+"$cross" "${common[@]}" ${shim[@]+"${shim[@]}"} "${no_contract_off[@]}" -S -o "$work/a64_contract.s" "$core_c" &
 pid_a64c=$!
 wait "$pid_a64"
 wait "$pid_a64c"
