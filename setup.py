@@ -195,6 +195,7 @@ _MODULES = [
 ]
 _DEPENDS = sorted(
     glob.glob(os.path.join("cropgrad", "*.pxd"))
+    + glob.glob(os.path.join("cropgrad", "*.pxi"))
     + glob.glob(os.path.join("cropgrad", "src", "cg_*"))
 )
 extensions = [

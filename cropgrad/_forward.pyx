@@ -8,25 +8,15 @@ result does not depend on the number of threads.  NCHW problems go to
 expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int64_t
 
 from cropgrad._forward_nchw cimport crop_and_resize_nchw
-from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
+from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
-from cropgrad._types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
-    Geometry,
-    image_t,
-)
+from cropgrad._types cimport Geometry, image_t
+
+include "_image_dtypes.pxi"
 
 
 ctypedef struct Plan:
@@ -97,30 +87,15 @@ cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task,
             dst[x * D + d] = upper + (lower - upper) * y_lerp
 
 
+cdef void _typed_task(const void* ctx, const image_t* image, int half,
+                      Py_ssize_t t, int thread) noexcept nogil:
+    _row(<const Plan*>ctx, image, t, half)
+
+
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: one crop row, of the image's dtype."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef int code = p.image_dtype
-    if code == DT_UINT8:
-        _row(p, <const uint8_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT8:
-        _row(p, <const int8_t*>p.image, t, HALF_NONE)
-    elif code == DT_UINT16:
-        _row(p, <const uint16_t*>p.image, t, HALF_NONE)
-    elif code == DT_FLOAT16:
-        _row(p, <const uint16_t*>p.image, t, HALF_FLOAT16)
-    elif code == DT_BFLOAT16:
-        _row(p, <const uint16_t*>p.image, t, HALF_BFLOAT16)
-    elif code == DT_INT16:
-        _row(p, <const int16_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT32:
-        _row(p, <const int32_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT64:
-        _row(p, <const int64_t*>p.image, t, HALF_NONE)
-    elif code == DT_FLOAT32:
-        _row(p, <const float*>p.image, t, HALF_NONE)
-    else:
-        _row(p, <const double*>p.image, t, HALF_NONE)
+    _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
 cdef int crop_and_resize(const Geometry* geo, const void* image, int image_dtype,

@@ -20,27 +20,18 @@ Every crop row of a group is written by one task: the band holding its top
 row, or, for a crop row outside the image, the group's first band.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f, cg_simd_select
-from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
+from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
-from cropgrad._types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
-    Geometry,
-    image_t,
-)
+from cropgrad._types cimport Geometry, image_t
+
+include "_image_dtypes.pxi"
+
 
 # Channels of a tile: a vector loop's worth of lanes several times over.
 cdef enum:
@@ -208,10 +199,11 @@ cdef void _outside_row(const Plan* p, Py_ssize_t b, Py_ssize_t y,
             dst[c * ch * cw + x] = p.extrapolation
 
 
-cdef void _band(const Plan* p, const image_t* image, int half,
-                Py_ssize_t t, int thread) noexcept nogil:
+cdef void _typed_task(const void* ctx, const image_t* image, int half,
+                      Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: band ``t % bands`` of group ``t // bands % groups`` of
     image ``t // (bands * groups)``."""
+    cdef const Plan* p = <const Plan*>ctx
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth, ch = p.g.crop_h
     cdef Py_ssize_t band = t % p.bands, group = t // p.bands % p.groups
     cdef Py_ssize_t bi = t // (p.bands * p.groups)
@@ -256,27 +248,7 @@ cdef void _band(const Plan* p, const image_t* image, int half,
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`, of the image's dtype."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef int code = p.image_dtype
-    if code == DT_UINT8:
-        _band(p, <const uint8_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_INT8:
-        _band(p, <const int8_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_UINT16:
-        _band(p, <const uint16_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_FLOAT16:
-        _band(p, <const uint16_t*>p.image, HALF_FLOAT16, t, thread)
-    elif code == DT_BFLOAT16:
-        _band(p, <const uint16_t*>p.image, HALF_BFLOAT16, t, thread)
-    elif code == DT_INT16:
-        _band(p, <const int16_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_INT32:
-        _band(p, <const int32_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_INT64:
-        _band(p, <const int64_t*>p.image, HALF_NONE, t, thread)
-    elif code == DT_FLOAT32:
-        _band(p, <const float*>p.image, HALF_NONE, t, thread)
-    else:
-        _band(p, <const double*>p.image, HALF_NONE, t, thread)
+    _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
 cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,

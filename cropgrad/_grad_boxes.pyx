@@ -17,7 +17,7 @@ channel is a cache line of its own: 6 times slower on the detector's
 problem.  One-row and one-column crops read in place, with NCHW strides.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -29,25 +29,12 @@ from cropgrad._cdefs cimport (
     cg_sum_terms,
     cg_terms,
 )
-from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
+from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
-    Geometry,
-    image_t,
-    layout_t,
-    nchw_t,
-    nhwc_t,
-)
+from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
+
+include "_image_dtypes.pxi"
 
 
 # Boxes per task (bilinear crops of more than one row and column): their
@@ -341,51 +328,31 @@ cdef void _group(const Plan* p, const image_t* image, Py_ssize_t b0,
         cg_sum_terms(p.out + 4 * b0, box_terms, n, count)
 
 
-cdef void _typed_task(const Plan* p, const image_t* image, Py_ssize_t t,
-                      int half, float* terms, Staged* staged) noexcept nogil:
+cdef void _typed_task(const void* ctx, const image_t* image, int half,
+                      Py_ssize_t t, int thread) noexcept nogil:
     """Box `t` for one-row or one-column crops, boxes ``GROUP * t`` to
-    ``GROUP * t + GROUP - 1`` otherwise (`staged`: the thread's GROUP
-    Staged, NCHW only)."""
+    ``GROUP * t + GROUP - 1`` otherwise, with thread `thread`'s scratch
+    (its GROUP Staged: NCHW only)."""
+    cdef const Plan* p = <const Plan*>ctx
     cdef Py_ssize_t N = p.g.num_boxes
+    cdef float* terms
+    cdef Staged* staged = NULL
     if p.g.crop_h == 1 or p.g.crop_w == 1:
         if p.g.nchw:
             _one(p, image, t, half, <nchw_t*>NULL)
         else:
             _one(p, image, t, half, <nhwc_t*>NULL)
-    else:
-        _group(p, image, GROUP * t, <int>min(GROUP, N - GROUP * t), half, terms,
-               staged)
+        return
+    terms = p.terms + <Py_ssize_t>thread * GROUP * 4 * p.g.crop_w * p.g.depth
+    if p.staged != NULL:
+        staged = <Staged*>(p.staged + <size_t>thread * p.staged_each)
+    _group(p, image, GROUP * t, <int>min(GROUP, N - GROUP * t), half, terms, staged)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
-    """Task `t`, of the image's dtype, with thread `thread`'s scratch."""
+    """Task `t`, of the image's dtype."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef float* terms = p.terms + (<Py_ssize_t>thread * GROUP * 4 * p.g.crop_w
-                                   * p.g.depth)
-    cdef Staged* staged = NULL
-    cdef int code = p.image_dtype
-    if p.staged != NULL:
-        staged = <Staged*>(p.staged + <size_t>thread * p.staged_each)
-    if code == DT_UINT8:
-        _typed_task(p, <const uint8_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_INT8:
-        _typed_task(p, <const int8_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_UINT16:
-        _typed_task(p, <const uint16_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_FLOAT16:
-        _typed_task(p, <const uint16_t*>p.image, t, HALF_FLOAT16, terms, staged)
-    elif code == DT_BFLOAT16:
-        _typed_task(p, <const uint16_t*>p.image, t, HALF_BFLOAT16, terms, staged)
-    elif code == DT_INT16:
-        _typed_task(p, <const int16_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_INT32:
-        _typed_task(p, <const int32_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_INT64:
-        _typed_task(p, <const int64_t*>p.image, t, HALF_NONE, terms, staged)
-    elif code == DT_FLOAT32:
-        _typed_task(p, <const float*>p.image, t, HALF_NONE, terms, staged)
-    else:
-        _typed_task(p, <const double*>p.image, t, HALF_NONE, terms, staged)
+    _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
 cdef void _init_staged(Staged* st, const Geometry* geo) noexcept nogil:

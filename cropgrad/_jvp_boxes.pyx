@@ -13,27 +13,14 @@ computes every element by the same expression, with NCHW strides: its
 result is the NHWC result transposed, bit for bit.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int64_t
 
-from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE, load
+from cropgrad._image cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
-    Geometry,
-    image_t,
-    layout_t,
-    nchw_t,
-    nhwc_t,
-)
+from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
+
+include "_image_dtypes.pxi"
 
 
 ctypedef struct Plan:
@@ -95,8 +82,9 @@ cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, int half,
             dst[x * ox + d * od] = slope_y * rate_y + slope_x * rate_x
 
 
-cdef void _typed_row(const Plan* p, const image_t* image, Py_ssize_t t,
-                     int half) noexcept nogil:
+cdef void _typed_task(const void* ctx, const image_t* image, int half,
+                      Py_ssize_t t, int thread) noexcept nogil:
+    cdef const Plan* p = <const Plan*>ctx
     if p.g.nchw:
         _row(p, image, t, half, <nchw_t*>NULL)
     else:
@@ -106,27 +94,7 @@ cdef void _typed_row(const Plan* p, const image_t* image, Py_ssize_t t,
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: one crop row, of the image's dtype."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef int code = p.image_dtype
-    if code == DT_UINT8:
-        _typed_row(p, <const uint8_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT8:
-        _typed_row(p, <const int8_t*>p.image, t, HALF_NONE)
-    elif code == DT_UINT16:
-        _typed_row(p, <const uint16_t*>p.image, t, HALF_NONE)
-    elif code == DT_FLOAT16:
-        _typed_row(p, <const uint16_t*>p.image, t, HALF_FLOAT16)
-    elif code == DT_BFLOAT16:
-        _typed_row(p, <const uint16_t*>p.image, t, HALF_BFLOAT16)
-    elif code == DT_INT16:
-        _typed_row(p, <const int16_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT32:
-        _typed_row(p, <const int32_t*>p.image, t, HALF_NONE)
-    elif code == DT_INT64:
-        _typed_row(p, <const int64_t*>p.image, t, HALF_NONE)
-    elif code == DT_FLOAT32:
-        _typed_row(p, <const float*>p.image, t, HALF_NONE)
-    else:
-        _typed_row(p, <const double*>p.image, t, HALF_NONE)
+    _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
 cdef int jvp_boxes(const Geometry* geo, const void* image, int image_dtype,

@@ -168,7 +168,7 @@ if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
         DEVELOPING.md pyproject.toml setup.py MANIFEST.in)
 else
     expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
-        -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
+        -o -name '*.pxi' -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
 fi
 for f in $expected; do
     grep -qxF "$f" "$work/sdist.txt" || fail "the sdist lacks $f"
@@ -298,14 +298,14 @@ for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
 errors += [
     f"source file {n} in the wheel"
     for n in pkg
-    if n.endswith((".pyx", ".pxd", ".c", ".h", ".inc")) and n not in public
+    if n.endswith((".pyx", ".pxd", ".pxi", ".c", ".h", ".inc")) and n not in public
 ]
 errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
 print("\n".join(pkg))
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
 EOF
-note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.c/.h"
+note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.pxi/.c/.h"
 
 # --------------------------------------------------------------------------
 step "8. the repaired wheel in a fresh venv, tests from a temporary directory"
