@@ -23,6 +23,7 @@ row, or, for a crop row outside the image, the group's first band.
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
+from cropgrad._aligned cimport align64, round64
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f, cg_simd_select
 from cropgrad._image cimport load
@@ -73,10 +74,6 @@ cdef int use_simd(const char* target) noexcept nogil:
     set _grad_image chose (each module holds its own pointers to the clones
     of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
     return cg_simd_select(target)
-
-
-cdef inline size_t _round64(size_t n) noexcept nogil:
-    return (n + 63) // 64 * 64
 
 
 cdef void _fill_tile(const Plan* p, const image_t* planes, int half,
@@ -213,7 +210,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
     cdef float y1, y2, hscale, coord, y_lerp
     cdef bint inside
     cdef float* tile = <float*>(p.scratch + <size_t>thread * p.scratch_each)
-    cdef float* computed = tile + _round64(
+    cdef float* computed = tile + round64(
         <size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float)) // sizeof(float)
     if r0 >= r1 or n <= 0 or p.starts[bi] == p.starts[bi + 1]:
         return
@@ -302,10 +299,10 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
     num_tasks = geo.batch * p.groups * p.bands
     team = team_size(nthreads, num_tasks)
     p.scratch_each = (
-        _round64(<size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float))
-        + _round64(<size_t>(max(<Py_ssize_t>COLUMN_CHUNK, p.block_rows * geo.crop_w)
+        round64(<size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float))
+        + round64(<size_t>(max(<Py_ssize_t>COLUMN_CHUNK, p.block_rows * geo.crop_w)
                             * p.channels) * sizeof(float)))
-    tables = _round64(<size_t>(geo.num_boxes + geo.batch + 1) * sizeof(int64_t))
+    tables = round64(<size_t>(geo.num_boxes + geo.batch + 1) * sizeof(int64_t))
     nbytes = tables + p.scratch_each * <size_t>team + 64
     memory = <char*>malloc(nbytes)
     if memory == NULL:
@@ -313,8 +310,7 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
         return -1
     p.order = <int64_t*>memory
     p.starts = p.order + geo.num_boxes
-    p.scratch = memory + tables
-    p.scratch = p.scratch + (64 - <size_t>p.scratch % 64) % 64
+    p.scratch = align64(memory + tables)
     group_boxes(box_ind, geo.num_boxes, geo.batch, p.order, p.starts)
     run_tasks(_task, &p, num_tasks, team,
               geo.num_boxes * geo.crop_h * geo.crop_w * D * 4, flush,

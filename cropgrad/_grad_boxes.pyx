@@ -21,6 +21,7 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
+from cropgrad._aligned cimport align64, round64
 from cropgrad._cdefs cimport (
     CG_SUM_GROUP,
     cg_planes_gather,
@@ -408,9 +409,9 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
     # NCHW groups: each thread's GROUP Staged, their rows and grads.
     p.staged_each = 0
     if geo.nchw and geo.crop_h > 1 and geo.crop_w > 1:
-        p.staged_each = GROUP * (sizeof(Staged) + (<size_t>(2 * geo.width + geo.crop_w)
-                                                   * geo.depth) * sizeof(float))
-        p.staged_each = (p.staged_each + 63) // 64 * 64
+        p.staged_each = round64(GROUP * (sizeof(Staged)
+                                         + (<size_t>(2 * geo.width + geo.crop_w)
+                                            * geo.depth) * sizeof(float)))
     nbytes = terms_bytes + <size_t>team * p.staged_each + 64
     p.terms = <float*>malloc(nbytes)
     if p.terms == NULL:
@@ -418,8 +419,7 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
         return -1
     p.staged = NULL
     if p.staged_each > 0:
-        p.staged = <char*>p.terms + terms_bytes
-        p.staged = p.staged + (64 - <size_t>p.staged % 64) % 64
+        p.staged = align64(<char*>p.terms + terms_bytes)
         for i in range(team):
             _init_staged(<Staged*>(p.staged + <size_t>i * p.staged_each), geo)
     memset(out, 0, 4 * N * sizeof(float))

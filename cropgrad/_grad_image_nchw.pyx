@@ -40,6 +40,7 @@ tiles (depth above 4)
 
 from libc.string cimport memset
 
+from cropgrad._aligned cimport round64
 from cropgrad._cdefs cimport (
     cg_planes_gather,
     cg_planes_scatter_bf,
@@ -78,10 +79,6 @@ cdef int use_simd(const char* target) noexcept nogil:
     return cg_simd_select(target)
 
 
-cdef inline size_t _round64(size_t n) noexcept nogil:
-    return (n + 63) // 64 * 64
-
-
 cdef Py_ssize_t tile_channels(Py_ssize_t width, Py_ssize_t depth,
                               size_t acc_size) noexcept nogil:
     """Channels per tile: groups of at most ``TILE_CHANNELS``, about equal,
@@ -114,9 +111,9 @@ cdef size_t tile_scratch(Py_ssize_t width, Py_ssize_t crop_w, Py_ssize_t channel
                          size_t acc_size) noexcept nogil:
     """Bytes of one thread's scratch: the tile of `rows` rows, `staged` crop
     rows of gathered grads and two spare pixels, each on whole cache lines."""
-    return (_round64(<size_t>(rows * width * channels) * acc_size)
-            + _round64(<size_t>(staged * crop_w * channels) * sizeof(float))
-            + _round64(<size_t>(2 * channels) * acc_size))
+    return (round64(<size_t>(rows * width * channels) * acc_size)
+            + round64(<size_t>(staged * crop_w * channels) * sizeof(float))
+            + round64(<size_t>(2 * channels) * acc_size))
 
 
 # --------------------------------------------------------------------------
@@ -353,9 +350,9 @@ cdef void _tile_band(Plan* p, acc_t* tile, Py_ssize_t g0, Py_ssize_t g1,
                      Py_ssize_t c0, Py_ssize_t c1, char* scratch) noexcept nogil:
     """Rows ``[g0, g1)`` of channels ``[c0, c1)``, a tile at a time."""
     cdef Py_ssize_t n = c1 - c0, W = p.g.width, s = g0, e
-    cdef size_t tile_bytes = _round64(<size_t>(p.tile_rows * W * n) * sizeof(acc_t))
+    cdef size_t tile_bytes = round64(<size_t>(p.tile_rows * W * n) * sizeof(acc_t))
     cdef float* stage = <float*>(scratch + tile_bytes)
-    cdef acc_t* spare = <acc_t*>(scratch + tile_bytes + _round64(
+    cdef acc_t* spare = <acc_t*>(scratch + tile_bytes + round64(
         <size_t>(p.stage_rows * p.g.crop_w * n) * sizeof(float)))
     memset(spare, 0, 2 * n * sizeof(acc_t))
     while s < g1:
