@@ -11,7 +11,7 @@ expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 from libc.stdint cimport int64_t
 
 from cropgrad._forward_nchw cimport crop_and_resize_nchw
-from cropgrad._image cimport load
+from cropgrad._pixels cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._types cimport Geometry, image_t
@@ -19,7 +19,7 @@ from cropgrad._types cimport Geometry, image_t
 include "_image_dtypes.pxi"
 
 
-ctypedef struct Plan:
+ctypedef struct ForwardPlan:
     const Geometry* g
     const void* image
     int image_dtype
@@ -29,7 +29,7 @@ ctypedef struct Plan:
     float extrapolation
 
 
-cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task,
+cdef void _row(const ForwardPlan* p, const image_t* image, Py_ssize_t task,
                int half) noexcept nogil:
     """Crop row ``task % crop_h`` of box ``task // crop_h``."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
@@ -89,12 +89,12 @@ cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task,
 
 cdef void _typed_task(const void* ctx, const image_t* image, int half,
                       Py_ssize_t t, int thread) noexcept nogil:
-    _row(<const Plan*>ctx, image, t, half)
+    _row(<const ForwardPlan*>ctx, image, t, half)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: one crop row, of the image's dtype."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const ForwardPlan* p = <const ForwardPlan*>ctx
     _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
@@ -121,7 +121,7 @@ cdef int crop_and_resize(const Geometry* geo, const void* image, int image_dtype
         0, or -1 when scratch could not be allocated (NCHW only; nothing
         written then).
     """
-    cdef Plan p
+    cdef ForwardPlan p
     if geo.nchw:
         return crop_and_resize_nchw(geo, image, image_dtype, boxes, box_ind, crops,
                                     extrapolation, nthreads, flush, failed)

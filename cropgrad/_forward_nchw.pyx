@@ -24,9 +24,9 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 from cropgrad._aligned cimport align64, round64
-from cropgrad._boxes cimport group_boxes
+from cropgrad._box_groups cimport group_boxes
 from cropgrad._cdefs cimport cg_planes_gather, cg_planes_scatter_runs_f, cg_simd_select
-from cropgrad._image cimport load
+from cropgrad._pixels cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._types cimport Geometry, image_t
@@ -50,7 +50,7 @@ cdef enum:
     BLOCK_BYTES = 1 << 15
 
 
-ctypedef struct Plan:
+ctypedef struct ForwardNchwPlan:
     const Geometry* g
     const void* image
     int image_dtype
@@ -76,7 +76,7 @@ cdef int use_simd(const char* target) noexcept nogil:
     return cg_simd_select(target)
 
 
-cdef void _fill_tile(const Plan* p, const image_t* planes, int half,
+cdef void _fill_tile(const ForwardNchwPlan* p, const image_t* planes, int half,
                      float* tile, Py_ssize_t r0, Py_ssize_t r1,
                      Py_ssize_t n) noexcept nogil:
     """Rows ``[r0, r1)`` of `n` planes (``planes``, a plane apart) as
@@ -96,7 +96,7 @@ cdef void _fill_tile(const Plan* p, const image_t* planes, int half,
                     dst[w * n + c] = load(src, w, half)
 
 
-cdef void _crop_row(const Plan* p, const float* tile, Py_ssize_t r0,
+cdef void _crop_row(const ForwardNchwPlan* p, const float* tile, Py_ssize_t r0,
                     float* computed, Py_ssize_t b, Py_ssize_t y,
                     Py_ssize_t top, Py_ssize_t bottom, float y_lerp,
                     Py_ssize_t c0, Py_ssize_t n, bint write) noexcept nogil:
@@ -154,7 +154,7 @@ cdef void _crop_row(const Plan* p, const float* tile, Py_ssize_t r0,
         x0 += m
 
 
-cdef void _rows(const Plan* p, const float* tile, float* computed,
+cdef void _rows(const ForwardNchwPlan* p, const float* tile, float* computed,
                 Py_ssize_t b, Py_ssize_t c0, Py_ssize_t n) noexcept nogil:
     """Every crop row of box `b`, channels ``[c0, c0 + n)``, from a tile of
     whole planes: computed a block of crop rows at a time, then written as
@@ -186,7 +186,7 @@ cdef void _rows(const Plan* p, const float* tile, float* computed,
         y0 += m
 
 
-cdef void _outside_row(const Plan* p, Py_ssize_t b, Py_ssize_t y,
+cdef void _outside_row(const ForwardNchwPlan* p, Py_ssize_t b, Py_ssize_t y,
                        Py_ssize_t c0, Py_ssize_t n) noexcept nogil:
     """Channels ``[c0, c0 + n)`` of a crop row outside the image."""
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, c, x
@@ -200,7 +200,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
                       Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: band ``t % bands`` of group ``t // bands % groups`` of
     image ``t // (bands * groups)``."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const ForwardNchwPlan* p = <const ForwardNchwPlan*>ctx
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth, ch = p.g.crop_h
     cdef Py_ssize_t band = t % p.bands, group = t // p.bands % p.groups
     cdef Py_ssize_t bi = t // (p.bands * p.groups)
@@ -244,7 +244,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`, of the image's dtype."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const ForwardNchwPlan* p = <const ForwardNchwPlan*>ctx
     _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
@@ -269,7 +269,7 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
     int
         0, or -1 when scratch could not be allocated (nothing written).
     """
-    cdef Plan p
+    cdef ForwardNchwPlan p
     cdef Py_ssize_t W = geo.width, D = geo.depth, num_tasks, team, fit
     cdef size_t nbytes, tables
     cdef char* memory

@@ -30,7 +30,7 @@ from cropgrad._cdefs cimport (
     cg_sum_terms,
     cg_terms,
 )
-from cropgrad._image cimport load
+from cropgrad._pixels cimport load
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
 from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
@@ -60,7 +60,7 @@ ctypedef struct Staged:
     float* grads             # [crop_w][depth]: the crop row's grads
 
 
-ctypedef struct Plan:
+ctypedef struct BoxesGradPlan:
     const Geometry* g
     const float* grads
     const void* image
@@ -83,7 +83,7 @@ cdef int use_simd(const char* target) noexcept nogil:
     return cg_simd_select(target)
 
 
-cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
+cdef void _one(const BoxesGradPlan* p, const image_t* image, Py_ssize_t b,
                int half, layout_t* layout) noexcept nogil:
     """The four box-coordinate gradients of box `b`, summed in serial order.
 
@@ -147,7 +147,7 @@ cdef void _one(const Plan* p, const image_t* image, Py_ssize_t b,
     p.out[4 * b + 3] = dx2
 
 
-cdef void _stage_row(const Plan* p, const image_t* image, int half,
+cdef void _stage_row(const BoxesGradPlan* p, const image_t* image, int half,
                      Py_ssize_t b, Py_ssize_t row, Py_ssize_t col0,
                      Py_ssize_t cols, float* dst) noexcept nogil:
     """Columns ``[col0, col0 + cols)`` of image row `row` of box `b`'s image,
@@ -163,8 +163,8 @@ cdef void _stage_row(const Plan* p, const image_t* image, int half,
 
 
 cdef (const float*, const float*) _stage(
-        const Plan* p, const image_t* image, int half, Py_ssize_t b, Py_ssize_t y,
-        Py_ssize_t top, Py_ssize_t bottom, float w_scale,
+        const BoxesGradPlan* p, const image_t* image, int half, Py_ssize_t b,
+        Py_ssize_t y, Py_ssize_t top, Py_ssize_t bottom, float w_scale,
         Staged* st) noexcept nogil:
     """NCHW: crop row `y` of box `b` with its channels side by side.
 
@@ -208,7 +208,7 @@ cdef (const float*, const float*) _stage(
     return slots[i], slots[slot]
 
 
-cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
+cdef Py_ssize_t _row_terms(const BoxesGradPlan* p, const image_t* image, Py_ssize_t b,
                            Py_ssize_t y, int half, float* terms,
                            Staged* staged) noexcept nogil:
     """The terms crop row `y` of box `b` adds to its four box gradients.
@@ -304,7 +304,7 @@ cdef Py_ssize_t _row_terms(const Plan* p, const image_t* image, Py_ssize_t b,
     return n
 
 
-cdef void _group(const Plan* p, const image_t* image, Py_ssize_t b0,
+cdef void _group(const BoxesGradPlan* p, const image_t* image, Py_ssize_t b0,
                  int count, int half, float* terms,
                  Staged* staged) noexcept nogil:
     """Box gradients of boxes ``b0`` to ``b0 + count - 1`` (at most GROUP).
@@ -334,7 +334,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
     """Box `t` for one-row or one-column crops, boxes ``GROUP * t`` to
     ``GROUP * t + GROUP - 1`` otherwise, with thread `thread`'s scratch
     (its GROUP Staged: NCHW only)."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const BoxesGradPlan* p = <const BoxesGradPlan*>ctx
     cdef Py_ssize_t N = p.g.num_boxes
     cdef float* terms
     cdef Staged* staged = NULL
@@ -352,7 +352,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`, of the image's dtype."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const BoxesGradPlan* p = <const BoxesGradPlan*>ctx
     _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
@@ -390,7 +390,7 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
     int
         0, or -1 when scratch could not be allocated (nothing written).
     """
-    cdef Plan p
+    cdef BoxesGradPlan p
     cdef Py_ssize_t N = geo.num_boxes, num_tasks, work
     cdef int team, i
     cdef size_t nbytes, terms_bytes

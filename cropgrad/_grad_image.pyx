@@ -24,7 +24,7 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
-from cropgrad._boxes cimport group_boxes
+from cropgrad._box_groups cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
     cg_fpenv_enter,
@@ -48,7 +48,12 @@ from cropgrad._grad_image_nchw cimport (
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
-from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
+from cropgrad._grad_image_plan cimport (
+    GradImagePlan,
+    round_half,
+    scatter_one,
+    scatter_row,
+)
 from cropgrad._types cimport Geometry, acc_t
 
 # Tasks per thread: more, smaller bands balance better (they are handed out
@@ -108,7 +113,7 @@ def simd_target():
 _select_simd()
 
 
-cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
+cdef void _plan_taps(GradImagePlan* p, const float* boxes) noexcept nogil:
     """Fill the per-box row and column tables of `p` from `boxes`."""
     cdef Py_ssize_t b, i, k, lo, hi
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, H = p.g.height, W = p.g.width
@@ -159,7 +164,7 @@ cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
                 p.box_cols[b] += 1
 
 
-cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
+cdef Py_ssize_t _plan_bands(GradImagePlan* p, Py_ssize_t num_bands,
                             int64_t* cost) noexcept nogil:
     """Cut the output rows into `num_bands` bands of about equal work.
 
@@ -230,7 +235,7 @@ cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
                           w_left, w_right, crop_w, width, w_top, w_bottom, same, n)
 
 
-cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
+cdef inline void _scatter_row(GradImagePlan* p, acc_t* top_row, acc_t* bottom_row,
                               const float* g, Py_ssize_t b, Py_ssize_t k,
                               Py_ssize_t n, bint do_top, bint do_bottom,
                               acc_t* spare, Py_ssize_t ahead) noexcept nogil:
@@ -253,7 +258,7 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
                 top_row == bottom_row, n, ahead, NULL, 0)
 
 
-cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
+cdef void _accumulate_band(GradImagePlan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
                            Py_ssize_t c0, Py_ssize_t c1,
                            acc_t* deep_spare) noexcept nogil:
     """Zero global output rows ``[g0, g1)``, channels ``[c0, c1)``, then
@@ -325,8 +330,8 @@ cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
-    """Task `t`: one band of rows and one range of channels (see Plan)."""
-    cdef Plan* p = <Plan*>ctx
+    """Task `t`: one band of rows and one range of channels (see GradImagePlan)."""
+    cdef GradImagePlan* p = <GradImagePlan*>ctx
     cdef Py_ssize_t g0 = p.bounds[t // p.num_splits]
     cdef Py_ssize_t g1 = p.bounds[t // p.num_splits + 1]
     cdef Py_ssize_t c0 = p.splits[t % p.num_splits]
@@ -373,7 +378,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         0, or -1 when scratch memory could not be allocated (nothing was
         written then).
     """
-    cdef Plan p
+    cdef GradImagePlan p
     cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
     cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
     cdef Py_ssize_t per_thread

@@ -53,7 +53,12 @@ from cropgrad._cdefs cimport (
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
+from cropgrad._grad_image_plan cimport (
+    GradImagePlan,
+    round_half,
+    scatter_one,
+    scatter_row,
+)
 from cropgrad._types cimport acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
@@ -141,7 +146,7 @@ cdef void _planes_rows(acc_t* top, Py_ssize_t top_step, Py_ssize_t top_lane,
                                  w_right, crop_w, width, w_top, w_bottom, same, n)
 
 
-cdef void _planes_band(Plan* p, acc_t* out, Py_ssize_t g0,
+cdef void _planes_band(GradImagePlan* p, acc_t* out, Py_ssize_t g0,
                        Py_ssize_t g1) noexcept nogil:
     """Zero global rows ``[g0, g1)`` of every plane, then scatter every
     sample's updates that land there, in the serial order."""
@@ -199,7 +204,7 @@ cdef void _planes_band(Plan* p, acc_t* out, Py_ssize_t g0,
 
 cdef void planes_task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: band `t` of every plane (depth 1 to 4)."""
-    cdef Plan* p = <Plan*>ctx
+    cdef GradImagePlan* p = <GradImagePlan*>ctx
     cdef Py_ssize_t g0 = p.bounds[t], g1 = p.bounds[t + 1]
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
     cdef Py_ssize_t bi, d, start, stop
@@ -224,7 +229,7 @@ cdef void planes_task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
 # --------------------------------------------------------------------------
 # Tiles: depth above 4
 
-cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
+cdef void _tile_rows(GradImagePlan* p, acc_t* tile, float* stage, acc_t* spare,
                      Py_ssize_t s, Py_ssize_t e, Py_ssize_t c0,
                      Py_ssize_t n) noexcept nogil:
     """Accumulate global rows ``[s, e)`` of channels ``[c0, c0 + n)`` in
@@ -316,7 +321,7 @@ cdef void _tile_rows(Plan* p, acc_t* tile, float* stage, acc_t* spare,
                 y0 += m
 
 
-cdef inline bint _touches(const Plan* p, Py_ssize_t k, Py_ssize_t r0,
+cdef inline bint _touches(const GradImagePlan* p, Py_ssize_t k, Py_ssize_t r0,
                           Py_ssize_t r1) noexcept nogil:
     """Whether crop row `k` (box * crop_h + row) updates rows ``[r0, r1)``."""
     cdef Py_ssize_t top = p.row_lo[k]
@@ -327,7 +332,7 @@ cdef inline bint _touches(const Plan* p, Py_ssize_t k, Py_ssize_t r0,
     return (not p.g.nearest) and r0 <= p.row_hi[k] < r1
 
 
-cdef void _tile_write(Plan* p, const acc_t* tile, Py_ssize_t s, Py_ssize_t e,
+cdef void _tile_write(GradImagePlan* p, const acc_t* tile, Py_ssize_t s, Py_ssize_t e,
                       Py_ssize_t c0, Py_ssize_t n) noexcept nogil:
     """Write tile rows ``[s, e)`` to their planes (float16: rounded)."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth, r, bi, dst
@@ -346,7 +351,7 @@ cdef void _tile_write(Plan* p, const acc_t* tile, Py_ssize_t s, Py_ssize_t e,
             cg_planes_scatter_f(<float*>p.acc + dst, H * W, src, W, n)
 
 
-cdef void _tile_band(Plan* p, acc_t* tile, Py_ssize_t g0, Py_ssize_t g1,
+cdef void _tile_band(GradImagePlan* p, acc_t* tile, Py_ssize_t g0, Py_ssize_t g1,
                      Py_ssize_t c0, Py_ssize_t c1, char* scratch) noexcept nogil:
     """Rows ``[g0, g1)`` of channels ``[c0, c1)``, a tile at a time."""
     cdef Py_ssize_t n = c1 - c0, W = p.g.width, s = g0, e
@@ -365,7 +370,7 @@ cdef void _tile_band(Plan* p, acc_t* tile, Py_ssize_t g0, Py_ssize_t g1,
 cdef void tiles_task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: band ``t // num_splits`` of channel group ``t % num_splits``
     (depth above 4), in thread `thread`'s scratch."""
-    cdef Plan* p = <Plan*>ctx
+    cdef GradImagePlan* p = <GradImagePlan*>ctx
     cdef Py_ssize_t g0 = p.bounds[t // p.num_splits]
     cdef Py_ssize_t g1 = p.bounds[t // p.num_splits + 1]
     cdef Py_ssize_t c0 = p.splits[t % p.num_splits]

@@ -16,7 +16,7 @@ from cropgrad._cdefs cimport (
 from cropgrad._types cimport Geometry, acc_t
 
 
-ctypedef struct Plan:
+ctypedef struct GradImagePlan:
     Geometry g
     # The accumulator (the output itself, or float32 scratch for a float16
     # output; NULL for NCHW tiles, which accumulate in their own scratch)
@@ -62,7 +62,7 @@ ctypedef struct Plan:
     Py_ssize_t stage_rows
 
 
-cdef inline void scatter_row(const Plan* p, Py_ssize_t b, Py_ssize_t k,
+cdef inline void scatter_row(const GradImagePlan* p, Py_ssize_t b, Py_ssize_t k,
                              acc_t* top, acc_t* bottom, acc_t* spare,
                              Py_ssize_t stride, const float* g, bint same_row,
                              Py_ssize_t n, Py_ssize_t ahead, cg_ahead* ask,
@@ -92,7 +92,7 @@ cdef inline void scatter_one(acc_t* dst, const float* g,
         dst[d] += <acc_t>g[d]
 
 
-cdef inline void round_half(const Plan* p, uint16_t* dst, const float* src,
+cdef inline void round_half(const GradImagePlan* p, uint16_t* dst, const float* src,
                             Py_ssize_t n) noexcept nogil:
     """``dst[i] = src[i]`` rounded once to the float16 or bfloat16 output."""
     cdef Py_ssize_t i

@@ -15,7 +15,7 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
-from cropgrad._image cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE
+from cropgrad._pixels cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE
 from cropgrad._types cimport (
     DT_BFLOAT16,
     DT_FLOAT16,

@@ -15,7 +15,7 @@ result is the NHWC result transposed, bit for bit.
 
 from libc.stdint cimport int64_t
 
-from cropgrad._image cimport load
+from cropgrad._pixels cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
 from cropgrad._sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
 from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
@@ -23,7 +23,7 @@ from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
 include "_image_dtypes.pxi"
 
 
-ctypedef struct Plan:
+ctypedef struct JvpBoxesPlan:
     const Geometry* g
     const void* image
     int image_dtype
@@ -33,7 +33,7 @@ ctypedef struct Plan:
     float* out
 
 
-cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, int half,
+cdef void _row(const JvpBoxesPlan* p, const image_t* image, Py_ssize_t task, int half,
                layout_t* layout) noexcept nogil:
     """Crop row ``task % crop_h`` of box ``task // crop_h``: every element."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
@@ -84,7 +84,7 @@ cdef void _row(const Plan* p, const image_t* image, Py_ssize_t task, int half,
 
 cdef void _typed_task(const void* ctx, const image_t* image, int half,
                       Py_ssize_t t, int thread) noexcept nogil:
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const JvpBoxesPlan* p = <const JvpBoxesPlan*>ctx
     if p.g.nchw:
         _row(p, image, t, half, <nchw_t*>NULL)
     else:
@@ -93,7 +93,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     """Task `t`: one crop row, of the image's dtype."""
-    cdef const Plan* p = <const Plan*>ctx
+    cdef const JvpBoxesPlan* p = <const JvpBoxesPlan*>ctx
     _image_task(ctx, p.image, p.image_dtype, t, thread)
 
 
@@ -118,7 +118,7 @@ cdef int jvp_boxes(const Geometry* geo, const void* image, int image_dtype,
     int
         0 (the kernel needs no scratch).
     """
-    cdef Plan p
+    cdef JvpBoxesPlan p
     p.g = geo
     p.image = image
     p.image_dtype = image_dtype
