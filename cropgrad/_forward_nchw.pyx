@@ -301,7 +301,7 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
     p.scratch_each = (
         round64(<size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float))
         + round64(<size_t>(max(<Py_ssize_t>COLUMN_CHUNK, p.block_rows * geo.crop_w)
-                            * p.channels) * sizeof(float)))
+                           * p.channels) * sizeof(float)))
     tables = round64(<size_t>(geo.num_boxes + geo.batch + 1) * sizeof(int64_t))
     nbytes = tables + p.scratch_each * <size_t>team + 64
     memory = <char*>malloc(nbytes)
