@@ -177,7 +177,8 @@ def _directives():
 
 
 # One module per job; the kernels reach each other through their .pxd files.
-# (cropgrad.capi is also the C-level API other compiled code cimports;
+# (cropgrad._simd chooses the kernels' instruction set once, at import;
+# cropgrad.capi is also the C-level API other compiled code cimports;
 # cropgrad._core is the NumPy API's gate and bridge to it;
 # cropgrad._xla holds the XLA FFI handlers of cropgrad.jax, built without JAX.)
 _MODULES = [
@@ -188,6 +189,7 @@ _MODULES = [
     "_grad_image_nchw",
     "_grad_boxes",
     "_jvp_boxes",
+    "_simd",
     "capi",
     "_core",
     "_testing",

@@ -12,7 +12,7 @@ An error of the C-level API comes back as the exception documented here.
 
 import numpy as np
 
-from cropgrad import _core, _grad_image
+from cropgrad import _core, _simd
 from cropgrad import _validation as _v
 from cropgrad._version import __version__
 
@@ -493,7 +493,7 @@ def show_config(mode="stdout"):
     info = {"version": __version__}
     info.update(_core.build_info())
     info["default_threads"] = _v.default_threads()
-    info["simd"] = _grad_image.simd_target()
+    info["simd"] = _simd.simd_target()
     info["numpy"] = np.__version__
     if mode == "dicts":
         return info

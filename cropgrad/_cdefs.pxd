@@ -119,7 +119,9 @@ cdef extern from "cg_simd.h" nogil:
     # The clones of the two headers above in use in this module: the
     # instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or
     # avx512; elsewhere "baseline").  -1: this CPU cannot run `target`.
+    # cg_simd_choice: the name it would choose (NULL for -1).
     const char* CG_SIMD_BASELINE
     const char* cg_simd_target
     int cg_simd_supported(const char* target)
+    const char* cg_simd_choice(const char* target)
     int cg_simd_select(const char* target)

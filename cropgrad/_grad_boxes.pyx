@@ -77,7 +77,7 @@ ctypedef struct BoxesGradPlan:
 
 cdef int use_simd(const char* target) noexcept nogil:
     """Make this module's terms and plane transposes run on `target`, the
-    instruction set _grad_image chose (each module holds its own pointers
+    instruction set _simd chose (each module holds its own pointers
     to the clones of cg_simd.h).  Returns 0, or -1 when this CPU cannot run
     it."""
     return cg_simd_select(target)

@@ -10,6 +10,7 @@ cdef enum:
     OUT_FLOAT16 = 2    # IEEE half bits; accumulated in float32, rounded once
     OUT_BFLOAT16 = 3   # bfloat16 bits; the same
 
+cdef int use_simd(const char* target) noexcept nogil
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
                     const int64_t* box_ind, void* out, int out_kind,
                     int nthreads, bint flush, size_t* failed) noexcept nogil

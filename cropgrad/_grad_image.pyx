@@ -21,19 +21,16 @@ are in `_grad_image_nchw`.
 """
 
 from libc.stdint cimport int64_t, uint16_t
-from libc.stdlib cimport free, getenv, malloc
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from cropgrad._box_groups cimport group_boxes
 from cropgrad._cdefs cimport (
-    CG_SIMD_BASELINE,
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
     cg_simd_select,
-    cg_simd_supported,
-    cg_simd_target,
 )
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
@@ -45,9 +42,6 @@ from cropgrad._grad_image_nchw cimport (
     tile_scratch,
     tiles_task,
 )
-from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
-from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
-from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_image_plan cimport (
     GradImagePlan,
     round_half,
@@ -81,36 +75,11 @@ cdef enum:
     CHANNEL_ALIGN = 16
 
 
-# The deep scatter's instruction set: the widest this CPU runs, unless the
-# environment variable CROPGRAD_SIMD names one (the tests run the fixtures
-# on every target this way; every target gives the same bits).
-cdef int _select_simd() except -1:
-    cdef const char* requested = getenv(b"CROPGRAD_SIMD")
-    if cg_simd_select(requested) != 0:
-        raise ImportError(
-            f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
-            f"cannot run it; choose from {simd_targets()} or 'auto'"
-        )
-    # The other modules with these loops (the NCHW tiles' corner updates,
-    # the plane transposes): the same clones.
-    grad_image_nchw_use_simd(cg_simd_target)
-    forward_nchw_use_simd(cg_simd_target)
-    grad_boxes_use_simd(cg_simd_target)
-    return 0
-
-
-def simd_targets():
-    """The instruction sets of the deep scatter this CPU can run."""
-    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512", "neon")
-            if cg_simd_supported(t.encode())]
-
-
-def simd_target():
-    """The instruction set the deep scatter uses in this process."""
-    return cg_simd_target.decode()
-
-
-_select_simd()
+cdef int use_simd(const char* target) noexcept nogil:
+    """Make this module's deep scatter run on `target`, the instruction set
+    _simd chose (each module holds its own pointers to the clones of
+    cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
+    return cg_simd_select(target)
 
 
 cdef void _plan_taps(GradImagePlan* p, const float* boxes) noexcept nogil:

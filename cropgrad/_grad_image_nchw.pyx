@@ -78,7 +78,7 @@ cdef enum:
 
 cdef int use_simd(const char* target) noexcept nogil:
     """Make this module's deep scatter (the tiles' corner updates) and plane
-    transposes run on `target`, the instruction set _grad_image chose: each
+    transposes run on `target`, the instruction set _simd chose: each
     module holds its own pointers to the clones of cg_simd.h.  Returns 0,
     or -1 when this CPU cannot run it."""
     return cg_simd_select(target)

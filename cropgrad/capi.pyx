@@ -30,6 +30,9 @@ from cropgrad._parallel cimport resolve_threads
 from cropgrad cimport _types as dt
 from cropgrad._types cimport Geometry
 
+# The kernels' instruction set, chosen before any of them can run.
+from cropgrad import _simd  # no-cython-lint (imported for its choice)
+
 # The kernels number dtypes as the codes of capi.pxd do (they cannot
 # cimport this module: it imports theirs).
 if not (<int>dt.DT_UINT8 == <int>CG_UINT8 and <int>dt.DT_INT8 == <int>CG_INT8

@@ -17,10 +17,10 @@ import sys
 
 import pytest
 
-from cropgrad import _grad_image
+from cropgrad import _simd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGETS = _grad_image.simd_targets()
+TARGETS = _simd.simd_targets()
 
 # The image-gradient tests that exercise the deep scatter's bits.
 SELECTION = (
@@ -33,7 +33,7 @@ SELECTION = (
 
 def test_baseline_is_always_there():
     assert TARGETS and TARGETS[0] in ("sse2", "baseline")
-    assert _grad_image.simd_target() in TARGETS
+    assert _simd.simd_target() in TARGETS
 
 
 def test_neon_exactly_on_aarch64():
@@ -42,7 +42,7 @@ def test_neon_exactly_on_aarch64():
     if platform.machine().lower() in ("aarch64", "arm64"):
         assert TARGETS == ["baseline", "neon"]
         if os.environ.get("CROPGRAD_SIMD", "auto") in ("", "auto"):
-            assert _grad_image.simd_target() == "neon"
+            assert _simd.simd_target() == "neon"
     else:
         assert "neon" not in TARGETS
 
@@ -56,7 +56,7 @@ def test_fixtures_on_every_target(target):
             sys.executable,
             "-P",
             "-c",
-            "from cropgrad import _grad_image as g; print(g.simd_target())",
+            "from cropgrad import _simd as s; print(s.simd_target())",
         ],
         capture_output=True,
         text=True,
@@ -89,6 +89,29 @@ def test_fixtures_on_every_target(target):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "first", ["_forward_nchw", "_grad_boxes", "_grad_image", "capi"]
+)
+def test_chosen_whichever_module_is_imported_first(first):
+    # The choice is _simd's, made before any kernel can run, whichever
+    # module a program imports first.
+    env = {**os.environ, "CROPGRAD_SIMD": TARGETS[0]}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            f"import sys, cropgrad.{first}; print(sys.modules['cropgrad._simd']"
+            ".simd_target())",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.stdout.strip() == TARGETS[0], run.stderr
 
 
 def test_unknown_target_is_refused_at_import():

@@ -2,9 +2,9 @@
  * and rows of them, the plane transposes (cg_planes.h) and the boxes
  * gradient's terms (cg_terms.h).
  *
- * Chosen once per extension module, at import (every module that includes
- * these headers holds its own function pointers): the widest instruction
- * set this CPU runs, or the one CROPGRAD_SIMD names.  x86-64: "sse2" (the
+ * Chosen once, when cropgrad._simd is imported, and set in every module
+ * that includes these headers (each holds its own function pointers): the
+ * widest instruction set this CPU runs, or the one CROPGRAD_SIMD names.  x86-64: "sse2" (the
  * baseline), "avx2", "avx512"; AArch64: "neon" (every AArch64 CPU has it)
  * and "baseline" (the portable code, scalar there); elsewhere "baseline".  The corner updates
  * give the same bits on every target; the transposes only move floats.
@@ -49,23 +49,40 @@ static inline int cg_simd_supported(const char* target) {
         cg_simd_target = NAME;                                                \
     } while (0)
 
+/* What cg_simd_select(target) uses: `target`, or the widest instruction
+ * set the CPU has when it is NULL, "" or "auto"; NULL for a target this CPU
+ * cannot run. */
+static inline const char* cg_simd_choice(const char* target) {
+    if (target != NULL && target[0] != 0 && strcmp(target, "auto") != 0)
+        return cg_simd_supported(target) ? target : NULL;
+#if CG_SIMD_DISPATCH
+    if (cg_simd_supported("avx512")) return "avx512";
+    if (cg_simd_supported("avx2")) return "avx2";
+#endif
+#if CG_SIMD_NEON
+    return "neon";
+#else
+    return CG_SIMD_BASELINE;
+#endif
+}
+
 /* Use `target`, or the widest the CPU has when it is NULL, "" or "auto".
  * Returns 0, or -1 (nothing changed) for a target this CPU cannot run. */
 static inline int cg_simd_select(const char* target) {
-    int best = target == NULL || target[0] == 0 || strcmp(target, "auto") == 0;
-    if (!best && !cg_simd_supported(target)) return -1;
+    const char* name = cg_simd_choice(target);
+    if (name == NULL) return -1;
 #if CG_SIMD_DISPATCH
-    if (best ? cg_simd_supported("avx512") : strcmp(target, "avx512") == 0) {
+    if (strcmp(name, "avx512") == 0) {
         CG_SIMD_USE(avx512, avx2, "avx512");
         return 0;
     }
-    if (best ? cg_simd_supported("avx2") : strcmp(target, "avx2") == 0) {
+    if (strcmp(name, "avx2") == 0) {
         CG_SIMD_USE(avx2, avx2, "avx2");
         return 0;
     }
 #endif
 #if CG_SIMD_NEON
-    if (best || strcmp(target, "neon") == 0) {
+    if (strcmp(name, "neon") == 0) {
         CG_SIMD_USE(neon, neon, "neon");
         return 0;
     }

@@ -158,8 +158,8 @@ c = cropgrad.show_config("dicts")
 assert platform.machine() == "aarch64", platform.machine()
 assert c["openmp"], "OpenMP off"
 assert c["simd"] == "neon", c["simd"]
-from cropgrad import _grad_image
-assert _grad_image.simd_targets() == ["baseline", "neon"], _grad_image.simd_targets()
+from cropgrad import _simd
+assert _simd.simd_targets() == ["baseline", "neon"], _simd.simd_targets()
 ' || fail "show_config()"
 CROPGRAD_SIMD=baseline "$launcher" -P -c 'import cropgrad; s = cropgrad.show_config("dicts")["simd"]; assert s == "baseline", s' \
     || fail "CROPGRAD_SIMD=baseline does not select the portable code"

@@ -282,7 +282,7 @@ import glob, os, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 pkg = [n for n in names if n.startswith("cropgrad/")]
 errors = []
-for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "_jvp_boxes", "capi", "_core", "_testing"):
+for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "_jvp_boxes", "_simd", "capi", "_core", "_testing"):
     if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
         errors.append(f"no compiled cropgrad/{module}*.so")
 # The C-level API: capi.pxd for Cython, capi.h for C and C++.
