@@ -453,6 +453,58 @@ cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shap
     return _ok(err)
 
 
+cdef int _forward_call(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const float* boxes, const float* boxes_tangent, const void* box_ind,
+    int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,
+    int method, int layout, const void* output, const char* output_name,
+    int num_threads, bint jvp, Geometry* geo, const int64_t** index,
+    int64_t** owned, cg_error* err,
+) noexcept nogil:
+    """The checks of a call of `cg_crop_and_resize`, or (`jvp`) of
+    `cg_crop_and_resize_jvp_boxes`, whose arguments and output are the
+    forward op's with `boxes_tangent` beside the boxes; then the kernel's
+    geometry and int64 box indices (free ``owned[0]`` after the kernel).
+
+    Returns 1 when the kernel has work, 0 when the call is valid and its
+    output empty (`err` holds CG_OK), -1 when it is not (`err` says why).
+    """
+    cdef int64_t s[4]
+    cdef Array arrays[5]
+    cdef int n = 0
+    if _check_shape_pointer(image_shape, "image_shape", err) != CG_OK:
+        return -1
+    if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
+                      method, layout, num_threads, jvp, err) != CG_OK:
+        return -1
+    if _check_boxes_args(box_ind_dtype, num_boxes, err) != CG_OK:
+        return -1
+    _nhwc(image_shape, layout, s)
+    _array(&arrays[n], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    _array(&arrays[n + 1], boxes, 16 * num_boxes, "boxes")
+    n += 2
+    if jvp:
+        _array(&arrays[n], boxes_tangent, 16 * num_boxes, "boxes_tangent")
+        n += 1
+    _array(&arrays[n], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
+    _array(&arrays[n + 1], output, 4 * num_boxes * crop_height * crop_width * s[3],
+           output_name)
+    n += 2
+    if _check_arrays(arrays, n, err) != CG_OK:
+        return -1
+    if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
+                   err) != CG_OK:
+        return -1
+    if num_boxes == 0 or s[3] == 0:
+        _ok(err)
+        return 0
+    if _index64(box_ind, box_ind_dtype, num_boxes, index, owned, err) != CG_OK:
+        return -1
+    # (The boxes JVP's checks have refused nearest sampling.)
+    _geometry(geo, num_boxes, crop_height, crop_width, s, method == CG_NEAREST, layout)
+    return 1
+
+
 # --------------------------------------------------------------------------
 # The C-level API
 
@@ -475,35 +527,15 @@ cdef int cg_crop_and_resize(
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
-    cdef int64_t s[4]
-    cdef Array arrays[4]
     cdef size_t failed = 0
     cdef int status
     if error == NULL:
         error = &local
-    if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+    if _forward_call(image, image_dtype, image_shape, boxes, NULL, box_ind,
+                     box_ind_dtype, num_boxes, crop_height, crop_width, method,
+                     layout, crops, "crops", num_threads, False, &geo, &index,
+                     &owned, error) <= 0:
         return error.status
-    if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
-                      method, layout, num_threads, False, error) != CG_OK:
-        return error.status
-    if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
-        return error.status
-    _nhwc(image_shape, layout, s)
-    _array(&arrays[0], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    _array(&arrays[1], boxes, 16 * num_boxes, "boxes")
-    _array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
-    _array(&arrays[3], crops, 4 * num_boxes * crop_height * crop_width * s[3],
-           "crops")
-    if _check_arrays(arrays, 4, error) != CG_OK:
-        return error.status
-    if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
-                   error) != CG_OK:
-        return error.status
-    if num_boxes == 0 or s[3] == 0:
-        return _ok(error)
-    if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
-        return error.status
-    _geometry(&geo, num_boxes, crop_height, crop_width, s, method == CG_NEAREST, layout)
     status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
                              extrapolation_value, resolve_threads(num_threads),
                              flush_denormals != 0, &failed)
@@ -632,34 +664,13 @@ cdef int cg_crop_and_resize_jvp_boxes(
     cdef Geometry geo
     cdef const int64_t* index
     cdef int64_t* owned
-    cdef int64_t s[4]
-    cdef Array arrays[5]
     if error == NULL:
         error = &local
-    if _check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+    if _forward_call(image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
+                     box_ind_dtype, num_boxes, crop_height, crop_width, method,
+                     layout, output, "output", num_threads, True, &geo, &index,
+                     &owned, error) <= 0:
         return error.status
-    if _check_forward(image_shape, image_dtype, num_boxes, crop_height, crop_width,
-                      method, layout, num_threads, True, error) != CG_OK:
-        return error.status
-    if _check_boxes_args(box_ind_dtype, num_boxes, error) != CG_OK:
-        return error.status
-    _nhwc(image_shape, layout, s)
-    _array(&arrays[0], image, _nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    _array(&arrays[1], boxes, 16 * num_boxes, "boxes")
-    _array(&arrays[2], boxes_tangent, 16 * num_boxes, "boxes_tangent")
-    _array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
-    _array(&arrays[4], output, 4 * num_boxes * crop_height * crop_width * s[3],
-           "output")
-    if _check_arrays(arrays, 5, error) != CG_OK:
-        return error.status
-    if _check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
-                   error) != CG_OK:
-        return error.status
-    if num_boxes == 0 or s[3] == 0:
-        return _ok(error)
-    if _index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, error) != CG_OK:
-        return error.status
-    _geometry(&geo, num_boxes, crop_height, crop_width, s, False, layout)
     jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
               resolve_threads(num_threads), flush_denormals != 0)
     free(owned)
