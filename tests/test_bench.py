@@ -174,3 +174,17 @@ def test_command_line_leaves_adapters_out(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Adapter rows: jax n/a (disabled with --no-adapters)" in result.stdout
     assert json.loads(path.read_text())["adapters"]["torch"].startswith("n/a")
+
+
+def test_machine_info_names_the_caches_and_simd_target():
+    from cropgrad._bench.machine import machine_info
+
+    info = machine_info()
+    assert info["simd_target"] == cropgrad._grad_image.simd_target()
+    assert info["tuning"] == cropgrad._grad_image.tuning()
+    assert info["l2_per_core_bytes"] > 0 and info["l3_per_core_bytes"] > 0
+    for key in ("l2_bytes", "l3_bytes"):
+        assert info[key] is None or info[key] > 0
+    json.dumps(info)
+    line = report._caches(dict(info, l2_bytes=1 << 20, l3_bytes=32 << 20))
+    assert line == f", L2 1 MiB, L3 32 MiB, {info['simd_target']}"
