@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad._bench import report, rows
+from cropgrad._bench import nchw_rows, report, rows
 from cropgrad._bench.run import run
 from cropgrad._bench.timing import Settings
+from cropgrad._bench.workloads import WORKLOADS
 
 
 def _fake_adapter():
@@ -188,3 +189,23 @@ def test_machine_info_names_the_caches_and_simd_target():
     json.dumps(info)
     line = report._caches(dict(info, l2_bytes=1 << 20, l3_bytes=32 << 20))
     assert line == f", L2 1 MiB, L3 32 MiB, {info['simd_target']}"
+
+
+@pytest.mark.parametrize("name", nchw_rows.WORKLOADS)
+def test_nchw_rows_time_the_same_problem_in_both_layouts(name):
+    # Each NCHW row's columns run its workload's op on the transposed
+    # arrays: the NCHW result is the NHWC one, transposed.
+    workload = WORKLOADS[name]
+    (row,) = nchw_rows.extra_rows(workload, quick=True)
+    assert set(row["columns"]) == {
+        "cropgrad_1thread",
+        "cropgrad_default",
+        "cropgrad_default_new_output",
+        "nhwc_default",
+    }
+    nchw = row["columns"]["cropgrad_default_new_output"]()
+    nhwc = row["columns"]["nhwc_default"]()
+    if nhwc.ndim == 4:
+        nhwc = nhwc.transpose(0, 3, 1, 2)
+    assert nchw.tobytes() == np.ascontiguousarray(nhwc).tobytes()
+    assert row["columns"]["cropgrad_1thread"]().tobytes() == nchw.tobytes()
