@@ -836,6 +836,14 @@ def _missing(op, wrt, mode):
     )
 
 
+def _no_reverse(ctx, op, image_at, boxes_at):
+    """Refuse the reverse-mode derivatives of `op` in its image and boxes."""
+    if ctx.needs_input_grad[image_at]:
+        raise _missing(op, "the image", "reverse-mode")
+    if ctx.needs_input_grad[boxes_at]:
+        raise _missing(op, "boxes", "reverse-mode")
+
+
 def _apply(name, *args):
     """The Function of op `name` (eager), or the custom op (being compiled).
 
@@ -1029,10 +1037,7 @@ class _GradBoxes(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, ct):
-        if ctx.needs_input_grad[1]:
-            raise _missing("crop_and_resize_grad_boxes", "the image", "reverse-mode")
-        if ctx.needs_input_grad[2]:
-            raise _missing("crop_and_resize_grad_boxes", "boxes", "reverse-mode")
+        _no_reverse(ctx, "crop_and_resize_grad_boxes", 1, 2)
         grads, image, boxes, box_ind = ctx.saved_tensors
         d_grads = None
         if ctx.needs_input_grad[0]:
@@ -1066,10 +1071,7 @@ class _JvpBoxes(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, ct):
-        if ctx.needs_input_grad[0]:
-            raise _missing("crop_and_resize_jvp_boxes", "the image", "reverse-mode")
-        if ctx.needs_input_grad[1]:
-            raise _missing("crop_and_resize_jvp_boxes", "boxes", "reverse-mode")
+        _no_reverse(ctx, "crop_and_resize_jvp_boxes", 0, 1)
         image, boxes, box_ind, _ = ctx.saved_tensors
         d_tangent = None
         if ctx.needs_input_grad[3]:
