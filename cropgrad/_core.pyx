@@ -27,6 +27,9 @@ from libc.stdint cimport int64_t
 from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
 from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
 
+cdef extern from "cg_pages.h":
+    int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil
+
 from cropgrad.capi cimport (
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
@@ -276,3 +279,17 @@ def build_info():
         "cflags": CG_CFLAGS.decode("utf-8", "replace"),
         "flush_denormals_supported": bool(CG_FPENV_SUPPORTED),
     }
+
+
+def advise_huge_pages(size_t address, size_t nbytes):
+    """Ask for transparent huge pages under memory not yet written (a hint).
+
+    `address` and `nbytes` are those of a block the caller owns (a tensor's
+    ``data_ptr()``; an address, not a buffer, because taking a tensor's
+    buffer would make PyTorch mark its storage as not resizable).  The
+    advice changes no byte of the block and madvise refuses addresses that
+    are not mapped, so no argument can do harm.  Returns 0 when the advice
+    was given, 1 when there was nothing to advise (cg_pages.h), -1 when the
+    kernel refused it; never raises for that.
+    """
+    return cg_advise_huge_pages(<void*>address, nbytes)

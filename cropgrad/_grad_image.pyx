@@ -24,6 +24,7 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, getenv, malloc
 from libc.string cimport memset
 
+from cropgrad import _tuning
 from cropgrad._boxes cimport group_boxes
 from cropgrad._cdefs cimport (
     CG_SIMD_BASELINE,
@@ -46,27 +47,32 @@ from cropgrad._grad_image_nchw cimport (
     tiles_task,
 )
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
+from cropgrad._grad_image_nchw cimport use_tile_bytes
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_image_plan cimport Plan, round_half, scatter_one, scatter_row
 from cropgrad._types cimport Geometry, acc_t
 
-# Tasks per thread: more, smaller bands balance better (they are handed out
-# dynamically) at the cost of walking the boxes again.
-cdef enum:
-    TASKS_PER_THREAD = 4
+# The machine-dependent sizes (cropgrad/_tuning.py, from the cache sizes,
+# read once at import).  None of them changes the bits.
+#
+# Bands per thread of a team: more, smaller bands balance better (they are
+# handed out dynamically) at the cost of walking the boxes again.
+cdef Py_ssize_t TASKS_PER_THREAD = 4
 # Target size of an output band: the rows a task accumulates into should
 # stay in the core's cache while it walks the boxes.
+cdef size_t BAND_BYTES = 1 << 20
+# How far ahead of the sample being scattered to ask for grads, in bytes,
+# for pixels of at least PREFETCH_MIN_DEPTH channels.  grads is read once,
+# in order, yet without the hint the scatter of deep pixels keeps waiting
+# for it (detector workload: 1.4x faster with it on a 2 MiB-L2 Xeon, where
+# with 32 or 64 channels the hint only costs time; on a 1 MiB-L2 EPYC it
+# pays from 16 channels).
+cdef Py_ssize_t PREFETCH_BYTES = 2048
+cdef Py_ssize_t PREFETCH_MIN_DEPTH = 128
+# Channel ranges per thread when a problem has fewer rows than that.
 cdef enum:
-    BAND_BYTES = 1 << 20
-# How far ahead of the sample being scattered to ask for grads, in bytes
-# (pixels of at least 128 channels).  grads is read once, in order, yet
-# without the hint the scatter of deep pixels keeps waiting for it
-# (detector workload: 1.4x faster with it; with 32 or 64 channels the hint
-# only costs time, and a hint for the output pixels made it slower).
-cdef enum:
-    PREFETCH_BYTES = 2048
-    PREFETCH_MIN_DEPTH = 128
+    SPLITS_PER_THREAD = 4
 # Cost histogram resolution: at most this many buckets of output rows.
 cdef enum:
     MAX_BUCKETS = 1 << 16
@@ -106,6 +112,32 @@ def simd_target():
 
 
 _select_simd()
+
+
+def tuning():
+    """The machine-dependent sizes in use (see cropgrad._tuning)."""
+    cdef size_t tile_bytes = use_tile_bytes(0)
+    use_tile_bytes(tile_bytes)
+    return {"band_bytes": BAND_BYTES, "tasks_per_thread": TASKS_PER_THREAD,
+            "prefetch_bytes": PREFETCH_BYTES,
+            "prefetch_min_depth": PREFETCH_MIN_DEPTH, "tile_bytes": tile_bytes}
+
+
+def use_tuning(sizes):
+    """Use `sizes` (the keys of `tuning`) from now on; returns the previous
+    ones.  For the tests and for measuring other choices: no choice changes
+    the bits.  Not thread-safe: no call may run meanwhile."""
+    global BAND_BYTES, TASKS_PER_THREAD, PREFETCH_BYTES, PREFETCH_MIN_DEPTH
+    previous = tuning()
+    BAND_BYTES = max(<size_t>sizes["band_bytes"], <size_t>1)
+    TASKS_PER_THREAD = max(<Py_ssize_t>sizes["tasks_per_thread"], 1)
+    PREFETCH_BYTES = max(<Py_ssize_t>sizes["prefetch_bytes"], 0)
+    PREFETCH_MIN_DEPTH = max(<Py_ssize_t>sizes["prefetch_min_depth"], 1)
+    use_tile_bytes(<size_t>sizes["tile_bytes"])
+    return previous
+
+
+use_tuning(_tuning.tuning())
 
 
 cdef void _plan_taps(Plan* p, const float* boxes) noexcept nogil:
@@ -208,6 +240,36 @@ cdef Py_ssize_t _plan_bands(Plan* p, Py_ssize_t num_bands,
     return total
 
 
+cdef Py_ssize_t _cap_bands(Py_ssize_t* bounds, Py_ssize_t num_bands,
+                           Py_ssize_t max_rows) noexcept nogil:
+    """Drop empty bands and cut every band of more than `max_rows` rows
+    into equal parts, in place; returns the new number of bands (at most
+    ``num_bands + rows // max_rows``, where `bounds` must have room; and
+    never more than the rows, so the tasks never outnumber a team sized
+    for the rows)."""
+    cdef Py_ssize_t k, total = 0, parts, i, j = 0, start, length
+    for k in range(1, num_bands + 1):
+        if bounds[k] != bounds[j]:
+            j += 1
+            bounds[j] = bounds[k]
+    num_bands = j
+    for k in range(num_bands):
+        total += (bounds[k + 1] - bounds[k] + max_rows - 1) // max_rows
+    # From the last band back, so that no bound is overwritten unread.
+    j = total
+    for k in range(num_bands - 1, -1, -1):
+        start = bounds[k]
+        length = bounds[k + 1] - start
+        parts = (length + max_rows - 1) // max_rows
+        bounds[j] = bounds[k + 1]
+        for i in range(parts - 1, 0, -1):
+            j -= 1
+            bounds[j] = start + length * i // parts
+        j -= 1
+    bounds[0] = 0
+    return total
+
+
 cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
                         acc_t* bottom, Py_ssize_t bottom_step,
                         const float* g,
@@ -233,13 +295,15 @@ cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
 cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
                               const float* g, Py_ssize_t b, Py_ssize_t k,
                               Py_ssize_t n, bint do_top, bint do_bottom,
-                              acc_t* spare, Py_ssize_t ahead) noexcept nogil:
+                              bint same, acc_t* spare,
+                              Py_ssize_t ahead) noexcept nogil:
     """Crop row ``k`` of box `b`, sample by sample, into the owned rows.
 
     `ahead`: 0, or how far ahead of each sample to ask for grads (it
     depends only on the depth).  `spare` holds two pixels (``2 * depth``
     elements) for a row outside the band (NULL when every row is owned):
     bilinear samples then go through the same code, owned rows or not.
+    `same`: the two rows are one.
     """
     cdef Py_ssize_t x, col, cw = p.g.crop_w, D = p.g.depth
     if p.g.nearest:
@@ -250,14 +314,15 @@ cdef inline void _scatter_row(Plan* p, acc_t* top_row, acc_t* bottom_row,
         return
     scatter_row(p, b, k, top_row if do_top else NULL,
                 bottom_row if do_bottom else NULL, spare, D, g,
-                top_row == bottom_row, n, ahead, NULL, 0)
+                same, n, ahead, NULL, 0)
 
 
 cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
                            Py_ssize_t c0, Py_ssize_t c1,
-                           acc_t* deep_spare) noexcept nogil:
+                           acc_t* deep_spare, Py_ssize_t row0) noexcept nogil:
     """Zero global output rows ``[g0, g1)``, channels ``[c0, c1)``, then
-    scatter every sample's updates that land there, in the serial order."""
+    scatter every sample's updates that land there, in the serial order.
+    Global row ``r`` is at ``out + (r - row0) * width * depth``."""
     cdef Py_ssize_t H = p.g.height, W = p.g.width, D = p.g.depth
     cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, n = c1 - c0
     cdef Py_ssize_t bi, r0, r1, r, x, j, b, y, k, top, bottom
@@ -284,7 +349,7 @@ cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
         # Zero the band here, not in the caller: the owner thread touches
         # its pages first and the work is spread over the threads.
         for r in range(r0, r1):
-            top_row = out + (bi * H + r) * W * D
+            top_row = out + (bi * H + r - row0) * W * D
             if n == D:
                 memset(top_row, 0, W * D * sizeof(acc_t))
             else:
@@ -304,8 +369,12 @@ cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
                 do_bottom = (not p.g.nearest) and r0 <= bottom < r1
                 if not (do_top or do_bottom):
                     continue
-                top_row = out + ((bi * H + top) * W) * D + c0
-                bottom_row = out + ((bi * H + bottom) * W) * D + c0
+                # (Rows outside the band: no pointer, they may be outside
+                # a band's scratch.)
+                top_row = out + ((bi * H + top - row0) * W) * D + c0 \
+                    if do_top else NULL
+                bottom_row = out + ((bi * H + bottom - row0) * W) * D + c0 \
+                    if do_bottom else NULL
                 g = p.grads + ((b * ch + y) * cw) * D + c0
                 if shallow:
                     # A row not owned, or the bottom row when it is the top
@@ -321,7 +390,7 @@ cdef void _accumulate_band(Plan* p, acc_t* out, Py_ssize_t g0, Py_ssize_t g1,
                                   top == bottom, D)
                     continue
                 _scatter_row(p, top_row, bottom_row, g, b, k, n, do_top,
-                             do_bottom, deep_spare, ahead)
+                             do_bottom, top == bottom, deep_spare, ahead)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
@@ -331,7 +400,7 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     cdef Py_ssize_t g1 = p.bounds[t // p.num_splits + 1]
     cdef Py_ssize_t c0 = p.splits[t % p.num_splits]
     cdef Py_ssize_t c1 = p.splits[t % p.num_splits + 1]
-    cdef Py_ssize_t W = p.g.width, D = p.g.depth, pixel
+    cdef Py_ssize_t W = p.g.width, D = p.g.depth, pixel, row0 = 0
     cdef char* spare = NULL
     cdef float* acc
     if g0 >= g1 or c1 <= c0:
@@ -339,13 +408,18 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
     if p.spare != NULL:
         spare = p.spare + thread * p.spare_each
     if p.acc_double:
-        _accumulate_band(p, <double*>p.acc, g0, g1, c0, c1, <double*>spare)
+        _accumulate_band(p, <double*>p.acc, g0, g1, c0, c1, <double*>spare, 0)
         return
     acc = <float*>p.acc
-    _accumulate_band(p, acc, g0, g1, c0, c1, <float*>spare)
+    if p.acc_each > 0:
+        # The thread's float32 scratch holds this band only.
+        acc = <float*>(<char*>p.acc + <size_t>thread * p.acc_each)
+        row0 = g0
+    _accumulate_band(p, acc, g0, g1, c0, c1, <float*>spare, row0)
     if p.half_out != NULL:
         for pixel in range(g0 * W, g1 * W):
-            round_half(p, p.half_out + pixel * D + c0, acc + pixel * D + c0, c1 - c0)
+            round_half(p, p.half_out + pixel * D + c0,
+                       acc + (pixel - row0 * W) * D + c0, c1 - c0)
 
 
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
@@ -376,7 +450,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     cdef Plan p
     cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
     cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
-    cdef Py_ssize_t per_thread
+    cdef Py_ssize_t per_thread, max_rows = 0, extra = 0, longest, k
+    cdef bint half = out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16
     cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
     cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
     cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0
@@ -402,7 +477,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     if tiles:
         channels = tile_channels(geo.width, geo.depth, acc_size)
         groups = (geo.depth + channels - 1) // channels
-        p.tile_rows = tile_rows(geo.width, channels, acc_size)
+        # No more rows than the output has: the tile is scratch per thread.
+        p.tile_rows = min(tile_rows(geo.width, channels, acc_size), rows)
         p.stage_rows = stage_rows(geo.crop_w, channels)
 
     # Bands small enough that the rows being accumulated stay in cache, and
@@ -423,11 +499,19 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         num_bands = (<Py_ssize_t>nthreads * per_thread + groups - 1) // groups
     num_bands = max(1, min(num_bands, rows))
     team = team_size(nthreads, rows * geo.depth)
+    # float16 and bfloat16 NHWC: bands of at most about BAND_BYTES of
+    # float32, each accumulated in its thread's scratch, so that the scratch
+    # stays small however large the output.
+    if half and not geo.nchw:
+        max_rows = max(<Py_ssize_t>(BAND_BYTES // (<size_t>(geo.width * geo.depth)
+                                                   * sizeof(float))), 1)
+        if max_rows >= rows:
+            max_rows = 0
     if tiles:
         # Each thread's tile, staged grads and spare pixels.
         spare_each = tile_scratch(geo.width, geo.crop_w, channels, p.tile_rows,
                                   p.stage_rows, acc_size)
-    elif num_bands > 1 and not geo.nearest and geo.depth > 4:
+    elif (num_bands > 1 or max_rows > 0) and not geo.nearest and geo.depth > 4:
         # With several bands, each thread gets two pixels of scratch for
         # deep samples (bilinear, more than 4 channels) whose crop row has
         # a row outside the task's band.  Where those would outweigh the
@@ -437,6 +521,9 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         if spare_each * team > out_elems * acc_size:
             num_bands = 1
             spare_each = 0
+            max_rows = 0
+    if max_rows > 0:
+        extra = rows // max_rows + 1
     slots = max(2 * nthreads + 2, groups + 1)
 
     # One allocation for every table: 4 entries per (box, crop row), 4 per
@@ -449,12 +536,10 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         (n_rows + n_cols) * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
         + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
         + <size_t>(geo.batch + 1) * sizeof(int64_t)
-        + <size_t>(num_bands + 1 + slots) * sizeof(Py_ssize_t)
+        + <size_t>(num_bands + extra + 1 + slots) * sizeof(Py_ssize_t)
         + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
         + spare_each * team + 64
     )
-    if (out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16) and not tiles:
-        acc_bytes = out_elems * sizeof(float)
     tables = <char*>malloc(nbytes)
     if tables == NULL:
         failed[0] = nbytes
@@ -466,12 +551,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         p.half_out = <uint16_t*>out
         # Tiles round into the output as they write it.
         p.acc = NULL
-    if acc_bytes > 0:
-        p.acc = malloc(acc_bytes)
-        if p.acc == NULL:
-            free(tables)
-            failed[0] = acc_bytes
-            return -1
+    p.acc_each = 0
 
     p.row_lo = <Py_ssize_t*>tables
     p.row_hi = p.row_lo + n_rows
@@ -481,7 +561,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.box_row_max = p.box_row_min + N
     p.box_cols = p.box_row_max + N
     p.bounds = p.box_cols + N
-    p.splits = p.bounds + num_bands + 1
+    p.splits = p.bounds + num_bands + extra + 1
     p.order = <int64_t*>(p.splits + slots)
     p.starts = p.order + N
     cost = p.starts + geo.batch + 1
@@ -500,6 +580,26 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     _plan_taps(&p, boxes)
     cg_fpenv_leave(flush)
     work = _plan_bands(&p, num_bands, cost) * geo.depth
+    if half and not tiles:
+        # The float32 accumulator: per thread, of the longest band, or
+        # (where that is no smaller) of the whole output.
+        acc_bytes = out_elems * sizeof(float)
+        if max_rows > 0:
+            num_bands = _cap_bands(p.bounds, num_bands, max_rows)
+            longest = 0
+            for k in range(num_bands):
+                longest = max(longest, p.bounds[k + 1] - p.bounds[k])
+            p.acc_each = (<size_t>(longest * geo.width * geo.depth) * sizeof(float)
+                          + 63) // 64 * 64
+            if p.acc_each * team < acc_bytes:
+                acc_bytes = p.acc_each * team
+            else:
+                p.acc_each = 0
+        p.acc = malloc(acc_bytes)
+        if p.acc == NULL:
+            free(tables)
+            failed[0] = acc_bytes
+            return -1
 
     if geo.nchw:
         # Channel groups of tiles (one group of every plane otherwise).
@@ -515,9 +615,9 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
 
     # Few rows but deep pixels: split channels too, in aligned ranges.
     p.num_splits = 1
-    if nthreads > 1 and rows < <Py_ssize_t>nthreads * TASKS_PER_THREAD:
+    if nthreads > 1 and rows < <Py_ssize_t>nthreads * SPLITS_PER_THREAD:
         p.num_splits = min(
-            (<Py_ssize_t>nthreads * TASKS_PER_THREAD + rows - 1) // rows,
+            (<Py_ssize_t>nthreads * SPLITS_PER_THREAD + rows - 1) // rows,
             geo.depth // CHANNEL_ALIGN,
             2 * nthreads + 1)
         if p.num_splits < 1:

@@ -2,6 +2,7 @@
 # The NCHW tasks of the image gradient (see _grad_image_nchw.pyx).
 
 cdef int use_simd(const char* target) noexcept nogil
+cdef size_t use_tile_bytes(size_t nbytes) noexcept nogil
 cdef Py_ssize_t tile_channels(Py_ssize_t width, Py_ssize_t depth,
                               size_t acc_size) noexcept nogil
 cdef Py_ssize_t tile_rows(Py_ssize_t width, Py_ssize_t channels,

@@ -61,13 +61,21 @@ cdef enum:
     TILE_CHANNELS = 64
 # Bytes of a tile: it stays in the core's (L2) cache while the task walks
 # the boxes.  Whole images of a channel group where they fit: then a box's
-# grads are gathered once per group.
-cdef enum:
-    TILE_BYTES = 1 << 20
+# grads are gathered once per group.  Set from the cache sizes at import
+# (use_tile_bytes, from _grad_image); it never changes the bits.
+cdef size_t TILE_BYTES = 1 << 20
 # Bytes of grads gathered at a time: the crop rows of a box that touch the
 # tile, read plane by plane as contiguous runs.
 cdef enum:
     STAGE_BYTES = 1 << 14
+
+
+cdef size_t use_tile_bytes(size_t nbytes) noexcept nogil:
+    """Tiles of about `nbytes` from now on; returns the previous size."""
+    global TILE_BYTES
+    cdef size_t previous = TILE_BYTES
+    TILE_BYTES = max(nbytes, <size_t>1)
+    return previous
 
 
 cdef int use_simd(const char* target) noexcept nogil:

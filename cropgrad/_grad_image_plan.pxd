@@ -21,6 +21,9 @@ ctypedef struct Plan:
     # The accumulator (the output itself, or float32 scratch for a float16
     # output; NULL for NCHW tiles, which accumulate in their own scratch)
     void* acc
+    # 0, or (NHWC float16 and bfloat16 output) ``acc`` is per-thread
+    # scratch of this many bytes holding only the band of the task at hand
+    size_t acc_each
     bint acc_double
     # float16 or bfloat16 output (or NULL): each task rounds its finished
     # float32 band into it while the band is still in cache.

@@ -277,11 +277,30 @@ def _in_layout(t, layout, physical):
 def _empty(shape, dtype, layout, physical, device="cpu"):
     """A new tensor of `shape` (in `layout`) whose memory is in `physical`."""
     if physical == layout:
-        return torch.empty(shape, dtype=dtype, device=device)
+        return _new_tensor(shape, dtype, device)
     order = _TO_OTHER[layout]
     inverse = _TO_OTHER[physical]
     shape = [shape[i] for i in order]
-    return torch.empty(shape, dtype=dtype, device=device).permute(inverse)
+    return _new_tensor(shape, dtype, device).permute(inverse)
+
+
+# Results from this size on get huge pages (the size NumPy uses).
+_HUGE_PAGES_FROM = 4 << 20
+
+
+def _new_tensor(shape, dtype, device):
+    """An uninitialised tensor; a large one on the CPU with huge pages.
+
+    PyTorch's CPU allocator takes large blocks from the kernel in 4 KiB
+    pages: a fresh 100 MB result costs some 25,000 page faults as the op
+    first writes it, more than the op's arithmetic.  NumPy asks for huge
+    pages on such blocks (madvise); so does this, before the first write.
+    """
+    tensor = torch.empty(shape, dtype=dtype, device=device)
+    nbytes = tensor.numel() * tensor.element_size()
+    if tensor.device.type == "cpu" and nbytes >= _HUGE_PAGES_FROM:
+        _core.advise_huge_pages(tensor.data_ptr(), nbytes)
+    return tensor
 
 
 def _numpy(t):

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad._bench import report, rows
+from cropgrad._bench import nchw_rows, report, rows
 from cropgrad._bench.run import run
 from cropgrad._bench.timing import Settings
+from cropgrad._bench.workloads import WORKLOADS
 
 
 def _fake_adapter():
@@ -174,3 +175,37 @@ def test_command_line_leaves_adapters_out(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Adapter rows: jax n/a (disabled with --no-adapters)" in result.stdout
     assert json.loads(path.read_text())["adapters"]["torch"].startswith("n/a")
+
+
+def test_machine_info_names_the_caches_and_simd_target():
+    from cropgrad._bench.machine import machine_info
+
+    info = machine_info()
+    assert info["simd_target"] == cropgrad._grad_image.simd_target()
+    assert info["tuning"] == cropgrad._grad_image.tuning()
+    assert info["l2_per_core_bytes"] > 0 and info["l3_per_core_bytes"] > 0
+    for key in ("l2_bytes", "l3_bytes"):
+        assert info[key] is None or info[key] > 0
+    json.dumps(info)
+    line = report._caches(dict(info, l2_bytes=1 << 20, l3_bytes=32 << 20))
+    assert line == f", L2 1 MiB, L3 32 MiB, {info['simd_target']}"
+
+
+@pytest.mark.parametrize("name", nchw_rows.WORKLOADS)
+def test_nchw_rows_time_the_same_problem_in_both_layouts(name):
+    # Each NCHW row's columns run its workload's op on the transposed
+    # arrays: the NCHW result is the NHWC one, transposed.
+    workload = WORKLOADS[name]
+    (row,) = nchw_rows.extra_rows(workload, quick=True)
+    assert set(row["columns"]) == {
+        "cropgrad_1thread",
+        "cropgrad_default",
+        "cropgrad_default_new_output",
+        "nhwc_default",
+    }
+    nchw = row["columns"]["cropgrad_default_new_output"]()
+    nhwc = row["columns"]["nhwc_default"]()
+    if nhwc.ndim == 4:
+        nhwc = nhwc.transpose(0, 3, 1, 2)
+    assert nchw.tobytes() == np.ascontiguousarray(nhwc).tobytes()
+    assert row["columns"]["cropgrad_1thread"]().tobytes() == nchw.tobytes()

@@ -317,6 +317,34 @@ def test_forward_and_boxes_gradient_big_problems(seed, num_threads):
     assert_same_bits(out, expected)
 
 
+@pytest.mark.parametrize("num_boxes", [1, 3, 200])
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_boxes_gradient_staged_whole_or_by_rows(num_boxes, num_threads):
+    # A float32 NCHW image is copied whole with its channels side by side
+    # when that is less than the rows its crop rows would stage (200 boxes
+    # on a small image), else a crop row's rows are staged (1 and 3 boxes
+    # on a large one): the same bits as NHWC either way.
+    rng = np.random.default_rng(num_boxes)
+    size = (2, 70, 90, 24) if num_boxes < 10 else (2, 9, 11, 24)
+    image = rng.standard_normal(size).astype(np.float32)
+    y1, x1 = rng.uniform(-0.1, 0.7, (2, num_boxes))
+    boxes = np.stack([y1, x1, y1 + 0.35, x1 + 0.3], 1).astype(np.float32)
+    box_ind = rng.integers(0, 2, num_boxes)
+    grads = rng.standard_normal((num_boxes, 7, 5, size[3])).astype(np.float32)
+    expected = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
+    out = cropgrad.crop_and_resize_grad_boxes(
+        nchw(grads),
+        nchw(image),
+        boxes,
+        box_ind,
+        num_threads=num_threads,
+        data_format="NCHW",
+    )
+    assert_same_bits(out, expected)
+
+
 # --------------------------------------------------------------------------
 # Validation speaks of the NCHW shapes
 

@@ -19,17 +19,47 @@ def machine_info():
         "python": platform.python_version(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
     }
+    # The model name alone can be vague under a hypervisor ("AMD EPYC"):
+    # the family and model numbers tell the generation (26: Zen 5).
+    fields = {
+        "model name": "cpu_model",
+        "cpu family": "cpu_family",
+        "model": "cpu_model_number",
+    }
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                name = fields.get(key.strip())
+                if name and info.get(name) is None:
+                    value = value.strip()
+                    info[name] = int(value) if value.isdigit() else value
+                if not line.strip():
                     break
     except OSError:
         pass
     if info["cpu_model"] is None:
         info["cpu_model"] = platform.processor() or None
+    info.update(cache_info())
     return info
+
+
+def cache_info():
+    """The caches and the sizes the image gradient chose from them, and the
+    SIMD target of its scatter (results differ by machine kind)."""
+    from cropgrad import _grad_image, _tuning
+
+    caches = _tuning.read_caches()
+    l2, l3_share = _tuning.cache_sizes(caches)
+    return {
+        "l2_bytes": caches[2][0] if 2 in caches else None,
+        "l3_bytes": caches[3][0] if 3 in caches else None,
+        "l3_shared_by_cpus": caches[3][1] if 3 in caches else None,
+        "l2_per_core_bytes": l2,
+        "l3_per_core_bytes": l3_share,
+        "simd_target": _grad_image.simd_target(),
+        "tuning": _grad_image.tuning(),
+    }
 
 
 class CpuMeter:

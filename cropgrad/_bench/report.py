@@ -127,10 +127,22 @@ def format_table(report):
     out.append(
         f"cropgrad {report['versions']['cropgrad']}, "
         f"NumPy {report['versions']['numpy']}, "
-        f"{machine['cpu_count']} CPUs ({machine['cpu_model']}), "
-        f"{report['total_seconds']:.0f} s"
+        f"{machine['cpu_count']} CPUs ({machine['cpu_model']}"
+        f"{_caches(machine)}), {report['total_seconds']:.0f} s"
     )
     return "\n".join(out)
+
+
+def _caches(machine):
+    """``", L2 1 MiB, L3 32 MiB, avx512"`` (what older results lack is left out)."""
+    parts = [
+        f"{name} {machine[key] / (1 << 20):g} MiB"
+        for name, key in (("L2", "l2_bytes"), ("L3", "l3_bytes"))
+        if machine.get(key)
+    ]
+    if machine.get("simd_target"):
+        parts.append(machine["simd_target"])
+    return "".join(", " + p for p in parts)
 
 
 def format_pipeline(report):

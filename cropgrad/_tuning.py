@@ -1,0 +1,148 @@
+"""The machine's caches, and the kernel sizes chosen from them (private).
+
+Read once, when `cropgrad._grad_image` is imported.  These choices change
+how fast the image gradient runs, never its bits: every banding, and the
+prefetch or not, goes through the same arithmetic (DEVELOPING.md, "The same
+machine code for every banding"), and none of them depends on the number
+of threads.
+"""
+
+import os
+
+_SYSFS = "/sys/devices/system/cpu/cpu0/cache"
+
+# Sizes assumed where the system does not say (the machine the fixed sizes
+# were first measured on: 2 MiB of L2 per core, about 2 MiB of L3 per core).
+DEFAULT_L2 = 2 << 20
+DEFAULT_L3_SHARE = 2 << 20
+
+
+def _parse_size(text):
+    """``"1024K"`` -> 1048576 (sysfs spells sizes with a K or M suffix)."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * scale
+
+
+def _count_cpus(cpu_list):
+    """``"0-3,8"`` -> 5."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def read_caches(sysfs=_SYSFS):
+    """The data caches of CPU 0: ``{level: (bytes, cpus sharing it)}``.
+
+    From Linux's sysfs; then ``os.sysconf`` (which gives no sharing, and on
+    some machines the L3 of the whole package); ``{}`` where neither says.
+    """
+    caches = {}
+    try:
+        entries = sorted(os.listdir(sysfs))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        base = os.path.join(sysfs, entry)
+        try:
+            if _read(os.path.join(base, "type")) == "Instruction":
+                continue
+            level = int(_read(os.path.join(base, "level")))
+            size = _parse_size(_read(os.path.join(base, "size")))
+        except (OSError, ValueError):
+            continue
+        try:
+            sharing = _count_cpus(_read(os.path.join(base, "shared_cpu_list")))
+        except (OSError, ValueError):
+            sharing = None
+        if size > 0:
+            caches[level] = (size, sharing)
+    if caches or not hasattr(os, "sysconf"):
+        return caches
+    for level, name in ((2, "SC_LEVEL2_CACHE_SIZE"), (3, "SC_LEVEL3_CACHE_SIZE")):
+        try:
+            size = os.sysconf(name)
+        except (ValueError, OSError):
+            continue
+        if size and size > 0:
+            caches[level] = (size, None)
+    return caches
+
+
+def cache_sizes(caches=None):
+    """(L2 bytes per core, L3 bytes per core): the shares one thread can
+    count on, with the defaults where the machine does not say."""
+    if caches is None:
+        caches = read_caches()
+    l2 = DEFAULT_L2
+    if 2 in caches:
+        size, sharing = caches[2]
+        l2 = size // max(sharing or 1, 1)
+    l3_share = DEFAULT_L3_SHARE
+    if 3 in caches:
+        size, sharing = caches[3]
+        if sharing is None:
+            sharing = os.cpu_count() or 1
+        l3_share = size // max(sharing, 1)
+    return l2, l3_share
+
+
+def choose(l2, l3_share):
+    """The image gradient's sizes for caches of these sizes (bytes per core).
+
+    Returns a dict: ``band_bytes`` (output rows one task accumulates),
+    ``tasks_per_thread`` (bands per thread of a team), ``prefetch_bytes``
+    and ``prefetch_min_depth`` (how far ahead to ask for grads, and from
+    which depth).
+
+    Where the L2 holds a band of 1 MiB with as much again for the grads
+    streaming past (2 MiB or more), bands of half the L2 stay there while a
+    task walks the boxes; the hardware prefetcher then keeps up with grads
+    of up to 64 channels (the prefetch hint only costs time there).  With a
+    smaller L2 (1 MiB on AMD's Zen 4 and Zen 5) no band survives the grads
+    stream in the L2 anyway, and every extra band only makes the task read
+    grads in more, sparser passes (each band skips the crop rows of the
+    others), which the hardware prefetcher follows badly: the profile shows
+    the scatter waiting on its grads loads.  Then bands and NCHW tiles
+    (``tile_bytes``) are sized to a quarter of the core's share of the L3,
+    one band per thread, and grads are prefetched from 16 channels on.
+    """
+    if l2 >= 2 << 20:
+        return {
+            "band_bytes": l2 // 2,
+            "tasks_per_thread": 4,
+            "prefetch_bytes": 2048,
+            "prefetch_min_depth": 128,
+            "tile_bytes": l2 // 2,
+        }
+    return {
+        # A quarter of the L3 share: one band for the dense workload's 4 MiB
+        # output (1.8x faster than 1 MiB bands), while the float64 detector's
+        # 16 MiB output still takes four (half the share was 1.15x slower).
+        "band_bytes": max(l3_share // 4, l2 // 2, 1 << 18),
+        "tasks_per_thread": 1,
+        "prefetch_bytes": 2048,
+        "prefetch_min_depth": 16,
+        # NCHW tiles are scratch per thread: a quarter of the L3 share
+        # (4 MiB: a whole image of the dense workload's 64 channels, so its
+        # grads are gathered once, 1.4x faster than 1 MiB tiles).
+        "tile_bytes": max(l3_share // 4, l2 // 2, 1 << 18),
+    }
+
+
+def tuning():
+    """The sizes for this machine, and the cache sizes they come from."""
+    l2, l3_share = cache_sizes()
+    return {"l2": l2, "l3_share": l3_share, **choose(l2, l3_share)}

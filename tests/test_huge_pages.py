@@ -1,0 +1,93 @@
+"""Huge pages for large results: cropgrad._core.advise_huge_pages, and the
+tensors cropgrad.torch allocates (PyTorch's own allocator does not ask).
+
+The PyTorch part is skipped when PyTorch is not installed, unless
+CROPGRAD_REQUIRE_ADAPTERS=1 (CI sets it).
+"""
+
+import mmap
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from cropgrad import _core
+
+try:
+    import torch
+except ImportError:
+    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
+        raise
+    torch = None
+    cgt = None
+else:
+    import cropgrad.torch as cgt
+
+linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="MADV_HUGEPAGE is Linux's"
+)
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+
+def _vm_flags(address):
+    """The VmFlags of the mapping holding `address` (/proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):
+                lo, hi = (int(x, 16) for x in first.split("-"))
+                inside = lo <= address < hi
+            elif inside and first == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def _mapped(nbytes):
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+@linux
+def test_advice_marks_the_mapping():
+    block = _mapped(16 << 20)
+    address = np.frombuffer(block, np.uint8).ctypes.data
+    assert "hg" not in _vm_flags(address)
+    assert _core.advise_huge_pages(address, len(block)) == 0
+    assert "hg" in _vm_flags(address)
+
+
+@linux
+def test_nothing_to_advise_without_a_whole_page():
+    block = _mapped(mmap.PAGESIZE)
+    address = np.frombuffer(block, np.uint8).ctypes.data
+    assert _core.advise_huge_pages(address + 1, mmap.PAGESIZE - 1) == 1
+    assert _core.advise_huge_pages(address, 0) == 1
+    assert "hg" not in _vm_flags(address)
+
+
+@linux
+def test_unmapped_memory_is_refused_not_touched():
+    block = _mapped(4 * mmap.PAGESIZE)
+    address = np.frombuffer(block, np.uint8).ctypes.data
+    block.close()
+    assert _core.advise_huge_pages(address, 4 * mmap.PAGESIZE) == -1
+
+
+@linux
+@needs_torch
+@pytest.mark.parametrize("memory_format", ["contiguous", "channels_last"])
+def test_large_torch_results_get_huge_pages(memory_format):
+    rng = np.random.default_rng(0)
+    image = torch.from_numpy(rng.standard_normal((1, 32, 16, 16), np.float32))
+    if memory_format == "channels_last":
+        image = image.to(memory_format=torch.channels_last)
+    boxes = torch.tensor([[0.1, 0.1, 0.9, 0.9]] * 64)
+    box_ind = torch.zeros(64, dtype=torch.int32)
+    # 64 crops of 32 x 32 x 32 float32: 8 MiB, past the 4 MiB threshold.
+    crops = cgt.crop_and_resize(image, boxes, box_ind, (32, 32))
+    assert crops.untyped_storage().nbytes() == 8 << 20
+    assert "hg" in _vm_flags(crops.data_ptr() + (4 << 20))
+    small = cgt.crop_and_resize(image, boxes[:1], box_ind[:1], (4, 4))
+    assert small.numel() * 4 < 4 << 20
+    assert "hg" not in _vm_flags(small.data_ptr())
