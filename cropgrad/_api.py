@@ -25,6 +25,28 @@ __all__ = [
 ]
 
 
+def _options(method, allowed, data_format, num_threads, flush_denormals):
+    """The codes of the options the ops share, checked in this order."""
+    return (
+        _v.method(method, allowed),
+        _v.data_format(data_format),
+        _v.threads(num_threads),
+        _v.flag(flush_denormals, "flush_denormals"),
+    )
+
+
+def _crop_size(crop_size):
+    return _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
+
+
+def _index_and_crops(box_ind, out, layout, image, num_boxes, crop_h, crop_w):
+    """The native box_ind, its code, and the crops to write (of the forward
+    op and of its boxes JVP)."""
+    index, index_code = _v.native_index(box_ind)
+    shape = _v.crops_shape(layout, image.shape, num_boxes, crop_h, crop_w)
+    return index, index_code, _v.output(out, shape, np.dtype(np.float32))
+
+
 def crop_and_resize_grad_image(
     grads,
     boxes,
@@ -213,15 +235,12 @@ def crop_and_resize(
     array([[0., 2.],
            [6., 8.]], dtype=float32)
     """
-    method_code = _v.method(method)
-    layout = _v.data_format(data_format)
-    nthreads = _v.threads(num_threads)
-    flush = _v.flag(flush_denormals, "flush_denormals")
+    method_code, layout, nthreads, flush = _options(
+        method, _v.METHODS, data_format, num_threads, flush_denormals
+    )
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    crop_h, crop_w = _v.int_vector(
-        crop_size, 2, "crop_size", "[crop_height, crop_width]"
-    )
+    crop_h, crop_w = _crop_size(crop_size)
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
     _core.check_forward(
         image.shape,
@@ -233,9 +252,9 @@ def crop_and_resize(
         layout,
         nthreads,
     )
-    index, index_code = _v.native_index(box_ind)
-    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
-    result = _v.output(out, shape, np.dtype(np.float32))
+    index, index_code, result = _index_and_crops(
+        box_ind, out, layout, image, boxes.shape[0], crop_h, crop_w
+    )
     _core.crop_and_resize(
         image,
         image_code,
@@ -310,10 +329,9 @@ def crop_and_resize_grad_boxes(
     >>> cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, [0])
     array([[12.,  4., 12.,  4.]], dtype=float32)
     """
-    method_code = _v.method(method, allowed=("bilinear",))
-    layout = _v.data_format(data_format)
-    nthreads = _v.threads(num_threads)
-    flush = _v.flag(flush_denormals, "flush_denormals")
+    method_code, layout, nthreads, flush = _options(
+        method, ("bilinear",), data_format, num_threads, flush_denormals
+    )
     grads = _v.grads_array(grads, data_format)
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
@@ -432,16 +450,13 @@ def crop_and_resize_jvp_boxes(
     array([[6., 6.],
            [6., 6.]], dtype=float32)
     """
-    method_code = _v.method(method, allowed=("bilinear",))
-    layout = _v.data_format(data_format)
-    nthreads = _v.threads(num_threads)
-    flush = _v.flag(flush_denormals, "flush_denormals")
+    method_code, layout, nthreads, flush = _options(
+        method, ("bilinear",), data_format, num_threads, flush_denormals
+    )
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
-    crop_h, crop_w = _v.int_vector(
-        crop_size, 2, "crop_size", "[crop_height, crop_width]"
-    )
+    crop_h, crop_w = _crop_size(crop_size)
     _core.check_jvp_boxes(
         image.shape,
         image_code,
@@ -452,9 +467,9 @@ def crop_and_resize_jvp_boxes(
         layout,
         nthreads,
     )
-    index, index_code = _v.native_index(box_ind)
-    shape = _v.crops_shape(layout, image.shape, boxes.shape[0], crop_h, crop_w)
-    result = _v.output(out, shape, np.dtype(np.float32))
+    index, index_code, result = _index_and_crops(
+        box_ind, out, layout, image, boxes.shape[0], crop_h, crop_w
+    )
     _core.jvp_boxes(
         image,
         image_code,

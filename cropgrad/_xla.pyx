@@ -200,28 +200,23 @@ cdef inline void* _data(const cg_ffi_buffer* b) noexcept nogil:
     return b.data if b.data != NULL else <void*>_EMPTY
 
 
+# XLA's element types that an image may have, and the C-level API's codes
+# for them, in the same order.
+cdef int _XLA_TYPES[10]
+cdef int _CG_TYPES[10]
+_XLA_TYPES[:] = [CG_FFI_U8, CG_FFI_S8, CG_FFI_U16, CG_FFI_S16, CG_FFI_S32,
+                 CG_FFI_S64, CG_FFI_F16, CG_FFI_F32, CG_FFI_F64, CG_FFI_BF16]
+_CG_TYPES[:] = [capi.CG_UINT8, capi.CG_INT8, capi.CG_UINT16, capi.CG_INT16,
+                capi.CG_INT32, capi.CG_INT64, capi.CG_FLOAT16,
+                capi.CG_FLOAT32, capi.CG_FLOAT64, capi.CG_BFLOAT16]
+
+
 cdef int _image_dtype(int xla_dtype) noexcept nogil:
     """The C-level API's code for an XLA element type, or -1."""
-    if xla_dtype == CG_FFI_U8:
-        return capi.CG_UINT8
-    if xla_dtype == CG_FFI_S8:
-        return capi.CG_INT8
-    if xla_dtype == CG_FFI_U16:
-        return capi.CG_UINT16
-    if xla_dtype == CG_FFI_S16:
-        return capi.CG_INT16
-    if xla_dtype == CG_FFI_S32:
-        return capi.CG_INT32
-    if xla_dtype == CG_FFI_S64:
-        return capi.CG_INT64
-    if xla_dtype == CG_FFI_F16:
-        return capi.CG_FLOAT16
-    if xla_dtype == CG_FFI_F32:
-        return capi.CG_FLOAT32
-    if xla_dtype == CG_FFI_F64:
-        return capi.CG_FLOAT64
-    if xla_dtype == CG_FFI_BF16:
-        return capi.CG_BFLOAT16
+    cdef int i
+    for i in range(10):
+        if _XLA_TYPES[i] == xla_dtype:
+            return _CG_TYPES[i]
     return -1
 
 
@@ -236,42 +231,6 @@ cdef int _dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
         e.status = capi.CG_ERR_TYPE
         return -1
     return code
-
-
-cdef int _boxes_and_index(const cg_ffi_list* args, int64_t first,
-                          int64_t num_boxes, const float** boxes,
-                          const void** box_ind, int* index_dtype,
-                          capi.cg_error* e) noexcept nogil:
-    """Decode operands `first` (boxes) and `first + 1` (box_ind)."""
-    cdef cg_ffi_buffer* b = _buffer(args, first, 2, "boxes", e)
-    cdef cg_ffi_buffer* i
-    if b == NULL or _dtype_of(b, "boxes", False, e) < 0:
-        return -1
-    if b.dims[0] != num_boxes or b.dims[1] != 4:
-        snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "boxes must have shape (%lld, 4), got (%lld, %lld)",
-                 <long long>num_boxes, <long long>b.dims[0],
-                 <long long>b.dims[1])
-        e.status = capi.CG_ERR_VALUE
-        return -1
-    i = _buffer(args, first + 1, 1, "box_ind", e)
-    if i == NULL:
-        return -1
-    if i.dtype == CG_FFI_S32:
-        index_dtype[0] = capi.CG_INT32
-    elif i.dtype == CG_FFI_S64:
-        index_dtype[0] = capi.CG_INT64
-    else:
-        return _fail(e, capi.CG_ERR_TYPE, "box_ind must be int32 or int64")
-    if i.dims[0] != num_boxes:
-        snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "box_ind must have shape (%lld,), got (%lld,)",
-                 <long long>num_boxes, <long long>i.dims[0])
-        e.status = capi.CG_ERR_VALUE
-        return -1
-    boxes[0] = <const float*>_data(b)
-    box_ind[0] = _data(i)
-    return 0
 
 
 cdef int64_t _find(const cg_ffi_attrs* attrs, const char* name) noexcept nogil:
@@ -373,10 +332,54 @@ cdef int _fold(const cg_ffi_attrs* attrs, Options* o,
     return 0
 
 
-cdef void _unfold_message(const Options* o, capi.cg_error* e,
-                          const float* boxes, const void* box_ind,
-                          int index_dtype, int64_t num_boxes,
-                          int64_t batch) noexcept nogil:
+cdef struct Call:
+    # What a handler decoded: its attributes, and what restates an error
+    # about a box in the caller's indices once the C-level API returns.
+    Options o
+    const float* boxes
+    const void* box_ind
+    int index_dtype
+    int64_t num_boxes
+    int64_t batch
+
+
+cdef int _boxes_and_index(const cg_ffi_list* args, int64_t first,
+                          int64_t num_boxes, Call* c,
+                          capi.cg_error* e) noexcept nogil:
+    """Decode operands `first` (boxes) and `first + 1` (box_ind) into `c`."""
+    cdef cg_ffi_buffer* b = _buffer(args, first, 2, "boxes", e)
+    cdef cg_ffi_buffer* i
+    if b == NULL or _dtype_of(b, "boxes", False, e) < 0:
+        return -1
+    if b.dims[0] != num_boxes or b.dims[1] != 4:
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "boxes must have shape (%lld, 4), got (%lld, %lld)",
+                 <long long>num_boxes, <long long>b.dims[0],
+                 <long long>b.dims[1])
+        e.status = capi.CG_ERR_VALUE
+        return -1
+    i = _buffer(args, first + 1, 1, "box_ind", e)
+    if i == NULL:
+        return -1
+    if i.dtype == CG_FFI_S32:
+        c.index_dtype = capi.CG_INT32
+    elif i.dtype == CG_FFI_S64:
+        c.index_dtype = capi.CG_INT64
+    else:
+        return _fail(e, capi.CG_ERR_TYPE, "box_ind must be int32 or int64")
+    if i.dims[0] != num_boxes:
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "box_ind must have shape (%lld,), got (%lld,)",
+                 <long long>num_boxes, <long long>i.dims[0])
+        e.status = capi.CG_ERR_VALUE
+        return -1
+    c.boxes = <const float*>_data(b)
+    c.box_ind = _data(i)
+    c.num_boxes = num_boxes
+    return 0
+
+
+cdef void _unfold_message(const Call* c, capi.cg_error* e) noexcept nogil:
     """Restate an error about box `e.position` in the caller's indices.
 
     Box ``i`` of a folded call is box ``j`` of problem ``k1, ..., kn``
@@ -384,9 +387,11 @@ cdef void _unfold_message(const Options* o, capi.cg_error* e,
     A `box_ind` value past the end was pushed past the folded end by
     ``folded batch - batch``; negative ones were kept.
     """
+    cdef const Options* o = &c.o
+    cdef const float* box
     cdef char where[256]
     cdef int64_t digits[33]
-    cdef int64_t rest = e.position, per_problem = num_boxes, v, user_batch
+    cdef int64_t rest = e.position, per_problem = c.num_boxes, v, user_batch
     cdef int64_t level
     cdef int n = 0
     if o.fold_rank <= 0 or o.fold_rank > 32 or e.position < 0:
@@ -411,23 +416,23 @@ cdef void _unfold_message(const Options* o, capi.cg_error* e,
         if n >= <int>sizeof(where):
             return
     if e.status == capi.CG_ERR_INDEX:
-        if index_dtype == capi.CG_INT32:
-            v = (<const int32_t*>box_ind)[e.position]
+        if c.index_dtype == capi.CG_INT32:
+            v = (<const int32_t*>c.box_ind)[e.position]
         else:
-            v = (<const int64_t*>box_ind)[e.position]
-        user_batch = batch // o.fold_images
+            v = (<const int64_t*>c.box_ind)[e.position]
+        user_batch = c.batch // o.fold_images
         if v >= 0:
-            v -= batch - user_batch
+            v -= c.batch - user_batch
         snprintf(e.message, capi.CG_MESSAGE_SIZE,
                  "box_ind has values outside [0, batch_size) = [0, %lld): "
                  "box_ind[%s] = %lld", <long long>user_batch, where,
                  <long long>v)
     else:
-        boxes += 4 * e.position
+        box = c.boxes + 4 * e.position
         snprintf(e.message, capi.CG_MESSAGE_SIZE,
                  "boxes must be finite: boxes[%s] = [%.9g, %.9g, %.9g, %.9g] "
-                 "has a NaN or infinite coordinate", where, <double>boxes[0],
-                 <double>boxes[1], <double>boxes[2], <double>boxes[3])
+                 "has a NaN or infinite coordinate", where, <double>box[0],
+                 <double>box[1], <double>box[2], <double>box[3])
 
 
 cdef inline int64_t _depth(const int64_t* dims, int layout) noexcept nogil:
@@ -468,67 +473,83 @@ cdef cg_ffi_error* _leave(const cg_ffi_call_frame* frame, const char* op,
 # --------------------------------------------------------------------------
 # The handlers
 
-cdef cg_ffi_error* _crop_and_resize(cg_ffi_call_frame* frame) noexcept nogil:
+ctypedef void (*run_t)(cg_ffi_call_frame*, Call*,
+                       capi.cg_error*) noexcept nogil
+
+
+cdef struct Op:
+    # One FFI target: its name in messages, its operand count (each has one
+    # result), the FFI API version it declares, and what it runs on a frame
+    # that passed the checks.
+    const char* name
+    int64_t nargs
+    int major
+    int minor
+    run_t run
+
+
+cdef cg_ffi_error* _handle(cg_ffi_call_frame* frame, const Op* op) noexcept nogil:
+    """The body of every handler: answer XLA's metadata query, or check the
+    frame, run the op and return its error, if any, to XLA."""
     cdef capi.cg_error e
+    cdef Call c
     if _is_metadata_query(frame):
-        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
+        _answer_metadata(frame.extension_start, op.major, op.minor)
         return NULL
-    if _check_frame(frame, 3, 1, &e) == 0:
-        _run_crop_and_resize(frame, &e)
-    return _leave(frame, "crop_and_resize", &e)
+    # Nothing to restate until the op has decoded its fold.
+    c.o.fold_rank = 0
+    if _check_frame(frame, op.nargs, 1, &e) == 0:
+        op.run(frame, &c, &e)
+        _unfold_message(&c, &e)
+    return _leave(frame, op.name, &e)
 
 
-cdef void _run_crop_and_resize(cg_ffi_call_frame* frame,
+cdef int _crop_size(const cg_ffi_buffer* out, const char* name,
+                    const cg_ffi_buffer* image, int layout, int64_t* crop_h,
+                    int64_t* crop_w, capi.cg_error* e) noexcept nogil:
+    """The crop size of crops `out`, whose depth must be the image's."""
+    if _depth(out.dims, layout) != _depth(image.dims, layout):
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "%s and image differ in depth", name)
+        e.status = capi.CG_ERR_VALUE
+        e.position = -1
+        return -1
+    if layout == capi.CG_NHWC:
+        crop_h[0], crop_w[0] = out.dims[1], out.dims[2]
+    else:
+        crop_h[0], crop_w[0] = out.dims[2], out.dims[3]
+    return 0
+
+
+cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, Call* c,
                                capi.cg_error* e) noexcept nogil:
-    cdef Options o
-    cdef const float* boxes
-    cdef const void* box_ind
-    cdef int index_dtype, image_dtype
+    cdef int image_dtype
     cdef int64_t crop_h, crop_w
     cdef cg_ffi_buffer* image = _buffer(&frame.args, 0, 4, "image", e)
     cdef cg_ffi_buffer* crops = _buffer(&frame.rets, 0, 4, "crops", e)
-    if image == NULL or crops == NULL or _options(frame, True, &o, e) < 0:
+    if image == NULL or crops == NULL or _options(frame, True, &c.o, e) < 0:
         return
     image_dtype = _dtype_of(image, "image", True, e)
     if image_dtype < 0 or _dtype_of(crops, "crops", False, e) < 0:
         return
-    if _boxes_and_index(&frame.args, 1, crops.dims[0], &boxes, &box_ind,
-                        &index_dtype, e) < 0:
+    if (_boxes_and_index(&frame.args, 1, crops.dims[0], c, e) < 0
+            or _crop_size(crops, "crops", image, c.o.layout, &crop_h, &crop_w,
+                          e) < 0):
         return
-    if _depth(crops.dims, o.layout) != _depth(image.dims, o.layout):
-        _fail(e, capi.CG_ERR_VALUE, "crops and image differ in depth")
-        return
-    if o.layout == capi.CG_NHWC:
-        crop_h, crop_w = crops.dims[1], crops.dims[2]
-    else:
-        crop_h, crop_w = crops.dims[2], crops.dims[3]
+    c.batch = image.dims[0]
     capi.cg_crop_and_resize(
-        _data(image), image_dtype, image.dims, boxes, box_ind, index_dtype,
-        crops.dims[0], crop_h, crop_w, o.method, o.extrapolation_value,
-        o.layout, <float*>_data(crops), o.num_threads, 1, e)
-    _unfold_message(&o, e, boxes, box_ind, index_dtype, crops.dims[0],
-                    image.dims[0])
+        _data(image), image_dtype, image.dims, c.boxes, c.box_ind,
+        c.index_dtype, c.num_boxes, crop_h, crop_w, c.o.method,
+        c.o.extrapolation_value, c.o.layout, <float*>_data(crops),
+        c.o.num_threads, 1, e)
 
 
-cdef cg_ffi_error* _grad_image(cg_ffi_call_frame* frame) noexcept nogil:
-    cdef capi.cg_error e
-    if _is_metadata_query(frame):
-        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
-        return NULL
-    if _check_frame(frame, 3, 1, &e) == 0:
-        _run_grad_image(frame, &e)
-    return _leave(frame, "crop_and_resize_grad_image", &e)
-
-
-cdef void _run_grad_image(cg_ffi_call_frame* frame,
+cdef void _run_grad_image(cg_ffi_call_frame* frame, Call* c,
                           capi.cg_error* e) noexcept nogil:
-    cdef Options o
-    cdef const float* boxes
-    cdef const void* box_ind
-    cdef int index_dtype, output_dtype
+    cdef int output_dtype
     cdef cg_ffi_buffer* grads = _buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* output = _buffer(&frame.rets, 0, 4, "output", e)
-    if grads == NULL or output == NULL or _options(frame, False, &o, e) < 0:
+    if grads == NULL or output == NULL or _options(frame, False, &c.o, e) < 0:
         return
     if _dtype_of(grads, "grads", False, e) < 0:
         return
@@ -539,40 +560,25 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame,
         _fail(e, capi.CG_ERR_TYPE,
               "output must be float16, bfloat16, float32 or float64")
         return
-    if _boxes_and_index(&frame.args, 1, grads.dims[0], &boxes, &box_ind,
-                        &index_dtype, e) < 0:
+    if _boxes_and_index(&frame.args, 1, grads.dims[0], c, e) < 0:
         return
     # The output's shape is image_size: the C-level API checks it against
     # the grads.
+    c.batch = output.dims[0]
     capi.cg_crop_and_resize_grad_image(
-        <const float*>_data(grads), grads.dims, boxes, box_ind, index_dtype,
-        output.dims, _data(output), output_dtype, o.method, o.layout,
-        o.num_threads, 1, e)
-    _unfold_message(&o, e, boxes, box_ind, index_dtype, grads.dims[0],
-                    output.dims[0])
+        <const float*>_data(grads), grads.dims, c.boxes, c.box_ind,
+        c.index_dtype, output.dims, _data(output), output_dtype, c.o.method,
+        c.o.layout, c.o.num_threads, 1, e)
 
 
-cdef cg_ffi_error* _grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    cdef capi.cg_error e
-    if _is_metadata_query(frame):
-        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
-        return NULL
-    if _check_frame(frame, 4, 1, &e) == 0:
-        _run_grad_boxes(frame, &e)
-    return _leave(frame, "crop_and_resize_grad_boxes", &e)
-
-
-cdef void _run_grad_boxes(cg_ffi_call_frame* frame,
+cdef void _run_grad_boxes(cg_ffi_call_frame* frame, Call* c,
                           capi.cg_error* e) noexcept nogil:
-    cdef Options o
-    cdef const float* boxes
-    cdef const void* box_ind
-    cdef int index_dtype, image_dtype
+    cdef int image_dtype
     cdef cg_ffi_buffer* grads = _buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* image = _buffer(&frame.args, 1, 4, "image", e)
     cdef cg_ffi_buffer* output = _buffer(&frame.rets, 0, 2, "output", e)
     if (grads == NULL or image == NULL or output == NULL
-            or _options(frame, False, &o, e) < 0):
+            or _options(frame, False, &c.o, e) < 0):
         return
     image_dtype = _dtype_of(image, "image", True, e)
     if (image_dtype < 0 or _dtype_of(grads, "grads", False, e) < 0
@@ -581,87 +587,89 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame,
     if output.dims[0] != grads.dims[0] or output.dims[1] != 4:
         _fail(e, capi.CG_ERR_VALUE, "output must have shape (num_boxes, 4)")
         return
-    if _boxes_and_index(&frame.args, 2, grads.dims[0], &boxes, &box_ind,
-                        &index_dtype, e) < 0:
+    if _boxes_and_index(&frame.args, 2, grads.dims[0], c, e) < 0:
         return
+    c.batch = image.dims[0]
     capi.cg_crop_and_resize_grad_boxes(
         <const float*>_data(grads), grads.dims, _data(image), image_dtype,
-        image.dims, boxes, box_ind, index_dtype, <float*>_data(output),
-        o.method, o.layout, o.num_threads, 1, e)
-    _unfold_message(&o, e, boxes, box_ind, index_dtype, grads.dims[0],
-                    image.dims[0])
+        image.dims, c.boxes, c.box_ind, c.index_dtype, <float*>_data(output),
+        c.o.method, c.o.layout, c.o.num_threads, 1, e)
 
 
-cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    cdef capi.cg_error e
-    if _is_metadata_query(frame):
-        _answer_metadata(frame.extension_start, FFI_MAJOR, FFI_MINOR)
-        return NULL
-    if _check_frame(frame, 4, 1, &e) == 0:
-        _run_jvp_boxes(frame, &e)
-    return _leave(frame, "crop_and_resize_jvp_boxes", &e)
-
-
-cdef void _run_jvp_boxes(cg_ffi_call_frame* frame,
+cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, Call* c,
                          capi.cg_error* e) noexcept nogil:
-    cdef Options o
-    cdef const float* boxes
-    cdef const void* box_ind
-    cdef int index_dtype, image_dtype
+    cdef int image_dtype
     cdef int64_t crop_h, crop_w
     cdef cg_ffi_buffer* image = _buffer(&frame.args, 0, 4, "image", e)
     cdef cg_ffi_buffer* tangent = _buffer(&frame.args, 3, 2, "boxes_tangent", e)
     cdef cg_ffi_buffer* output = _buffer(&frame.rets, 0, 4, "output", e)
     if (image == NULL or tangent == NULL or output == NULL
-            or _options(frame, False, &o, e) < 0):
+            or _options(frame, False, &c.o, e) < 0):
         return
     image_dtype = _dtype_of(image, "image", True, e)
     if (image_dtype < 0 or _dtype_of(output, "output", False, e) < 0
             or _dtype_of(tangent, "boxes_tangent", False, e) < 0):
         return
-    if _boxes_and_index(&frame.args, 1, output.dims[0], &boxes, &box_ind,
-                        &index_dtype, e) < 0:
+    if _boxes_and_index(&frame.args, 1, output.dims[0], c, e) < 0:
         return
     if tangent.dims[0] != output.dims[0] or tangent.dims[1] != 4:
         _fail(e, capi.CG_ERR_VALUE, "boxes_tangent must have shape (num_boxes, 4)")
         return
-    if _depth(output.dims, o.layout) != _depth(image.dims, o.layout):
-        _fail(e, capi.CG_ERR_VALUE, "output and image differ in depth")
+    if _crop_size(output, "output", image, c.o.layout, &crop_h, &crop_w, e) < 0:
         return
-    if o.layout == capi.CG_NHWC:
-        crop_h, crop_w = output.dims[1], output.dims[2]
-    else:
-        crop_h, crop_w = output.dims[2], output.dims[3]
+    c.batch = image.dims[0]
     capi.cg_crop_and_resize_jvp_boxes(
-        _data(image), image_dtype, image.dims, boxes,
-        <const float*>_data(tangent), box_ind, index_dtype, output.dims[0],
-        crop_h, crop_w, o.method, o.layout, <float*>_data(output),
-        o.num_threads, 1, e)
-    _unfold_message(&o, e, boxes, box_ind, index_dtype, output.dims[0],
-                    image.dims[0])
+        _data(image), image_dtype, image.dims, c.boxes,
+        <const float*>_data(tangent), c.box_ind, c.index_dtype, c.num_boxes,
+        crop_h, crop_w, c.o.method, c.o.layout, <float*>_data(output),
+        c.o.num_threads, 1, e)
 
 
-# The smallest handler: it reports the FFI API version of the running XLA
-# (the plumbing's own test, and a fact for error messages).  The version it
-# declares can be changed, to test XLA's refusal of an incompatible handler.
-cdef int _probe_major = FFI_MAJOR
-cdef int _probe_minor = FFI_MINOR
+# The smallest op: it reports the FFI API version of the running XLA (the
+# plumbing's own test, and a fact for error messages).
+cdef void _run_ffi_version(cg_ffi_call_frame* frame, Call* c,
+                           capi.cg_error* e) noexcept nogil:
+    cdef cg_ffi_buffer* out = _buffer(&frame.rets, 0, 1, "output", e)
+    if out != NULL and (out.dtype != CG_FFI_S32 or out.dims[0] != 2):
+        _fail(e, capi.CG_ERR_TYPE, "output must be int32 of shape (2,)")
+    elif out != NULL:
+        (<int32_t*>out.data)[0] = frame.api.api_version.major_version
+        (<int32_t*>out.data)[1] = frame.api.api_version.minor_version
+
+
+cdef Op _CROP_AND_RESIZE = Op(name="crop_and_resize", nargs=3, major=FFI_MAJOR,
+                              minor=FFI_MINOR, run=_run_crop_and_resize)
+cdef Op _GRAD_IMAGE = Op(name="crop_and_resize_grad_image", nargs=3,
+                         major=FFI_MAJOR, minor=FFI_MINOR, run=_run_grad_image)
+cdef Op _GRAD_BOXES = Op(name="crop_and_resize_grad_boxes", nargs=4,
+                         major=FFI_MAJOR, minor=FFI_MINOR, run=_run_grad_boxes)
+cdef Op _JVP_BOXES = Op(name="crop_and_resize_jvp_boxes", nargs=4,
+                        major=FFI_MAJOR, minor=FFI_MINOR, run=_run_jvp_boxes)
+# The version this one declares can be changed (version_probe), to test
+# XLA's refusal of an incompatible handler.
+cdef Op _FFI_VERSION = Op(name="ffi_version", nargs=0, major=FFI_MAJOR,
+                          minor=FFI_MINOR, run=_run_ffi_version)
+
+
+# XLA calls a handler with the frame alone: one C function a target.
+cdef cg_ffi_error* _crop_and_resize(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_CROP_AND_RESIZE)
+
+
+cdef cg_ffi_error* _grad_image(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRAD_IMAGE)
+
+
+cdef cg_ffi_error* _grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRAD_BOXES)
+
+
+cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_JVP_BOXES)
 
 
 cdef cg_ffi_error* _ffi_version(cg_ffi_call_frame* frame) noexcept nogil:
-    cdef capi.cg_error e
-    cdef cg_ffi_buffer* out
-    if _is_metadata_query(frame):
-        _answer_metadata(frame.extension_start, _probe_major, _probe_minor)
-        return NULL
-    if _check_frame(frame, 0, 1, &e) == 0:
-        out = _buffer(&frame.rets, 0, 1, "output", &e)
-        if out != NULL and (out.dtype != CG_FFI_S32 or out.dims[0] != 2):
-            _fail(&e, capi.CG_ERR_TYPE, "output must be int32 of shape (2,)")
-        elif out != NULL:
-            (<int32_t*>out.data)[0] = frame.api.api_version.major_version
-            (<int32_t*>out.data)[1] = frame.api.api_version.minor_version
-    return _leave(frame, "ffi_version", &e)
+    return _handle(frame, &_FFI_VERSION)
 
 
 # --------------------------------------------------------------------------
@@ -698,9 +706,8 @@ def version_probe(int major=FFI_MAJOR, int minor=FFI_MINOR):
     For tests of XLA's version check: registering it under a new name makes
     XLA ask for the declared version.
     """
-    global _probe_major, _probe_minor
-    _probe_major = major
-    _probe_minor = minor
+    _FFI_VERSION.major = major
+    _FFI_VERSION.minor = minor
     return _capsule(_ffi_version)
 
 

@@ -615,53 +615,42 @@ def _grad_image_jvp(primals, tangents, **params):
     return out, t_out
 
 
-def _grad_boxes_jvp(primals, tangents, **params):
-    grads, image, boxes, box_ind = primals
-    t_grads, t_image, t_boxes, _ = tangents
-    if _nonzero(t_boxes):
-        raise _boxes_second_derivative("crop_and_resize_grad_boxes")
-    out = _grad_boxes(grads, image, boxes, box_ind, **params)
+def _replaced(xs, i, x):
+    """`xs` with `x` in place of its item `i`."""
+    return (*xs[:i], x, *xs[i + 1 :])
+
+
+def _bilinear_jvp(prim, op, linear, boxes_at, primals, tangents, **params):
+    """The JVP of `prim`, linear in each of its operands at `linear`.
+
+    The tangent is the sum of `prim` with each one's tangent in its place;
+    `op` names it in the refusal of a derivative in the boxes (`boxes_at`).
+    """
+    if _nonzero(tangents[boxes_at]):
+        raise _boxes_second_derivative(op)
+    out = prim(*primals, **params)
     t_out = _zero_like(out)
-    # Bilinear in grads and the image.
-    if _nonzero(t_grads):
-        t_out = _grad_boxes(t_grads, image, boxes, box_ind, **params)
-    if _nonzero(t_image):
+    first, second = linear
+    if _nonzero(tangents[first]):
+        t_out = prim(*_replaced(primals, first, tangents[first]), **params)
+    if _nonzero(tangents[second]):
         t_out = ad.add_tangents(
-            t_out, _grad_boxes(grads, t_image, boxes, box_ind, **params)
+            t_out, prim(*_replaced(primals, second, tangents[second]), **params)
         )
     return out, t_out
 
 
-def _jvp_boxes_jvp(primals, tangents, **params):
-    image, boxes, box_ind, tangent = primals
-    t_image, t_boxes, _, t_tangent = tangents
-    if _nonzero(t_boxes):
-        raise _boxes_second_derivative("the boxes derivative of crop_and_resize")
-    out = _jvp_boxes(image, boxes, box_ind, tangent, **params)
-    t_out = _zero_like(out)
-    if _nonzero(t_image):
-        t_out = _jvp_boxes(t_image, boxes, box_ind, tangent, **params)
-    if _nonzero(t_tangent):
-        t_out = ad.add_tangents(
-            t_out, _jvp_boxes(image, boxes, box_ind, t_tangent, **params)
-        )
-    return out, t_out
-
-
-def _grad_image_jvp_boxes_jvp(primals, tangents, **params):
-    grads, boxes, box_ind, tangent = primals
-    t_grads, t_boxes, _, t_tangent = tangents
-    if _nonzero(t_boxes):
-        raise _boxes_second_derivative("crop_and_resize_grad_image")
-    out = _grad_image_jvp_boxes(grads, boxes, box_ind, tangent, **params)
-    t_out = _zero_like(out)
-    if _nonzero(t_grads):
-        t_out = _grad_image_jvp_boxes(t_grads, boxes, box_ind, tangent, **params)
-    if _nonzero(t_tangent):
-        t_out = ad.add_tangents(
-            t_out, _grad_image_jvp_boxes(grads, boxes, box_ind, t_tangent, **params)
-        )
-    return out, t_out
+# Bilinear in grads and the image; in the image and the boxes' tangent; in
+# grads and the boxes' tangent.
+_grad_boxes_jvp = functools.partial(
+    _bilinear_jvp, _grad_boxes, "crop_and_resize_grad_boxes", (0, 1), 2
+)
+_jvp_boxes_jvp = functools.partial(
+    _bilinear_jvp, _jvp_boxes, "the boxes derivative of crop_and_resize", (0, 3), 1
+)
+_grad_image_jvp_boxes_jvp = functools.partial(
+    _bilinear_jvp, _grad_image_jvp_boxes, "crop_and_resize_grad_image", (0, 3), 1
+)
 
 
 def _undefined(*xs):
@@ -672,13 +661,22 @@ def _not_linear(op, which):
     return ValueError(f"{op} is not linear in {which}: JAX asked to transpose it there")
 
 
+def _transposed(op, operands, *linear):
+    """Which operand JAX transposes in: the only undefined one, at one of
+    the positions `linear`; any other case is refused."""
+    undefined = _undefined(*operands)
+    for i in linear:
+        if undefined == tuple(k == i for k in range(len(operands))):
+            return i
+    raise _not_linear(op, "the boxes")
+
+
 def _crop_size_of(grads, layout):
     return tuple(_dims(grads.aval.shape, layout)[1:3])
 
 
 def _crop_transpose(ct, image, boxes, box_ind, **params):
-    if _undefined(image, boxes, box_ind) != (True, False, False):
-        raise _not_linear("crop_and_resize", "the boxes")
+    _transposed("crop_and_resize", (image, boxes, box_ind), 0)
     if params["extrapolation"] != 0:
         raise _not_linear(
             "crop_and_resize with a nonzero extrapolation_value", "the image"
@@ -698,8 +696,7 @@ def _crop_transpose(ct, image, boxes, box_ind, **params):
 
 
 def _grad_image_transpose(ct, grads, boxes, box_ind, **params):
-    if _undefined(grads, boxes, box_ind) != (True, False, False):
-        raise _not_linear("crop_and_resize_grad_image", "the boxes")
+    _transposed("crop_and_resize_grad_image", (grads, boxes, box_ind), 0)
     if not _nonzero(ct):
         return None, None, None
     d_grads = _crop(
@@ -715,12 +712,10 @@ def _grad_image_transpose(ct, grads, boxes, box_ind, **params):
 
 
 def _grad_boxes_transpose(ct, grads, image, boxes, box_ind, **params):
-    linear = _undefined(grads, image, boxes, box_ind)
-    if linear not in ((True, False, False, False), (False, True, False, False)):
-        raise _not_linear("crop_and_resize_grad_boxes", "the boxes")
+    at = _transposed("crop_and_resize_grad_boxes", (grads, image, boxes, box_ind), 0, 1)
     if not _nonzero(ct):
         return None, None, None, None
-    if linear[0]:
+    if at == 0:
         crop_size = _crop_size_of(grads, params["layout"])
         d_grads = _jvp_boxes(image, boxes, box_ind, ct, crop_size=crop_size, **params)
         return d_grads, None, None, None
@@ -737,12 +732,15 @@ def _grad_boxes_transpose(ct, grads, image, boxes, box_ind, **params):
 
 
 def _jvp_boxes_transpose(ct, image, boxes, box_ind, tangent, **params):
-    linear = _undefined(image, boxes, box_ind, tangent)
-    if linear not in ((False, False, False, True), (True, False, False, False)):
-        raise _not_linear("the boxes derivative of crop_and_resize", "the boxes")
+    at = _transposed(
+        "the boxes derivative of crop_and_resize",
+        (image, boxes, box_ind, tangent),
+        0,
+        3,
+    )
     if not _nonzero(ct):
         return None, None, None, None
-    if linear[3]:
+    if at == 3:
         return (
             None,
             None,
@@ -762,14 +760,15 @@ def _jvp_boxes_transpose(ct, image, boxes, box_ind, tangent, **params):
 
 
 def _grad_image_jvp_boxes_transpose(ct, grads, boxes, box_ind, tangent, **params):
-    linear = _undefined(grads, boxes, box_ind, tangent)
-    if linear not in ((True, False, False, False), (False, False, False, True)):
-        raise _not_linear(
-            "the boxes derivative of crop_and_resize_grad_image", "the boxes"
-        )
+    at = _transposed(
+        "the boxes derivative of crop_and_resize_grad_image",
+        (grads, boxes, box_ind, tangent),
+        0,
+        3,
+    )
     if not _nonzero(ct):
         return None, None, None, None
-    if linear[0]:
+    if at == 0:
         crop_size = _crop_size_of(grads, params["layout"])
         d_grads = _jvp_boxes(
             ct, boxes, box_ind, tangent, crop_size=crop_size, **_common(params)

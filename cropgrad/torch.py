@@ -68,6 +68,7 @@ Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
 
+import functools
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -436,11 +437,14 @@ def _jvp_boxes_plan(image, boxes, box_ind, boxes_tangent, crop_size, method, lay
 
 
 # --------------------------------------------------------------------------
-# The CPU kernels: the NumPy API on views of the tensors, writing into
-# tensors PyTorch allocates.
+# The kernels: one function an op, which checks the metadata and allocates
+# the result; as the CPU kernel (`fake` false) it then runs the NumPy API on
+# views of the tensors, writing into the result, and as the fake
+# implementation (`fake` true) it stops there.
 
 
-def _forward_cpu(
+def _forward_kernel(
+    fake,
     image,
     boxes,
     box_ind,
@@ -454,7 +458,9 @@ def _forward_cpu(
     shape, physical = _forward_plan(
         image, boxes, box_ind, crop_size, method, data_format
     )
-    crops = _empty(shape, torch.float32, data_format, physical)
+    crops = _empty(shape, torch.float32, data_format, physical, image.device)
+    if fake:
+        return crops
     _cg.crop_and_resize(
         _numpy(_in_layout(image, data_format, physical)),
         _numpy(boxes),
@@ -470,24 +476,8 @@ def _forward_cpu(
     return crops
 
 
-def _forward_fake(
-    image,
-    boxes,
-    box_ind,
-    crop_size,
-    method,
-    extrapolation_value,
-    data_format,
-    num_threads,
-    flush_denormals,
-):
-    shape, physical = _forward_plan(
-        image, boxes, box_ind, crop_size, method, data_format
-    )
-    return _empty(shape, torch.float32, data_format, physical, image.device)
-
-
-def _grad_image_cpu(
+def _grad_image_kernel(
+    fake,
     grads,
     boxes,
     box_ind,
@@ -501,7 +491,9 @@ def _grad_image_cpu(
     size, physical = _grad_image_plan(
         grads, boxes, box_ind, image_size, dtype, method, data_format
     )
-    result = _empty(size, dtype, data_format, physical)
+    result = _empty(size, dtype, data_format, physical, grads.device)
+    if fake:
+        return result
     out = _numpy(_in_layout(result, data_format, physical))
     _cg.crop_and_resize_grad_image(
         _numpy(_in_layout(grads, data_format, physical)),
@@ -518,28 +510,21 @@ def _grad_image_cpu(
     return result
 
 
-def _grad_image_fake(
+def _grad_boxes_kernel(
+    fake,
     grads,
+    image,
     boxes,
     box_ind,
-    image_size,
-    dtype,
     method,
     data_format,
     num_threads,
     flush_denormals,
 ):
-    size, physical = _grad_image_plan(
-        grads, boxes, box_ind, image_size, dtype, method, data_format
-    )
-    return _empty(size, dtype, data_format, physical, grads.device)
-
-
-def _grad_boxes_cpu(
-    grads, image, boxes, box_ind, method, data_format, num_threads, flush_denormals
-):
     physical = _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
-    result = torch.empty((boxes.shape[0], 4), dtype=torch.float32)
+    result = boxes.new_empty((boxes.shape[0], 4), dtype=torch.float32)
+    if fake:
+        return result
     _cg.crop_and_resize_grad_boxes(
         _numpy(_in_layout(grads, data_format, physical)),
         _numpy(_in_layout(image, data_format, physical)),
@@ -554,14 +539,8 @@ def _grad_boxes_cpu(
     return result
 
 
-def _grad_boxes_fake(
-    grads, image, boxes, box_ind, method, data_format, num_threads, flush_denormals
-):
-    _grad_boxes_plan(grads, image, boxes, box_ind, method, data_format)
-    return boxes.new_empty((boxes.shape[0], 4), dtype=torch.float32)
-
-
-def _jvp_boxes_cpu(
+def _jvp_boxes_kernel(
+    fake,
     image,
     boxes,
     box_ind,
@@ -575,7 +554,9 @@ def _jvp_boxes_cpu(
     shape, physical = _jvp_boxes_plan(
         image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
     )
-    result = _empty(shape, torch.float32, data_format, physical)
+    result = _empty(shape, torch.float32, data_format, physical, image.device)
+    if fake:
+        return result
     _cg.crop_and_resize_jvp_boxes(
         _numpy(_in_layout(image, data_format, physical)),
         _numpy(boxes),
@@ -589,23 +570,6 @@ def _jvp_boxes_cpu(
         data_format=physical,
     )
     return result
-
-
-def _jvp_boxes_fake(
-    image,
-    boxes,
-    box_ind,
-    boxes_tangent,
-    crop_size,
-    method,
-    data_format,
-    num_threads,
-    flush_denormals,
-):
-    shape, physical = _jvp_boxes_plan(
-        image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
-    )
-    return _empty(shape, torch.float32, data_format, physical, image.device)
 
 
 # --------------------------------------------------------------------------
@@ -682,6 +646,50 @@ def _in_problems(call, n, tensors, in_dims, folded, call_one=None):
         raise
 
 
+def _logicals(tensors, in_dims):
+    """`_logical` of each of `tensors`."""
+    return [_logical(t, d) for t, d in zip(tensors, in_dims)]
+
+
+def _fold_all(n, tensors, in_dims, image_at, index_at):
+    """The tensors of an op that reads an image, folded into one call's.
+
+    The images one after another with the indices into them (tensors
+    `image_at` and `index_at`), the others along their first axis.
+    """
+    folded = [
+        None if i in (image_at, index_at) else _fold(t, d, n)
+        for i, (t, d) in enumerate(zip(tensors, in_dims))
+    ]
+    folded[image_at], folded[index_at] = _fold_images(
+        n, tensors[image_at], in_dims[image_at], tensors[index_at], in_dims[index_at]
+    )
+    return folded
+
+
+def _folded_call(name, n, tensors, in_dims, folded, options, one_options=None):
+    """Op `name` on the folded tensors, then `options`, under `_in_problems`.
+
+    A problem run alone takes `one_options` when they differ.
+    """
+    op = getattr(torch.ops.cropgrad, name).default
+
+    def call(*args, options=options):
+        return op(*args, *options)
+
+    def call_one(*one):
+        return call(*one, options=one_options)
+
+    return _in_problems(
+        call,
+        n,
+        tensors,
+        in_dims[: len(tensors)],
+        folded,
+        None if one_options is None else call_one,
+    )
+
+
 def _forward_vmap(
     info,
     in_dims,
@@ -696,31 +704,14 @@ def _forward_vmap(
     flush_denormals=False,
 ):
     n = info.batch_size
-    image_dim, boxes_dim, index_dim = in_dims[:3]
+    tensors = (image, boxes, box_ind)
     shape, _ = _forward_plan(
-        _logical(image, image_dim),
-        _logical(boxes, boxes_dim),
-        _logical(box_ind, index_dim),
-        crop_size,
-        method,
-        data_format,
+        *_logicals(tensors, in_dims), crop_size, method, data_format
     )
     options = (crop_size, method, extrapolation_value, data_format)
     options += (num_threads, flush_denormals)
-
-    def call(image, boxes, box_ind):
-        return torch.ops.cropgrad.crop_and_resize.default(
-            image, boxes, box_ind, *options
-        )
-
-    folded_image, folded_index = _fold_images(n, image, image_dim, box_ind, index_dim)
-    out = _in_problems(
-        call,
-        n,
-        (image, boxes, box_ind),
-        in_dims[:3],
-        (folded_image, _fold(boxes, boxes_dim, n), folded_index),
-    )
+    folded = _fold_all(n, tensors, in_dims, 0, 2)
+    out = _folded_call("crop_and_resize", n, tensors, in_dims, folded, options)
     return out.reshape(n, *shape), 0
 
 
@@ -738,37 +729,27 @@ def _grad_image_vmap(
     flush_denormals=False,
 ):
     n = info.batch_size
-    grads_dim, boxes_dim, index_dim = in_dims[:3]
+    tensors = (grads, boxes, box_ind)
     size, _ = _grad_image_plan(
-        _logical(grads, grads_dim),
-        _logical(boxes, boxes_dim),
-        _logical(box_ind, index_dim),
-        image_size,
-        dtype,
-        method,
-        data_format,
+        *_logicals(tensors, in_dims), image_size, dtype, method, data_format
     )
     # Every problem scatters into an image gradient of its own: one of n
     # times the batch.
     folded_size = [n * size[0], *size[1:]]
-    options = (method, data_format, num_threads, flush_denormals)
-
-    def call(grads, boxes, box_ind, image_size=folded_size):
-        return torch.ops.cropgrad.crop_and_resize_grad_image.default(
-            grads, boxes, box_ind, image_size, dtype, *options
-        )
-
-    out = _in_problems(
-        call,
+    options = (dtype, method, data_format, num_threads, flush_denormals)
+    folded = (
+        _fold(grads, in_dims[0], n),
+        _fold(boxes, in_dims[1], n),
+        _fold_index(_stacked(box_ind, in_dims[2], n), n, size[0]),
+    )
+    out = _folded_call(
+        "crop_and_resize_grad_image",
         n,
-        (grads, boxes, box_ind),
-        in_dims[:3],
-        (
-            _fold(grads, grads_dim, n),
-            _fold(boxes, boxes_dim, n),
-            _fold_index(_stacked(box_ind, index_dim, n), n, size[0]),
-        ),
-        lambda *one: call(*one, size),
+        tensors,
+        in_dims,
+        folded,
+        (folded_size, *options),
+        (size, *options),
     )
     return out.reshape(n, *size), 0
 
@@ -786,30 +767,12 @@ def _grad_boxes_vmap(
     flush_denormals=False,
 ):
     n = info.batch_size
-    _grad_boxes_plan(
-        *(_logical(t, d) for t, d in zip((grads, image, boxes, box_ind), in_dims)),
-        method,
-        data_format,
-    )
+    tensors = (grads, image, boxes, box_ind)
+    _grad_boxes_plan(*_logicals(tensors, in_dims), method, data_format)
     options = (method, data_format, num_threads, flush_denormals)
-
-    def call(grads, image, boxes, box_ind):
-        return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(
-            grads, image, boxes, box_ind, *options
-        )
-
-    folded_image, folded_index = _fold_images(n, image, in_dims[1], box_ind, in_dims[3])
-    out = _in_problems(
-        call,
-        n,
-        (grads, image, boxes, box_ind),
-        in_dims[:4],
-        (
-            _fold(grads, in_dims[0], n),
-            folded_image,
-            _fold(boxes, in_dims[2], n),
-            folded_index,
-        ),
+    folded = _fold_all(n, tensors, in_dims, 1, 3)
+    out = _folded_call(
+        "crop_and_resize_grad_boxes", n, tensors, in_dims, folded, options
     )
     return out.reshape(n, -1, 4), 0
 
@@ -830,30 +793,12 @@ def _jvp_boxes_vmap(
     n = info.batch_size
     tensors = (image, boxes, box_ind, boxes_tangent)
     shape, _ = _jvp_boxes_plan(
-        *(_logical(t, d) for t, d in zip(tensors, in_dims)),
-        crop_size,
-        method,
-        data_format,
+        *_logicals(tensors, in_dims), crop_size, method, data_format
     )
     options = (crop_size, method, data_format, num_threads, flush_denormals)
-
-    def call(image, boxes, box_ind, boxes_tangent):
-        return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(
-            image, boxes, box_ind, boxes_tangent, *options
-        )
-
-    folded_image, folded_index = _fold_images(n, image, in_dims[0], box_ind, in_dims[2])
-    out = _in_problems(
-        call,
-        n,
-        tensors,
-        in_dims[:4],
-        (
-            folded_image,
-            _fold(boxes, in_dims[1], n),
-            folded_index,
-            _fold(boxes_tangent, in_dims[3], n),
-        ),
+    folded = _fold_all(n, tensors, in_dims, 0, 2)
+    out = _folded_call(
+        "crop_and_resize_jvp_boxes", n, tensors, in_dims, folded, options
     )
     return out.reshape(n, *shape), 0
 
@@ -910,6 +855,14 @@ def _missing(op, wrt, mode):
     )
 
 
+def _no_reverse(ctx, op, image_at, boxes_at):
+    """Refuse the reverse-mode derivatives of `op` in its image and boxes."""
+    if ctx.needs_input_grad[image_at]:
+        raise _missing(op, "the image", "reverse-mode")
+    if ctx.needs_input_grad[boxes_at]:
+        raise _missing(op, "boxes", "reverse-mode")
+
+
 def _apply(name, *args):
     """The Function of op `name` (eager), or the custom op (being compiled).
 
@@ -945,19 +898,64 @@ def _op_args(args):
     return [list(a) if isinstance(a, _Shape) else a for a in args]
 
 
-class _Forward(torch.autograd.Function):
-    generate_vmap_rule = True
+def _op_forward(name):
+    """A Function's forward: custom op `name`, below autograd."""
 
-    @staticmethod
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize.default(*_op_args(args))
+            return getattr(torch.ops.cropgrad, name).default(*_op_args(args))
+
+    return staticmethod(forward)
+
+
+def _save(ctx, *tensors):
+    """Keep `tensors` for the backward and the jvp alike."""
+    ctx.save_for_backward(*tensors)
+    ctx.save_for_forward(*tensors)
+
+
+def _sampled(image, boxes, box_ind, crop_size, options):
+    """The forward op, linear in `image`: samples outside it are zero."""
+    method, layout, threads, flush = options
+    return _call(
+        _Forward, image, boxes, box_ind, crop_size, method, 0.0, layout, threads, flush
+    )
+
+
+def _boxes_gradient(grads, image, boxes, box_ind, options):
+    """The boxes gradient in the boxes' dtype (`options`: method first)."""
+    if options[0] != "bilinear":
+        # Nearest sampling is piecewise constant in the boxes.
+        return torch.zeros_like(boxes)
+    return _call(_GradBoxes, grads, image, boxes, box_ind, *options).to(boxes.dtype)
+
+
+def _linear_parts(function, args, tangents):
+    """The JVP's terms of a `function` linear in each of several arguments.
+
+    `tangents` pairs each such argument's position with its tangent (or
+    None): each term is `function` with a tangent in place of its primal.
+    """
+    return [
+        _call(function, *args[:i], t, *args[i + 1 :])
+        for i, t in tangents
+        if t is not None
+    ]
+
+
+def _total(parts):
+    """The sum of one or two tangents."""
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+class _Forward(torch.autograd.Function):
+    generate_vmap_rule = True
+    forward = _op_forward("crop_and_resize")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         image, boxes, box_ind, crop_size, method, _, layout, threads, flush = inputs
-        ctx.save_for_backward(image, boxes, box_ind)
-        ctx.save_for_forward(image, boxes, box_ind)
+        _save(ctx, image, boxes, box_ind)
         ctx.image_size = list(image.shape)
         ctx.image_dtype = image.dtype
         ctx.crop_size = list(crop_size)
@@ -967,7 +965,6 @@ class _Forward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         image, boxes, box_ind = ctx.saved_tensors
-        method, layout, threads, flush = ctx.options
         d_image = d_boxes = None
         if ctx.needs_input_grad[0]:
             d_image = _call(
@@ -980,36 +977,16 @@ class _Forward(torch.autograd.Function):
                 *ctx.options,
             )
         if ctx.needs_input_grad[1]:
-            if method == "bilinear":
-                d_boxes = _call(
-                    _GradBoxes, grad, image, boxes, box_ind, *ctx.options
-                ).to(boxes.dtype)
-            else:
-                # Nearest sampling is piecewise constant in the boxes.
-                d_boxes = torch.zeros_like(boxes)
+            d_boxes = _boxes_gradient(grad, image, boxes, box_ind, ctx.options)
         return d_image, d_boxes, None, None, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, image_t, boxes_t, *_):
         image, boxes, box_ind = ctx.saved_tensors
-        method, layout, threads, flush = ctx.options
         parts = []
         if image_t is not None:
-            parts.append(
-                _call(
-                    _Forward,
-                    image_t,
-                    boxes,
-                    box_ind,
-                    ctx.crop_size,
-                    method,
-                    0.0,
-                    layout,
-                    threads,
-                    flush,
-                )
-            )
-        if boxes_t is not None and method == "bilinear":
+            parts.append(_sampled(image_t, boxes, box_ind, ctx.crop_size, ctx.options))
+        if boxes_t is not None and ctx.options[0] == "bilinear":
             parts.append(
                 _call(
                     _JvpBoxes,
@@ -1023,57 +1000,34 @@ class _Forward(torch.autograd.Function):
             )
         if not parts:  # nearest sampling, boxes only: piecewise constant
             return torch.zeros(ctx.out_shape, dtype=torch.float32)
-        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+        return _total(parts)
 
 
 class _GradImage(torch.autograd.Function):
     generate_vmap_rule = True
-
-    @staticmethod
-    def forward(*args):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_grad_image.default(
-                *_op_args(args)
-            )
+    forward = _op_forward("crop_and_resize_grad_image")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         grads, boxes, box_ind, _, _, method, layout, threads, flush = inputs
-        ctx.save_for_backward(grads, boxes, box_ind)
-        ctx.save_for_forward(grads, boxes, box_ind)
+        _save(ctx, grads, boxes, box_ind)
         height, width = _dims(layout)[1:]
         ctx.crop_size = [grads.shape[height], grads.shape[width]]
         ctx.grads_dtype = grads.dtype
-        ctx.boxes_dtype = boxes.dtype
         ctx.forward_args = inputs[3:]
         ctx.options = (method, layout, threads, flush)
 
     @staticmethod
     def backward(ctx, ct):
         grads, boxes, box_ind = ctx.saved_tensors
-        method, layout, threads, flush = ctx.options
         d_grads = d_boxes = None
         if ctx.needs_input_grad[0]:
             # The transpose samples outside the image as zero.
-            d_grads = _call(
-                _Forward,
-                ct,
-                boxes,
-                box_ind,
-                ctx.crop_size,
-                method,
-                0.0,
-                layout,
-                threads,
-                flush,
-            ).to(ctx.grads_dtype)
+            d_grads = _sampled(ct, boxes, box_ind, ctx.crop_size, ctx.options).to(
+                ctx.grads_dtype
+            )
         if ctx.needs_input_grad[1]:
-            if method == "bilinear":
-                d_boxes = _call(_GradBoxes, grads, ct, boxes, box_ind, *ctx.options).to(
-                    ctx.boxes_dtype
-                )
-            else:
-                d_boxes = torch.zeros_like(boxes)
+            d_boxes = _boxes_gradient(grads, ct, boxes, box_ind, ctx.options)
         return d_grads, d_boxes, None, None, None, None, None, None, None
 
     @staticmethod
@@ -1088,19 +1042,13 @@ class _GradImage(torch.autograd.Function):
 
 class _GradBoxes(torch.autograd.Function):
     generate_vmap_rule = True
-
-    @staticmethod
-    def forward(*args):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_grad_boxes.default(
-                *_op_args(args)
-            )
+    forward = _op_forward("crop_and_resize_grad_boxes")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         grads, image, boxes, box_ind = inputs[:4]
-        ctx.save_for_backward(grads, image, boxes, box_ind)
-        ctx.save_for_forward(grads, image, boxes, box_ind)
+        _save(ctx, grads, image, boxes, box_ind)
+        ctx.num_boxes = boxes.shape[0]
         height, width = _dims(inputs[5])[1:]
         ctx.crop_size = [grads.shape[height], grads.shape[width]]
         ctx.grads_dtype = grads.dtype
@@ -1108,10 +1056,7 @@ class _GradBoxes(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, ct):
-        if ctx.needs_input_grad[1]:
-            raise _missing("crop_and_resize_grad_boxes", "the image", "reverse-mode")
-        if ctx.needs_input_grad[2]:
-            raise _missing("crop_and_resize_grad_boxes", "boxes", "reverse-mode")
+        _no_reverse(ctx, "crop_and_resize_grad_boxes", 1, 2)
         grads, image, boxes, box_ind = ctx.saved_tensors
         d_grads = None
         if ctx.needs_input_grad[0]:
@@ -1124,44 +1069,28 @@ class _GradBoxes(torch.autograd.Function):
     def jvp(ctx, grads_t, image_t, boxes_t, *_):
         if _flows(boxes_t):
             raise _missing("crop_and_resize_grad_boxes", "boxes", "forward-mode")
-        grads, image, boxes, box_ind = ctx.saved_tensors
-        parts = []
-        if grads_t is not None:
-            parts.append(
-                _call(_GradBoxes, grads_t, image, boxes, box_ind, *ctx.options)
-            )
-        if image_t is not None:
-            parts.append(
-                _call(_GradBoxes, grads, image_t, boxes, box_ind, *ctx.options)
-            )
+        args = (*ctx.saved_tensors, *ctx.options)
+        parts = _linear_parts(_GradBoxes, args, ((0, grads_t), (1, image_t)))
         if not parts:
-            return torch.zeros(boxes.shape[0], 4)
-        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+            return torch.zeros(ctx.num_boxes, 4)
+        return _total(parts)
 
 
 class _JvpBoxes(torch.autograd.Function):
     generate_vmap_rule = True
-
-    @staticmethod
-    def forward(*args):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.cropgrad.crop_and_resize_jvp_boxes.default(*_op_args(args))
+    forward = _op_forward("crop_and_resize_jvp_boxes")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         image, boxes, box_ind, tangent = inputs[:4]
-        ctx.save_for_backward(image, boxes, box_ind, tangent)
-        ctx.save_for_forward(image, boxes, box_ind, tangent)
+        _save(ctx, image, boxes, box_ind, tangent)
         ctx.tangent_dtype = tangent.dtype
         ctx.options = inputs[5:]
         ctx.forward_args = inputs[4:]
 
     @staticmethod
     def backward(ctx, ct):
-        if ctx.needs_input_grad[0]:
-            raise _missing("crop_and_resize_jvp_boxes", "the image", "reverse-mode")
-        if ctx.needs_input_grad[1]:
-            raise _missing("crop_and_resize_jvp_boxes", "boxes", "reverse-mode")
+        _no_reverse(ctx, "crop_and_resize_jvp_boxes", 0, 1)
         image, boxes, box_ind, _ = ctx.saved_tensors
         d_tangent = None
         if ctx.needs_input_grad[3]:
@@ -1174,17 +1103,8 @@ class _JvpBoxes(torch.autograd.Function):
     def jvp(ctx, image_t, boxes_t, _, tangent_t, *__):
         if _flows(boxes_t):
             raise _missing("crop_and_resize_jvp_boxes", "boxes", "forward-mode")
-        image, boxes, box_ind, tangent = ctx.saved_tensors
-        parts = []
-        if image_t is not None:
-            parts.append(
-                _call(_JvpBoxes, image_t, boxes, box_ind, tangent, *ctx.forward_args)
-            )
-        if tangent_t is not None:
-            parts.append(
-                _call(_JvpBoxes, image, boxes, box_ind, tangent_t, *ctx.forward_args)
-            )
-        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+        args = (*ctx.saved_tensors, *ctx.forward_args)
+        return _total(_linear_parts(_JvpBoxes, args, ((0, image_t), (3, tangent_t))))
 
 
 # --------------------------------------------------------------------------
@@ -1193,18 +1113,14 @@ class _JvpBoxes(torch.autograd.Function):
 
 _LIB = torch.library.Library("cropgrad", "DEF")
 
-# name: (schema, CPU kernel, fake implementation, vmap rule, autograd.Function)
-_OPS: dict[
-    str,
-    tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any], type],
-] = {
+# name: (schema, kernel (see above), vmap rule, autograd.Function)
+_OPS: dict[str, tuple[str, Callable[..., Any], Callable[..., Any], type]] = {
     "crop_and_resize": (
         "(Tensor image, Tensor boxes, Tensor box_ind, SymInt[] crop_size, "
         'str method="bilinear", float extrapolation_value=0.0, '
         'str data_format="NCHW", int? num_threads=None, '
         "bool flush_denormals=False) -> Tensor",
-        _forward_cpu,
-        _forward_fake,
+        _forward_kernel,
         _forward_vmap,
         _Forward,
     ),
@@ -1213,8 +1129,7 @@ _OPS: dict[
         'ScalarType dtype=float32, str method="bilinear", '
         'str data_format="NCHW", int? num_threads=None, '
         "bool flush_denormals=False) -> Tensor",
-        _grad_image_cpu,
-        _grad_image_fake,
+        _grad_image_kernel,
         _grad_image_vmap,
         _GradImage,
     ),
@@ -1222,8 +1137,7 @@ _OPS: dict[
         "(Tensor grads, Tensor image, Tensor boxes, Tensor box_ind, "
         'str method="bilinear", str data_format="NCHW", int? num_threads=None, '
         "bool flush_denormals=False) -> Tensor",
-        _grad_boxes_cpu,
-        _grad_boxes_fake,
+        _grad_boxes_kernel,
         _grad_boxes_vmap,
         _GradBoxes,
     ),
@@ -1231,8 +1145,7 @@ _OPS: dict[
         "(Tensor image, Tensor boxes, Tensor box_ind, Tensor boxes_tangent, "
         'SymInt[] crop_size, str method="bilinear", str data_format="NCHW", '
         "int? num_threads=None, bool flush_denormals=False) -> Tensor",
-        _jvp_boxes_cpu,
-        _jvp_boxes_fake,
+        _jvp_boxes_kernel,
         _jvp_boxes_vmap,
         _JvpBoxes,
     ),
@@ -1293,18 +1206,20 @@ def _autocast_kernel(op):
     return kernel
 
 
-for _name, (_schema, _cpu, _fake, _vmap, _function) in _OPS.items():
+for _name, (_schema, _kernel, _vmap, _function) in _OPS.items():
     _LIB.define(_name + _schema, tags=(torch.Tag.pt2_compliant_tag,))
     _op = getattr(torch.ops.cropgrad, _name).default
-    _LIB.impl(_name, _with_defaults(_op, _cpu), "CPU")
+    _LIB.impl(_name, _with_defaults(_op, functools.partial(_kernel, False)), "CPU")
     torch.library.register_fake(
-        f"cropgrad::{_name}", _with_defaults(_op, _fake), lib=_LIB
+        f"cropgrad::{_name}",
+        _with_defaults(_op, functools.partial(_kernel, True)),
+        lib=_LIB,
     )
     _autograd = _autograd_kernel(_op, _name, _function)
     _LIB.impl(_name, _autograd, "Autograd", with_keyset=True)
     _LIB.impl(_name, _autocast_kernel(_op), "AutocastCPU", with_keyset=True)
     torch.library.register_vmap(f"cropgrad::{_name}", _vmap, lib=_LIB)
-del _name, _schema, _cpu, _fake, _vmap, _function, _op, _autograd
+del _name, _schema, _kernel, _vmap, _function, _op, _autograd
 
 
 # --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ target use the same convention.
 """
 
 import ctypes
+import inspect
 
 import numpy as np
 
@@ -43,30 +44,49 @@ _I = ctypes.c_int
 _L = ctypes.c_int64
 _F = ctypes.c_float
 
-# The header's function pointer types, argument for argument.
+# The header's argument names, the error record aside (which comes last).
+ARGUMENTS = {
+    "cg_crop_and_resize": (
+        "image", "image_dtype", "image_shape", "boxes", "box_ind",
+        "box_ind_dtype", "num_boxes", "crop_height", "crop_width", "method",
+        "extrapolation_value", "layout", "crops", "num_threads",
+        "flush_denormals",
+    ),
+    "cg_crop_and_resize_grad_image": (
+        "grads", "grads_shape", "boxes", "box_ind", "box_ind_dtype",
+        "image_size", "output", "output_dtype", "method", "layout",
+        "num_threads", "flush_denormals",
+    ),
+    "cg_crop_and_resize_grad_boxes": (
+        "grads", "grads_shape", "image", "image_dtype", "image_shape", "boxes",
+        "box_ind", "box_ind_dtype", "output", "method", "layout",
+        "num_threads", "flush_denormals",
+    ),
+    "cg_crop_and_resize_jvp_boxes": (
+        "image", "image_dtype", "image_shape", "boxes", "boxes_tangent",
+        "box_ind", "box_ind_dtype", "num_boxes", "crop_height", "crop_width",
+        "method", "layout", "output", "num_threads", "flush_denormals",
+    ),
+}  # fmt: skip
+# The arguments passed as an array's data address (None: NULL) and as an
+# int64[4] shape; the others (codes, sizes, values) go as they are.
+_ARRAYS = {"image", "boxes", "boxes_tangent", "box_ind", "grads", "crops", "output"}
+_SHAPES = {"image_shape", "grads_shape", "image_size"}
+
+# The header's function pointer types, argument for argument (ARGUMENTS,
+# then the error record).
 PROTOTYPES = {
     "cg_api_version": ctypes.CFUNCTYPE(_I),
     "cg_default_threads": ctypes.CFUNCTYPE(_I),
-    # image, image_dtype, image_shape, boxes, box_ind, box_ind_dtype,
-    # num_boxes, crop_height, crop_width, method, extrapolation_value,
-    # layout, crops, num_threads, flush_denormals, error
     "cg_crop_and_resize": ctypes.CFUNCTYPE(
         _I, _P, _I, _P, _P, _P, _I, _L, _L, _L, _I, _F, _I, _P, _I, _I, _P
     ),
-    # grads, grads_shape, boxes, box_ind, box_ind_dtype, image_size, output,
-    # output_dtype, method, layout, num_threads, flush_denormals, error
     "cg_crop_and_resize_grad_image": ctypes.CFUNCTYPE(
         _I, _P, _P, _P, _P, _I, _P, _P, _I, _I, _I, _I, _I, _P
     ),
-    # grads, grads_shape, image, image_dtype, image_shape, boxes, box_ind,
-    # box_ind_dtype, output, method, layout, num_threads, flush_denormals,
-    # error
     "cg_crop_and_resize_grad_boxes": ctypes.CFUNCTYPE(
         _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P
     ),
-    # image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
-    # box_ind_dtype, num_boxes, crop_height, crop_width, method, layout,
-    # output, num_threads, flush_denormals, error
     "cg_crop_and_resize_jvp_boxes": ctypes.CFUNCTYPE(
         _I, _P, _I, _P, _P, _P, _P, _I, _L, _L, _L, _I, _I, _P, _I, _I, _P
     ),
@@ -88,10 +108,48 @@ def _shape(shape):
     return (ctypes.c_int64 * 4)(*shape)
 
 
+def _argument(name, value):
+    """Argument `name` as the C function takes it."""
+    if name in _ARRAYS:
+        return _ptr(value)
+    if name in _SHAPES:
+        return _shape(value)
+    return value
+
+
 def _result(status, err):
     if err is None:
         return (status,)
     return status, err.position, err.message.decode("utf-8", "replace")
+
+
+def _op(function):
+    """A `CtypesConsumer` method calling C function `function`.
+
+    It takes the function's arguments by their header names (ARGUMENTS),
+    then `record`, and passes them converted, with the error record.
+    """
+    names = ARGUMENTS[function]
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    signature = inspect.Signature(
+        [inspect.Parameter(n, kind) for n in ("self", *names)]
+        + [inspect.Parameter("record", kind, default=True)]
+    )
+
+    def method(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        self, *values, record = bound.arguments.values()
+        err = CgError() if record else None
+        status = self.fn[function](
+            *(_argument(n, v) for n, v in zip(names, values)),
+            None if err is None else ctypes.byref(err),
+        )
+        return _result(status, err)
+
+    method.__name__ = function.removeprefix("cg_")
+    method.__signature__ = signature
+    return method
 
 
 class CtypesConsumer:
@@ -100,155 +158,10 @@ class CtypesConsumer:
     def __init__(self):
         self.fn = functions()
 
-    def crop_and_resize(
-        self,
-        image,
-        image_dtype,
-        image_shape,
-        boxes,
-        box_ind,
-        box_ind_dtype,
-        num_boxes,
-        crop_height,
-        crop_width,
-        method,
-        extrapolation_value,
-        layout,
-        crops,
-        num_threads,
-        flush_denormals,
-        record=True,
-    ):
-        err = CgError() if record else None
-        status = self.fn["cg_crop_and_resize"](
-            _ptr(image),
-            image_dtype,
-            _shape(image_shape),
-            _ptr(boxes),
-            _ptr(box_ind),
-            box_ind_dtype,
-            num_boxes,
-            crop_height,
-            crop_width,
-            method,
-            extrapolation_value,
-            layout,
-            _ptr(crops),
-            num_threads,
-            flush_denormals,
-            None if err is None else ctypes.byref(err),
-        )
-        return _result(status, err)
-
-    def crop_and_resize_grad_image(
-        self,
-        grads,
-        grads_shape,
-        boxes,
-        box_ind,
-        box_ind_dtype,
-        image_size,
-        output,
-        output_dtype,
-        method,
-        layout,
-        num_threads,
-        flush_denormals,
-        record=True,
-    ):
-        err = CgError() if record else None
-        status = self.fn["cg_crop_and_resize_grad_image"](
-            _ptr(grads),
-            _shape(grads_shape),
-            _ptr(boxes),
-            _ptr(box_ind),
-            box_ind_dtype,
-            _shape(image_size),
-            _ptr(output),
-            output_dtype,
-            method,
-            layout,
-            num_threads,
-            flush_denormals,
-            None if err is None else ctypes.byref(err),
-        )
-        return _result(status, err)
-
-    def crop_and_resize_grad_boxes(
-        self,
-        grads,
-        grads_shape,
-        image,
-        image_dtype,
-        image_shape,
-        boxes,
-        box_ind,
-        box_ind_dtype,
-        output,
-        method,
-        layout,
-        num_threads,
-        flush_denormals,
-        record=True,
-    ):
-        err = CgError() if record else None
-        status = self.fn["cg_crop_and_resize_grad_boxes"](
-            _ptr(grads),
-            _shape(grads_shape),
-            _ptr(image),
-            image_dtype,
-            _shape(image_shape),
-            _ptr(boxes),
-            _ptr(box_ind),
-            box_ind_dtype,
-            _ptr(output),
-            method,
-            layout,
-            num_threads,
-            flush_denormals,
-            None if err is None else ctypes.byref(err),
-        )
-        return _result(status, err)
-
-    def crop_and_resize_jvp_boxes(
-        self,
-        image,
-        image_dtype,
-        image_shape,
-        boxes,
-        boxes_tangent,
-        box_ind,
-        box_ind_dtype,
-        num_boxes,
-        crop_height,
-        crop_width,
-        method,
-        layout,
-        output,
-        num_threads,
-        flush_denormals,
-        record=True,
-    ):
-        err = CgError() if record else None
-        status = self.fn["cg_crop_and_resize_jvp_boxes"](
-            _ptr(image),
-            image_dtype,
-            _shape(image_shape),
-            _ptr(boxes),
-            _ptr(boxes_tangent),
-            _ptr(box_ind),
-            box_ind_dtype,
-            num_boxes,
-            crop_height,
-            crop_width,
-            method,
-            layout,
-            _ptr(output),
-            num_threads,
-            flush_denormals,
-            None if err is None else ctypes.byref(err),
-        )
-        return _result(status, err)
+    crop_and_resize = _op("cg_crop_and_resize")
+    crop_and_resize_grad_image = _op("cg_crop_and_resize_grad_image")
+    crop_and_resize_grad_boxes = _op("cg_crop_and_resize_grad_boxes")
+    crop_and_resize_jvp_boxes = _op("cg_crop_and_resize_jvp_boxes")
 
     def default_threads(self):
         return self.fn["cg_default_threads"]()
