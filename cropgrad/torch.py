@@ -274,31 +274,33 @@ def _in_layout(t, layout, physical):
     return t.contiguous()
 
 
-def _empty(shape, dtype, layout, physical, device="cpu"):
-    """A new tensor of `shape` (in `layout`) whose memory is in `physical`."""
+def _empty(shape, dtype, layout, physical, device, fake):
+    """A new tensor of `shape` (in `layout`) whose memory is in `physical`
+    (`fake`: the fake implementation's, which has no memory)."""
     if physical == layout:
-        return _new_tensor(shape, dtype, device)
+        return _new_tensor(shape, dtype, device, fake)
     order = _TO_OTHER[layout]
     inverse = _TO_OTHER[physical]
     shape = [shape[i] for i in order]
-    return _new_tensor(shape, dtype, device).permute(inverse)
+    return _new_tensor(shape, dtype, device, fake).permute(inverse)
 
 
 # Results from this size on get huge pages (the size NumPy uses).
 _HUGE_PAGES_FROM = 4 << 20
 
 
-def _new_tensor(shape, dtype, device):
+def _new_tensor(shape, dtype, device, fake):
     """An uninitialised tensor; a large one on the CPU with huge pages.
 
     PyTorch's CPU allocator takes large blocks from the kernel in 4 KiB
     pages: a fresh 100 MB result costs some 25,000 page faults as the op
     first writes it, more than the op's arithmetic.  NumPy asks for huge
     pages on such blocks (madvise); so does this, before the first write.
+    A fake tensor (torch.compile's tracing) has no memory to advise.
     """
     tensor = torch.empty(shape, dtype=dtype, device=device)
     nbytes = tensor.numel() * tensor.element_size()
-    if tensor.device.type == "cpu" and nbytes >= _HUGE_PAGES_FROM:
+    if not fake and tensor.device.type == "cpu" and nbytes >= _HUGE_PAGES_FROM:
         _core.advise_huge_pages(tensor.data_ptr(), nbytes)
     return tensor
 
@@ -458,7 +460,7 @@ def _forward_kernel(
     shape, physical = _forward_plan(
         image, boxes, box_ind, crop_size, method, data_format
     )
-    crops = _empty(shape, torch.float32, data_format, physical, image.device)
+    crops = _empty(shape, torch.float32, data_format, physical, image.device, fake)
     if fake:
         return crops
     _cg.crop_and_resize(
@@ -491,7 +493,7 @@ def _grad_image_kernel(
     size, physical = _grad_image_plan(
         grads, boxes, box_ind, image_size, dtype, method, data_format
     )
-    result = _empty(size, dtype, data_format, physical, grads.device)
+    result = _empty(size, dtype, data_format, physical, grads.device, fake)
     if fake:
         return result
     out = _numpy(_in_layout(result, data_format, physical))
@@ -554,7 +556,7 @@ def _jvp_boxes_kernel(
     shape, physical = _jvp_boxes_plan(
         image, boxes, box_ind, boxes_tangent, crop_size, method, data_format
     )
-    result = _empty(shape, torch.float32, data_format, physical, image.device)
+    result = _empty(shape, torch.float32, data_format, physical, image.device, fake)
     if fake:
         return result
     _cg.crop_and_resize_jvp_boxes(

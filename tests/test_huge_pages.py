@@ -91,3 +91,28 @@ def test_large_torch_results_get_huge_pages(memory_format):
     small = cgt.crop_and_resize(image, boxes[:1], box_ind[:1], (4, 4))
     assert small.numel() * 4 < 4 << 20
     assert "hg" not in _vm_flags(small.data_ptr())
+
+
+@needs_torch
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+)
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+def test_large_results_under_torch_compile():
+    # torch.compile traces with fake tensors, which have no memory: only
+    # the CPU kernel may advise.  The result, 8 MiB, gets the advice.
+    image = torch.randn(1, 32, 16, 16)
+    boxes = torch.tensor([[0.1, 0.1, 0.9, 0.9]] * 64)
+    box_ind = torch.zeros(64, dtype=torch.int32)
+
+    def crops(image, boxes, box_ind):
+        return cgt.crop_and_resize(image, boxes, box_ind, (32, 32))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(crops, fullgraph=True)(image, boxes, box_ind)
+    assert compiled.numel() * 4 == 8 << 20
+    assert torch.equal(compiled, crops(image, boxes, box_ind))
+    if sys.platform.startswith("linux"):
+        assert "hg" in _vm_flags(compiled.data_ptr() + (4 << 20))
