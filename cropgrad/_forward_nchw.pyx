@@ -73,7 +73,16 @@ ctypedef struct ForwardNchwPlan:
     Py_ssize_t block_rows   # crop rows computed at a time (one band only)
     char* scratch           # per thread: the tile, the computed values,
     size_t scratch_each     # then the same values plane by plane
-    size_t computed_bytes   # each of the two areas after the tile
+    # each of the two areas after the tile; then a box's column taps
+    size_t computed_bytes
+
+
+ctypedef struct ColumnTaps:
+    # A box's crop columns, found once for all its crop rows and channel
+    # groups: left pixel (-1: outside the image), right pixel, weight
+    Py_ssize_t* left
+    Py_ssize_t* right
+    float* lerp
 
 
 cdef int use_simd(const char* target) noexcept nogil:
@@ -103,18 +112,47 @@ cdef void _fill_tile(const ForwardNchwPlan* p, const image_t* planes, int half,
                     dst[w * n + c] = load(src, w, half)
 
 
+cdef ColumnTaps _taps_area(const ForwardNchwPlan* p, float* computed) noexcept nogil:
+    """The thread's ColumnTaps arrays, after its two computed areas."""
+    cdef ColumnTaps taps
+    cdef char* area = <char*>computed + 2 * p.computed_bytes
+    taps.left = <Py_ssize_t*>area
+    taps.right = taps.left + p.g.crop_w
+    taps.lerp = <float*>(taps.right + p.g.crop_w)
+    return taps
+
+
+cdef void _column_taps(const ForwardNchwPlan* p, Py_ssize_t b,
+                       ColumnTaps* taps) noexcept nogil:
+    """Box `b`'s column taps, as `_crop_row` reads them."""
+    cdef Py_ssize_t W = p.g.width, cw = p.g.crop_w, x, left, right
+    cdef float x1 = p.boxes[4 * b + 1], x2 = p.boxes[4 * b + 3]
+    cdef float wscale = crop_scale(x1, x2, W, cw), x_lerp = 0, coord
+    cdef bint inside
+    for x in range(cw):
+        coord = sample_coord(x1, x2, wscale, W, cw, x)
+        if p.g.nearest:
+            inside = nearest_tap(coord, W, &left)
+            right = left
+        else:
+            inside = linear_taps(coord, W, &left, &right, &x_lerp)
+        taps.left[x] = left if inside else -1
+        taps.right[x] = right
+        taps.lerp[x] = x_lerp
+
+
 cdef void _crop_row(const ForwardNchwPlan* p, const float* tile, Py_ssize_t r0,
-                    float* computed, Py_ssize_t b, Py_ssize_t y,
-                    Py_ssize_t top, Py_ssize_t bottom, float y_lerp,
+                    float* computed, const ColumnTaps* taps, Py_ssize_t b,
+                    Py_ssize_t y, Py_ssize_t top, Py_ssize_t bottom, float y_lerp,
                     Py_ssize_t c0, Py_ssize_t n, bint write) noexcept nogil:
-    """Channels ``[c0, c0 + n)`` of crop row `y` of box `b`, whose pixel
-    rows `top` and `bottom` are in the tile (row r at ``r - r0``), into
-    ``computed[x * n + c]`` (then into the crops, `write` or not)."""
+    """Channels ``[c0, c0 + n)`` of crop row `y` of box `b` (whose column
+    taps are `taps`), whose pixel rows `top` and `bottom` are in the tile
+    (row r at ``r - r0``), into ``computed[x * n + c]`` (then into the
+    crops, `write` or not)."""
     cdef Py_ssize_t W = p.g.width, D = p.g.depth, ch = p.g.crop_h, cw = p.g.crop_w
     cdef Py_ssize_t x0 = 0, m, i, c, left, right
-    cdef float x1 = p.boxes[4 * b + 1], x2 = p.boxes[4 * b + 3]
-    cdef float wscale = crop_scale(x1, x2, W, cw), x_lerp, tl, tr, bl, br
-    cdef float upper, lower, extrapolation = p.extrapolation, coord
+    cdef float x_lerp, tl, tr, bl, br
+    cdef float upper, lower, extrapolation = p.extrapolation
     cdef const float* row_t = tile + (top - r0) * W * n
     cdef const float* row_b = tile + (bottom - r0) * W * n
     cdef const float* p_tl
@@ -129,20 +167,18 @@ cdef void _crop_row(const ForwardNchwPlan* p, const float* tile, Py_ssize_t r0,
         m = min(<Py_ssize_t>COLUMN_CHUNK, cw - x0) if write else cw
         for i in range(m):
             out = computed + (x0 + i) * n if not write else computed + i * n
-            coord = sample_coord(x1, x2, wscale, W, cw, x0 + i)
+            left = taps.left[x0 + i]
+            if left < 0:
+                for c in range(n):
+                    out[c] = extrapolation
+                continue
             if p.g.nearest:
-                if not nearest_tap(coord, W, &left):
-                    for c in range(n):
-                        out[c] = extrapolation
-                    continue
                 p_tl = row_t + left * n
                 for c in range(n):
                     out[c] = p_tl[c]
                 continue
-            if not linear_taps(coord, W, &left, &right, &x_lerp):
-                for c in range(n):
-                    out[c] = extrapolation
-                continue
+            right = taps.right[x0 + i]
+            x_lerp = taps.lerp[x0 + i]
             p_tl = row_t + left * n
             p_tr = row_t + right * n
             p_bl = row_b + left * n
@@ -174,6 +210,8 @@ cdef void _rows(const ForwardNchwPlan* p, const float* tile, float* computed,
     cdef float* planes = computed + p.computed_bytes // sizeof(float)
     cdef float* dst
     cdef bint inside
+    cdef ColumnTaps taps = _taps_area(p, computed)
+    _column_taps(p, b, &taps)
     while y0 < ch:
         m = min(p.block_rows, ch - y0)
         for y in range(y0, y0 + m):
@@ -186,7 +224,8 @@ cdef void _rows(const ForwardNchwPlan* p, const float* tile, float* computed,
             else:
                 inside = linear_taps(coord, H, &top, &bottom, &y_lerp)
             if inside:
-                _crop_row(p, tile, 0, row, b, y, top, bottom, y_lerp, c0, n, False)
+                _crop_row(p, tile, 0, row, &taps, b, y, top, bottom, y_lerp, c0, n,
+                          False)
             else:
                 for i in range(cw * n):
                     row[i] = p.extrapolation
@@ -225,6 +264,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
     cdef Py_ssize_t j, b, y, top, bottom
     cdef float y1, y2, hscale, coord, y_lerp
     cdef bint inside
+    cdef ColumnTaps taps
     cdef float* tile = <float*>(p.scratch + <size_t>thread * p.scratch_each)
     cdef float* computed = tile + round64(
         <size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float)) // sizeof(float)
@@ -237,8 +277,10 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
         for j in range(p.starts[bi], p.starts[bi + 1]):
             _rows(p, tile, computed, p.order[j], c0, n)
         return
+    taps = _taps_area(p, computed)
     for j in range(p.starts[bi], p.starts[bi + 1]):
         b = p.order[j]
+        _column_taps(p, b, &taps)
         y1 = p.boxes[4 * b]
         y2 = p.boxes[4 * b + 2]
         hscale = crop_scale(y1, y2, H, ch)
@@ -254,8 +296,8 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
                 if band == 0:
                     _outside_row(p, b, y, c0, n)
             elif r0 <= top < r1:
-                _crop_row(p, tile, r0, computed, b, y, top, bottom, y_lerp, c0, n,
-                          True)
+                _crop_row(p, tile, r0, computed, &taps, b, y, top, bottom, y_lerp,
+                          c0, n, True)
 
 
 cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
@@ -319,7 +361,8 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
         * sizeof(float))
     p.scratch_each = (
         round64(<size_t>((p.band_rows + 1) * W * p.channels) * sizeof(float))
-        + 2 * p.computed_bytes)
+        + 2 * p.computed_bytes
+        + round64(<size_t>geo.crop_w * (2 * sizeof(Py_ssize_t) + sizeof(float))))
     tables = round64(<size_t>(geo.num_boxes + geo.batch + 1) * sizeof(int64_t))
     nbytes = tables + p.scratch_each * <size_t>team + 64
     memory = <char*>malloc(nbytes)
