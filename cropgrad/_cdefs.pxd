@@ -94,6 +94,8 @@ cdef extern from "cg_planes.h" nogil:
                              Py_ssize_t count, Py_ssize_t n)
     void cg_planes_scatter_runs_f(float* dst, Py_ssize_t dst_lane,
                                   const float* src, Py_ssize_t count, Py_ssize_t n)
+    void cg_copy_streaming(float* dst, const float* src, Py_ssize_t n)
+    void cg_stream_fence()
     void cg_planes_scatter_d(double* dst, Py_ssize_t dst_lane, const double* src,
                              Py_ssize_t count, Py_ssize_t n)
     void cg_planes_scatter_h(uint16_t* dst, Py_ssize_t dst_lane, const float* src,

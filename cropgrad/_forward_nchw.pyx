@@ -24,12 +24,15 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
+from cropgrad import _tuning
 from cropgrad._aligned cimport align64, round64
 from cropgrad._box_groups cimport group_boxes
 from cropgrad._cdefs cimport (
     cg_planes_gather,
+    cg_copy_streaming,
     cg_planes_scatter_f,
     cg_planes_scatter_runs_f,
+    cg_stream_fence,
     cg_simd_select,
 )
 from cropgrad._pixels cimport load
@@ -55,6 +58,22 @@ cdef enum:
 cdef enum:
     BLOCK_BYTES = 1 << 15
 
+# Crops of this many bytes or more are written with streaming stores (see
+# cropgrad._tuning.stream_bytes: larger than the last-level cache).  A
+# result that size leaves the caches before anyone reads it, and storing
+# around them saves reading each line from memory first: the NCHW forward
+# op of the detector (100 MB of crops) spent a third of its time there.
+cdef size_t STREAM_BYTES = _tuning.stream_bytes()
+
+
+def use_stream_bytes(size_t nbytes):
+    """Set the streaming threshold (the tests try both ways); returns the
+    previous one."""
+    global STREAM_BYTES
+    previous = STREAM_BYTES
+    STREAM_BYTES = nbytes
+    return previous
+
 
 ctypedef struct ForwardNchwPlan:
     const Geometry* g
@@ -64,6 +83,7 @@ ctypedef struct ForwardNchwPlan:
     const int64_t* box_ind
     float* crops
     float extrapolation
+    bint stream             # crops written around the caches (see STREAM_BYTES)
     int64_t* order          # boxes grouped by image, serial order within
     int64_t* starts         # boxes of image i: order[starts[i]:starts[i + 1]]
     Py_ssize_t channels     # planes per group (the last group may have fewer)
@@ -235,9 +255,13 @@ cdef void _rows(const ForwardNchwPlan* p, const float* tile, float* computed,
         # computing the samples.
         cg_planes_scatter_f(planes, m * cw, computed, m * cw, n)
         dst = p.crops + ((b * D + c0) * ch + y0) * cw
-        for i in range(n):
-            memcpy(dst + i * ch * cw, planes + i * m * cw,
-                   <size_t>(m * cw) * sizeof(float))
+        if m == ch and p.stream:
+            # The group's planes are one run of the crop.
+            cg_copy_streaming(dst, planes, n * ch * cw)
+        else:
+            for i in range(n):
+                memcpy(dst + i * ch * cw, planes + i * m * cw,
+                       <size_t>(m * cw) * sizeof(float))
         y0 += m
 
 
@@ -276,6 +300,7 @@ cdef void _typed_task(const void* ctx, const image_t* image, int half,
     if p.bands == 1:
         for j in range(p.starts[bi], p.starts[bi + 1]):
             _rows(p, tile, computed, p.order[j], c0, n)
+        cg_stream_fence()
         return
     taps = _taps_area(p, computed)
     for j in range(p.starts[bi], p.starts[bi + 1]):
@@ -338,6 +363,8 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
     p.box_ind = box_ind
     p.crops = crops
     p.extrapolation = extrapolation
+    p.stream = (<size_t>geo.num_boxes * geo.crop_h * geo.crop_w * D * sizeof(float)
+                >= STREAM_BYTES)
     # Channels per group: at most TILE_CHANNELS, fewer where two rows of
     # them would not fit the tile; then as many rows per band as fit.
     p.channels = min(D, <Py_ssize_t>TILE_CHANNELS)

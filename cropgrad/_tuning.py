@@ -142,6 +142,22 @@ def choose(l2, l3_share):
     }
 
 
+def stream_bytes(caches=None):
+    """From what size a result is written around the caches (bytes).
+
+    A result larger than the whole last-level cache is evicted before it is
+    read again anyway; streaming stores then save reading every line from
+    memory before it is written.  Smaller results stay in cache for their
+    reader.  The L3's size, or 32 MiB where the machine does not say.
+    """
+    if caches is None:
+        caches = read_caches()
+    level = max(caches, default=None)
+    if level is None or level < 2:
+        return 32 << 20
+    return caches[level][0]
+
+
 def tuning():
     """The sizes for this machine, and the cache sizes they come from."""
     l2, l3_share = cache_sizes()

@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cropgrad
+from cropgrad import _forward_nchw
 
 GRAD_IMAGE = load_cases("grad_image.npz")
 FORWARD = load_cases("forward.npz")
@@ -315,6 +316,33 @@ def test_forward_and_boxes_gradient_big_problems(seed, num_threads):
         data_format="NCHW",
     )
     assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_forward_crops_written_around_the_caches(stream, num_threads):
+    # Crops larger than the last-level cache are written with streaming
+    # stores (the threshold set here to stream or not): the same bits as
+    # the NHWC crops either way.
+    rng = np.random.default_rng(7)
+    image = rng.standard_normal((2, 20, 24, 40)).astype(np.float32)
+    y1, x1 = rng.uniform(-0.1, 0.6, (2, 90))
+    boxes = np.stack([y1, x1, y1 + 0.4, x1 + 0.5], 1).astype(np.float32)
+    box_ind = rng.integers(0, 2, 90)
+    expected = cropgrad.crop_and_resize(image, boxes, box_ind, (14, 13), num_threads=1)
+    saved = _forward_nchw.use_stream_bytes(0 if stream else 1 << 62)
+    try:
+        out = cropgrad.crop_and_resize(
+            nchw(image),
+            boxes,
+            box_ind,
+            (14, 13),
+            num_threads=num_threads,
+            data_format="NCHW",
+        )
+    finally:
+        _forward_nchw.use_stream_bytes(saved)
+    assert_same_bits(out, nchw(expected))
 
 
 @pytest.mark.parametrize("num_boxes", [1, 3, 200])

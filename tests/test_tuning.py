@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad import _grad_image, _tuning
+from cropgrad import _forward_nchw, _grad_image, _tuning
 
 
 def _fake_cache(root, index, level, kind, size, shared):
@@ -49,6 +49,17 @@ def test_small_l2_bands_follow_the_l3_share():
     assert sizes["prefetch_min_depth"] < 64
     # A tiny L3 share still leaves bands of at least half the L2.
     assert _tuning.choose(1 << 20, 256 << 10)["band_bytes"] == 512 << 10
+
+
+def test_results_stream_past_the_last_level_cache():
+    caches = {1: (48 << 10, 1), 2: (1 << 20, 1), 3: (32 << 20, 16)}
+    assert _tuning.stream_bytes(caches) == 32 << 20
+    assert _tuning.stream_bytes({2: (2 << 20, 1)}) == 2 << 20
+    assert _tuning.stream_bytes({}) == 32 << 20
+    assert _tuning.stream_bytes({1: (32 << 10, 1)}) == 32 << 20
+    saved = _forward_nchw.use_stream_bytes(0)
+    assert saved == _tuning.stream_bytes()
+    assert _forward_nchw.use_stream_bytes(saved) == 0
 
 
 def test_in_use_sizes_are_this_machines():

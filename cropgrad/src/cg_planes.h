@@ -255,6 +255,28 @@ static cg_planes_scatter_f_fn cg_planes_scatter_f = cg_planes_scatter_f_base;
         }                                                                     \
     }
 
+/* Copy n floats to memory that will not be read again soon (a result far
+ * larger than the caches): stores that bypass the caches, so that the
+ * lines are not first read from memory.  The same values; on CPUs without
+ * SSE2 streaming stores, a memcpy.  A task that uses it calls
+ * cg_stream_fence before it ends, so the stores are visible to the other
+ * threads when the team joins. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline void cg_copy_streaming(float* dst, const float* src, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15) != 0; i++) dst[i] = src[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+}
+static inline void cg_stream_fence(void) { _mm_sfence(); }
+#else
+static inline void cg_copy_streaming(float* dst, const float* src, ptrdiff_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+static inline void cg_stream_fence(void) {}
+#endif
+
 #define CG_SAME(v) (v)
 CG_DEFINE_SCATTER(cg_planes_scatter_runs_f, float, float, CG_SAME)
 CG_DEFINE_SCATTER(cg_planes_scatter_d, double, double, CG_SAME)
