@@ -188,6 +188,7 @@ _MODULES = [
     "_grad_image",
     "_grad_image_nchw",
     "_grad_boxes",
+    "_grad_boxes_nchw",
     "_jvp_boxes",
     "_simd",
     "capi",

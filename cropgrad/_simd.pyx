@@ -15,6 +15,7 @@ from libc.stdlib cimport getenv
 from cropgrad._cdefs cimport CG_SIMD_BASELINE, cg_simd_choice, cg_simd_supported
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
+from cropgrad._grad_boxes_nchw cimport use_simd as grad_boxes_nchw_use_simd
 from cropgrad._grad_image cimport use_simd as grad_image_use_simd
 from cropgrad._grad_image_nchw cimport use_simd as grad_image_nchw_use_simd
 
@@ -43,6 +44,7 @@ cdef str _select():
     grad_image_nchw_use_simd(chosen)
     forward_nchw_use_simd(chosen)
     grad_boxes_use_simd(chosen)
+    grad_boxes_nchw_use_simd(chosen)
     return chosen.decode()
 
 

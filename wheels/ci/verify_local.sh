@@ -282,7 +282,8 @@ import glob, os, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 pkg = [n for n in names if n.startswith("cropgrad/")]
 errors = []
-for module in ("_parallel", "_forward", "_grad_image", "_grad_boxes", "_jvp_boxes", "_simd", "capi", "_core", "_testing"):
+for module in ("_parallel", "_forward", "_forward_nchw", "_grad_image", "_grad_image_nchw", "_grad_boxes",
+               "_grad_boxes_nchw", "_jvp_boxes", "_simd", "capi", "_core", "_testing"):
     if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
         errors.append(f"no compiled cropgrad/{module}*.so")
 # The C-level API: capi.pxd for Cython, capi.h for C and C++.
@@ -321,7 +322,7 @@ step "9. FMA check"
 mkdir -p "$work/so"
 (cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/") and n.endswith(".so")]' "$repaired")
 # The modules that do floating-point arithmetic: each kernel.
-for module in _forward _grad_image _grad_boxes _jvp_boxes _forward_nchw _grad_image_nchw; do
+for module in _forward _grad_image _grad_boxes _jvp_boxes _forward_nchw _grad_image_nchw _grad_boxes_nchw; do
     so=$(ls "$work"/so/cropgrad/$module.*.so)
     bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
         | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"
