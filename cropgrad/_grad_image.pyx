@@ -16,8 +16,9 @@ threads.  Updates of a crop row that fall outside the band go to per-thread
 scratch pixels instead of being skipped, so every element is updated by the
 same machine code for any banding (even the bits of NaN results agree).
 
-The planning (sampling tables, bands) serves both layouts; the NCHW tasks
-are in `_grad_image_nchw`.
+The planning (sampling tables, bands) serves both layouts; the NCHW part
+of the plan (tiles or planes, `plan_nchw`) and the NCHW tasks are in
+`_grad_image_nchw`.
 """
 
 from libc.stdint cimport int64_t, uint16_t
@@ -36,14 +37,11 @@ from cropgrad._cdefs cimport (
 from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
 from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from cropgrad._grad_image_nchw cimport (
+    plan_nchw,
     planes_task,
-    stage_rows,
-    tile_channels,
-    tile_rows,
-    tile_scratch,
     tiles_task,
+    use_tile_bytes,
 )
-from cropgrad._grad_image_nchw cimport use_tile_bytes
 from cropgrad._grad_image_plan cimport (
     GradImagePlan,
     round_half,
@@ -428,12 +426,10 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     cdef bint half = out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16
     cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
     cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
-    cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0
+    cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0, tile_each = 0
     cdef int64_t* cost
     cdef char* tables
-    # NCHW of more than 4 channels: tiles of channel groups (see
-    # _grad_image_nchw), chosen by the geometry alone.
-    cdef bint tiles = geo.nchw and geo.depth > 4
+    cdef bint tiles = False
     if N == 0:
         # No sample: zeros, without the tables or the float32 accumulator of
         # a float16 or bfloat16 output (for a huge image, a whole image of
@@ -448,12 +444,10 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     p.grads_size = N * geo.crop_h * geo.crop_w * geo.depth
     p.tile_rows = 0
     p.stage_rows = 0
-    if tiles:
-        channels = tile_channels(geo.width, geo.depth, acc_size)
-        groups = (geo.depth + channels - 1) // channels
-        # No more rows than the output has: the tile is scratch per thread.
-        p.tile_rows = min(tile_rows(geo.width, channels, acc_size), rows)
-        p.stage_rows = stage_rows(geo.crop_w, channels)
+    if geo.nchw:
+        # Tiles of channel groups (more than 4 channels) or whole planes:
+        # _grad_image_nchw plans them.
+        tiles = plan_nchw(&p, acc_size, &channels, &groups, &tile_each)
 
     # Bands small enough that the rows being accumulated stay in cache, and
     # enough of them to balance the threads.  Tiles bound their own working
@@ -482,9 +476,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         if max_rows >= rows:
             max_rows = 0
     if tiles:
-        # Each thread's tile, staged grads and spare pixels.
-        spare_each = tile_scratch(geo.width, geo.crop_w, channels, p.tile_rows,
-                                  p.stage_rows, acc_size)
+        spare_each = tile_each
     elif (num_bands > 1 or max_rows > 0) and not geo.nearest and geo.depth > 4:
         # With several bands, each thread gets two pixels of scratch for
         # deep samples (bilinear, more than 4 channels) whose crop row has

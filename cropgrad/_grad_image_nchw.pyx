@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""The image gradient in NCHW: the tasks `_grad_image.grad_image` runs when
-the output is ``[batch, depth, height, width]`` (private kernel).
+"""The image gradient in NCHW: the plan of the tiles or planes
+(`plan_nchw`) and the tasks `_grad_image.grad_image` runs when the output
+is ``[batch, depth, height, width]`` (private kernel).
 
 Each (image, channel) plane of the output is independent work: its elements
 receive only the samples of that image's boxes in that channel.  A task
@@ -59,7 +60,7 @@ from cropgrad._grad_image_plan cimport (
     scatter_one,
     scatter_row,
 )
-from cropgrad._types cimport acc_t
+from cropgrad._types cimport Geometry, acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
 # width, few enough to leave tasks for the threads.
@@ -127,6 +128,30 @@ cdef size_t tile_scratch(Py_ssize_t width, Py_ssize_t crop_w, Py_ssize_t channel
     return (round64(<size_t>(rows * width * channels) * acc_size)
             + round64(<size_t>(staged * crop_w * channels) * sizeof(float))
             + round64(<size_t>(2 * channels) * acc_size))
+
+
+cdef bint plan_nchw(GradImagePlan* p, size_t acc_size, Py_ssize_t* channels,
+                    Py_ssize_t* groups, size_t* scratch) noexcept nogil:
+    """The NCHW part of `p`'s plan (its geometry set), chosen by the
+    geometry alone: True for tiles (more than 4 channels), with
+    ``p.tile_rows``, ``p.stage_rows``, the `channels` of a group, the
+    `groups` and each thread's `scratch` bytes set; False for planes, with
+    none of the three out-arguments touched.  `acc_size`: bytes of an
+    accumulated element."""
+    cdef const Geometry* g = &p.g
+    p.tile_rows = 0
+    p.stage_rows = 0
+    if g.depth <= 4:
+        return False
+    channels[0] = tile_channels(g.width, g.depth, acc_size)
+    groups[0] = (g.depth + channels[0] - 1) // channels[0]
+    # No more rows than the output has: the tile is scratch per thread.
+    p.tile_rows = min(tile_rows(g.width, channels[0], acc_size), g.batch * g.height)
+    p.stage_rows = stage_rows(g.crop_w, channels[0])
+    # Each thread's tile, staged grads and spare pixels.
+    scratch[0] = tile_scratch(g.width, g.crop_w, channels[0], p.tile_rows,
+                              p.stage_rows, acc_size)
+    return True
 
 
 # --------------------------------------------------------------------------
