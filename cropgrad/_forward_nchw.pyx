@@ -255,9 +255,12 @@ cdef void _rows(const ForwardNchwPlan* p, const float* tile, float* computed,
         # computing the samples.
         cg_planes_scatter_f(planes, m * cw, computed, m * cw, n)
         dst = p.crops + ((b * D + c0) * ch + y0) * cw
-        if m == ch and p.stream:
-            # The group's planes are one run of the crop.
-            cg_copy_streaming(dst, planes, n * ch * cw)
+        if m == ch:
+            # The whole crop at once: the group's planes are one run.
+            if p.stream:
+                cg_copy_streaming(dst, planes, n * ch * cw)
+            else:
+                memcpy(dst, planes, <size_t>(n * ch * cw) * sizeof(float))
         else:
             for i in range(n):
                 memcpy(dst + i * ch * cw, planes + i * m * cw,
