@@ -35,6 +35,13 @@ cdef extern from "cg_half.h" nogil:
     # The same for bfloat16.
     float cg_bfloat16_to_float(uint16_t h)
     uint16_t cg_float_to_bfloat16(float f)
+    # dst[i] = cg_float_to_half(src[i]) for i < n: the portable loop, and
+    # the clone chosen by cg_simd_select (cg_simd.h; F16C on x86-64).
+    void cg_round_half_base(uint16_t* dst, const float* src, Py_ssize_t n)
+    void cg_round_half(uint16_t* dst, const float* src, Py_ssize_t n)
+    ctypedef void (*cg_round_half_fn)(uint16_t* dst, const float* src,
+                                      Py_ssize_t n)
+    cg_round_half_fn cg_round_half_f16c_clone()
 
 cdef extern from "cg_scatter.h" nogil:
     # One crop row of bilinear samples, each sample's four corner updates in

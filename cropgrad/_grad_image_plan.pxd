@@ -9,7 +9,7 @@ from libc.stdint cimport int64_t, uint16_t
 from cropgrad._cdefs cimport (
     cg_ahead,
     cg_float_to_bfloat16,
-    cg_float_to_half,
+    cg_round_half,
     cg_row_d,
     cg_row_f,
 )
@@ -97,11 +97,11 @@ cdef inline void scatter_one(acc_t* dst, const float* g,
 
 cdef inline void round_half(const GradImagePlan* p, uint16_t* dst, const float* src,
                             Py_ssize_t n) noexcept nogil:
-    """``dst[i] = src[i]`` rounded once to the float16 or bfloat16 output."""
+    """``dst[i] = src[i]`` rounded once to the float16 or bfloat16 output
+    (float16: the module's clone, cg_half.h)."""
     cdef Py_ssize_t i
     if p.bfloat16_out:
         for i in range(n):
             dst[i] = cg_float_to_bfloat16(src[i])
     else:
-        for i in range(n):
-            dst[i] = cg_float_to_half(src[i])
+        cg_round_half(dst, src, n)

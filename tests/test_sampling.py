@@ -77,3 +77,50 @@ def test_half_conversions_match_numpy():
         np.testing.assert_array_equal(_testing.float_to_half_bits(x), expected)
     nan_bits = _testing.float_to_half_bits(np.array([np.nan, -np.nan], np.float32))
     assert np.isnan(nan_bits.view(np.float16)).all()
+
+
+def _f16c_clone():
+    """Whether this build and CPU have the F16C clone of the float16
+    rounding (x86-64 with F16C); the portable code is then checked above."""
+    return _testing.round_half_mismatches(0, 0) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flush", [False, True])
+def test_f16c_rounding_is_the_portable_rounding_on_every_float32(flush):
+    # All 2**32 bit patterns: every float16 result and both neighbours of
+    # every rounding boundary, ties, overflow to infinity, float16
+    # subnormals, float32 subnormals (which denormals-are-zero would read as
+    # zero), infinities and NaNs with every payload.  Under flush-to-zero too:
+    # the kernels round while the caller's mode (flush_denormals) is set.
+    if not _f16c_clone():
+        pytest.skip("no F16C clone here (not x86-64, or a CPU without F16C)")
+
+    def mismatches():
+        return _testing.round_half_mismatches(0, 1 << 32)
+
+    if flush:
+        count = _testing.with_flush_to_zero(mismatches)
+        if count is None:
+            pytest.skip("the flush-to-zero mode cannot be set here")
+    else:
+        count = mismatches()
+    assert count == 0
+
+
+def test_f16c_rounding_matches_numpy():
+    # The clone against an independent rounding (NumPy's astype), on every
+    # float16 value, the midpoints between neighbours and their float32
+    # neighbours: the exhaustive comparison above compares two of
+    # cropgrad's own codes.
+    if not _f16c_clone():
+        pytest.skip("no F16C clone here (not x86-64, or a CPU without F16C)")
+    every = np.arange(2**16, dtype=np.uint16)
+    finite = every[(every & 0x7C00) != 0x7C00].view(np.float16).astype(np.float32)
+    bits = np.sort(finite).view(np.uint32)
+    mids = ((bits[:-1].astype(np.uint64) + bits[1:]) // 2).astype(np.uint32)
+    near = np.concatenate([bits, mids, mids - 1, mids + 1]).view(np.float32)
+    with np.errstate(over="ignore"):
+        expected = near.astype(np.float16).view(np.uint16)
+    np.testing.assert_array_equal(_testing.float_to_half_bits(near, True), expected)
+    np.testing.assert_array_equal(_testing.float_to_half_bits(near, False), expected)

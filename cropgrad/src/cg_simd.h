@@ -1,13 +1,16 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
- * and rows of them, the plane transposes (cg_planes.h) and the boxes
- * gradient's terms (cg_terms.h).
+ * and rows of them, the plane transposes (cg_planes.h), the boxes
+ * gradient's terms (cg_terms.h) and the rounding of a float32 accumulator
+ * into a float16 output (cg_half.h).
  *
  * Chosen once, when cropgrad._simd is imported, and set in every module
  * that includes these headers (each holds its own function pointers): the
  * widest instruction set this CPU runs, or the one CROPGRAD_SIMD names.  x86-64: "sse2" (the
  * baseline), "avx2", "avx512"; AArch64: "neon" (every AArch64 CPU has it)
  * and "baseline" (the portable code, scalar there); elsewhere "baseline".  The corner updates
- * give the same bits on every target; the transposes only move floats.
+ * and the float16 rounding give the same bits on every target; the
+ * transposes only move floats.  The AVX2 and AVX-512F targets round float16
+ * with F16C (every CPU with AVX2 has it; checked all the same).
  * AVX-512F pairs its corner updates with the AVX2 transposes: 16 x 16
  * blocks do not fit the registers better. */
 #ifndef CG_SIMD_H
@@ -15,6 +18,7 @@
 
 #include <string.h>
 
+#include "cg_half.h"
 #include "cg_planes.h"
 #include "cg_scatter.h"
 #include "cg_terms.h"
@@ -46,6 +50,7 @@ static inline int cg_simd_supported(const char* target) {
         cg_terms = cg_terms_##CORE;                                           \
         cg_planes_gather = cg_planes_gather_##PLANES;                         \
         cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
+        cg_round_half = cg_round_half_base;                                   \
         cg_simd_target = NAME;                                                \
     } while (0)
 
@@ -72,12 +77,13 @@ static inline int cg_simd_select(const char* target) {
     const char* name = cg_simd_choice(target);
     if (name == NULL) return -1;
 #if CG_SIMD_DISPATCH
-    if (strcmp(name, "avx512") == 0) {
-        CG_SIMD_USE(avx512, avx2, "avx512");
-        return 0;
-    }
-    if (strcmp(name, "avx2") == 0) {
-        CG_SIMD_USE(avx2, avx2, "avx2");
+    if (strcmp(name, "avx512") == 0 || strcmp(name, "avx2") == 0) {
+        if (strcmp(name, "avx512") == 0)
+            CG_SIMD_USE(avx512, avx2, "avx512");
+        else
+            CG_SIMD_USE(avx2, avx2, "avx2");
+        if (cg_round_half_f16c_clone() != NULL)
+            cg_round_half = cg_round_half_f16c_clone();
         return 0;
     }
 #endif
