@@ -124,6 +124,15 @@ cdef extern from "cg_terms.h" nogil:
     void cg_sum_terms(float* sums, float* const* terms, const Py_ssize_t* n,
                       int count)
 
+cdef extern from "cg_lerp.h" nogil:
+    # The forward op's bilinear samples of one crop row, `n` channels each
+    # (a function pointer to the clone cg_simd_select chose).
+    void cg_lerp_row(float* out, Py_ssize_t out_stride, const float* top,
+                     const float* bottom, Py_ssize_t pixel_stride,
+                     const Py_ssize_t* left, const Py_ssize_t* right,
+                     const float* x_lerp, Py_ssize_t count, float y_lerp,
+                     float extrapolation, Py_ssize_t n)
+
 cdef extern from "cg_simd.h" nogil:
     # The clones of the two headers above in use in this module: the
     # instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or

@@ -10,6 +10,7 @@ expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 
 from libc.stdint cimport int64_t
 
+from cropgrad._cdefs cimport cg_lerp_row, cg_simd_select
 from cropgrad._forward_nchw cimport crop_and_resize_nchw
 from cropgrad._pixels cimport load
 from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
@@ -17,6 +18,18 @@ from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coo
 from cropgrad._types cimport Geometry, image_t
 
 include "_image_dtypes.pxi"
+
+
+# Crop columns whose taps are found at a time (on the stack).
+cdef enum:
+    COLUMN_CHUNK = 64
+
+
+cdef int use_simd(const char* target) noexcept nogil:
+    """Make this module's samples (cg_lerp.h) run on `target`, the
+    instruction set _simd chose (each module holds its own pointers to the
+    clones of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
+    return cg_simd_select(target)
 
 
 ctypedef struct ForwardPlan:
@@ -66,25 +79,50 @@ cdef void _row(const ForwardPlan* p, const image_t* image, Py_ssize_t task,
         for n in range(cw * D):
             dst[n] = extrapolation
         return
-    for x in range(cw):
-        if not linear_taps(sample_coord(x1, x2, wscale, W, cw, x), W,
-                           &left, &right, &x_lerp):
+    if image_t is float:
+        # The SIMD clone of the loop below (cg_lerp.h).
+        _float_row(p, img, dst, top, bottom, y_lerp, x1, x2, wscale)
+    else:
+        for x in range(cw):
+            if not linear_taps(sample_coord(x1, x2, wscale, W, cw, x), W,
+                               &left, &right, &x_lerp):
+                for d in range(D):
+                    dst[x * D + d] = extrapolation
+                continue
+            p_tl = img + (top * W + left) * D
+            p_tr = img + (top * W + right) * D
+            p_bl = img + (bottom * W + left) * D
+            p_br = img + (bottom * W + right) * D
             for d in range(D):
-                dst[x * D + d] = extrapolation
-            continue
-        p_tl = img + (top * W + left) * D
-        p_tr = img + (top * W + right) * D
-        p_bl = img + (bottom * W + left) * D
-        p_br = img + (bottom * W + right) * D
-        for d in range(D):
-            # TensorFlow's interpolation, in float32, in this order.
-            tl = load(p_tl, d, half)
-            tr = load(p_tr, d, half)
-            bl = load(p_bl, d, half)
-            br = load(p_br, d, half)
-            upper = tl + (tr - tl) * x_lerp
-            lower = bl + (br - bl) * x_lerp
-            dst[x * D + d] = upper + (lower - upper) * y_lerp
+                # TensorFlow's interpolation, in float32, in this order.
+                tl = load(p_tl, d, half)
+                tr = load(p_tr, d, half)
+                bl = load(p_bl, d, half)
+                br = load(p_br, d, half)
+                upper = tl + (tr - tl) * x_lerp
+                lower = bl + (br - bl) * x_lerp
+                dst[x * D + d] = upper + (lower - upper) * y_lerp
+
+
+cdef void _float_row(const ForwardPlan* p, const float* img, float* dst,
+                     Py_ssize_t top, Py_ssize_t bottom, float y_lerp, float x1,
+                     float x2, float wscale) noexcept nogil:
+    """A crop row of a float32 image: its column taps a chunk at a time,
+    then the chunk's samples by the SIMD clone (cg_lerp.h), which computes
+    every channel as `_row` does."""
+    cdef Py_ssize_t W = p.g.width, D = p.g.depth, cw = p.g.crop_w, x0 = 0, m, i
+    cdef Py_ssize_t left[COLUMN_CHUNK]
+    cdef Py_ssize_t right[COLUMN_CHUNK]
+    cdef float lerp[COLUMN_CHUNK]
+    while x0 < cw:
+        m = min(<Py_ssize_t>COLUMN_CHUNK, cw - x0)
+        for i in range(m):
+            if not linear_taps(sample_coord(x1, x2, wscale, W, cw, x0 + i), W,
+                               &left[i], &right[i], &lerp[i]):
+                left[i] = -1
+        cg_lerp_row(dst + x0 * D, D, img + top * W * D, img + bottom * W * D, D,
+                    left, right, lerp, m, y_lerp, p.extrapolation, D)
+        x0 += m
 
 
 cdef void _typed_task(const void* ctx, const image_t* image, int half,

@@ -28,6 +28,7 @@ from cropgrad import _tuning
 from cropgrad._aligned cimport align64, round64
 from cropgrad._box_groups cimport group_boxes
 from cropgrad._cdefs cimport (
+    cg_lerp_row,
     cg_planes_gather,
     cg_copy_streaming,
     cg_planes_scatter_f,
@@ -170,48 +171,26 @@ cdef void _crop_row(const ForwardNchwPlan* p, const float* tile, Py_ssize_t r0,
     (row r at ``r - r0``), into ``computed[x * n + c]`` (then into the
     crops, `write` or not)."""
     cdef Py_ssize_t W = p.g.width, D = p.g.depth, ch = p.g.crop_h, cw = p.g.crop_w
-    cdef Py_ssize_t x0 = 0, m, i, c, left, right
-    cdef float x_lerp, tl, tr, bl, br
-    cdef float upper, lower, extrapolation = p.extrapolation
+    cdef Py_ssize_t x0 = 0, m, i, c, left
+    cdef float extrapolation = p.extrapolation
     cdef const float* row_t = tile + (top - r0) * W * n
     cdef const float* row_b = tile + (bottom - r0) * W * n
-    cdef const float* p_tl
-    cdef const float* p_tr
-    cdef const float* p_bl
-    cdef const float* p_br
     cdef float* out
     cdef float* dst = p.crops + ((b * D + c0) * ch + y) * cw
     while x0 < cw:
         # Written column chunk by column chunk; or the whole row, left for
         # the caller to write.
         m = min(<Py_ssize_t>COLUMN_CHUNK, cw - x0) if write else cw
-        for i in range(m):
-            out = computed + (x0 + i) * n if not write else computed + i * n
-            left = taps.left[x0 + i]
-            if left < 0:
+        out = computed + x0 * n if not write else computed
+        if not p.g.nearest:
+            # NHWC's samples (cg_lerp.h), on the tile's side-by-side channels.
+            cg_lerp_row(out, n, row_t, row_b, n, taps.left + x0, taps.right + x0,
+                        taps.lerp + x0, m, y_lerp, extrapolation, n)
+        else:
+            for i in range(m):
+                left = taps.left[x0 + i]
                 for c in range(n):
-                    out[c] = extrapolation
-                continue
-            if p.g.nearest:
-                p_tl = row_t + left * n
-                for c in range(n):
-                    out[c] = p_tl[c]
-                continue
-            right = taps.right[x0 + i]
-            x_lerp = taps.lerp[x0 + i]
-            p_tl = row_t + left * n
-            p_tr = row_t + right * n
-            p_bl = row_b + left * n
-            p_br = row_b + right * n
-            for c in range(n):
-                # TensorFlow's interpolation, in float32, in this order.
-                tl = p_tl[c]
-                tr = p_tr[c]
-                bl = p_bl[c]
-                br = p_br[c]
-                upper = tl + (tr - tl) * x_lerp
-                lower = bl + (br - bl) * x_lerp
-                out[c] = upper + (lower - upper) * y_lerp
+                    out[i * n + c] = extrapolation if left < 0 else row_t[left * n + c]
         if write:
             cg_planes_scatter_runs_f(dst + x0, ch * cw, computed, m, n)
         x0 += m

@@ -7,12 +7,14 @@ target gives the same bits).  Chosen once, when this module is imported
 (`cropgrad.capi` imports it, so before any kernel runs), and pushed to
 every kernel module with such loops: each holds its own pointers to the
 clones of cg_simd.h (the image gradient's deep scatter, the NCHW tiles'
-corner updates, the boxes gradient's terms, the plane transposes).
+corner updates, the boxes gradient's terms, the forward op's samples, the
+plane transposes).
 """
 
 from libc.stdlib cimport getenv
 
 from cropgrad._cdefs cimport CG_SIMD_BASELINE, cg_simd_choice, cg_simd_supported
+from cropgrad._forward cimport use_simd as forward_use_simd
 from cropgrad._forward_nchw cimport use_simd as forward_nchw_use_simd
 from cropgrad._grad_boxes cimport use_simd as grad_boxes_use_simd
 from cropgrad._grad_boxes_nchw cimport use_simd as grad_boxes_nchw_use_simd
@@ -42,6 +44,7 @@ cdef str _select():
     # A target this CPU runs: every module takes it.
     grad_image_use_simd(chosen)
     grad_image_nchw_use_simd(chosen)
+    forward_use_simd(chosen)
     forward_nchw_use_simd(chosen)
     grad_boxes_use_simd(chosen)
     grad_boxes_nchw_use_simd(chosen)

@@ -1,6 +1,7 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
  * and rows of them, the plane transposes (cg_planes.h), the boxes
- * gradient's terms (cg_terms.h) and the rounding of a float32 accumulator
+ * gradient's terms (cg_terms.h), the forward op's samples (cg_lerp.h) and
+ * the rounding of a float32 accumulator
  * into a float16 output (cg_half.h).
  *
  * Chosen once, when cropgrad._simd is imported, and set in every module
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "cg_half.h"
+#include "cg_lerp.h"
 #include "cg_planes.h"
 #include "cg_scatter.h"
 #include "cg_terms.h"
@@ -41,13 +43,14 @@ static inline int cg_simd_supported(const char* target) {
     return 0;
 }
 
-/* Point this module's clones at the suffix's: corner updates, crop rows
- * and terms (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
+/* Point this module's clones at the suffix's: corner updates, crop rows,
+ * terms and forward samples (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
 #define CG_SIMD_USE(CORE, PLANES, NAME)                                       \
     do {                                                                      \
         cg_row_f = cg_row_f_##CORE;                                           \
         cg_row_d = cg_row_d_##CORE;                                           \
         cg_terms = cg_terms_##CORE;                                           \
+        cg_lerp_row = cg_lerp_row_##CORE;                                     \
         cg_planes_gather = cg_planes_gather_##PLANES;                         \
         cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
         cg_round_half = cg_round_half_base;                                   \
