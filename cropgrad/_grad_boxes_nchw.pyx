@@ -9,14 +9,13 @@ from their planes with the channels side by side (`_stage`; the pixel rows
 are kept while the next crop rows of the box read them, and the grads are
 gathered several crop rows at a time, the next ones asked for meanwhile:
 on an AMD EPYC (Zen 3) 1.1 times as fast as a crop row at a time), and the
-terms are
-then NHWC's vector loop over channels (`cg_terms`).  Read in place, each
-pixel of each channel is a cache line of its own: 6 times slower on the
-detector's problem.  A float32 image that is smaller than what its crop
-rows would stage (many boxes on small feature maps) is instead staged
-whole, in one pass before the boxes (`_pixel_row`), and its rows are read
-where they are.  One-row and one-column crops read in place, with NCHW
-strides (`one_box`, shared with NHWC).
+terms are then NHWC's vector loop over channels (`cg_terms`).  Read in
+place, each pixel of each channel is a cache line of its own: 6 times
+slower on the detector's problem.  A float32 image that is smaller than
+what its crop rows would stage (many boxes on small feature maps) is
+instead staged whole, in one pass before the boxes (`_pixel_row`), and its
+rows are read where they are.  One-row and one-column crops read in
+place, with NCHW strides (`one_box`, shared with NHWC).
 """
 
 from libc.stdint cimport int64_t
