@@ -44,3 +44,11 @@ void apple_scatter_f(float* dst, ptrdiff_t dst_lane, const float* src,
                      ptrdiff_t count, ptrdiff_t n) {
     cg_planes_scatter_f(dst, dst_lane, src, count, n);
 }
+
+void apple_lerp_row(float* out, ptrdiff_t out_stride, const float* top,
+                    const float* bottom, ptrdiff_t pixel_stride, const ptrdiff_t* left,
+                    const ptrdiff_t* right, const float* x_lerp, ptrdiff_t count,
+                    float y_lerp, float extrapolation, ptrdiff_t n) {
+    cg_lerp_row(out, out_stride, top, bottom, pixel_stride, left, right, x_lerp, count,
+                y_lerp, extrapolation, n);
+}

@@ -67,7 +67,7 @@ counts() {  # counts FILE -> "FMA NEON BASE": FMA lines; vector arithmetic per c
         $0 ~ fma {f++}
         /^[ \t]+(fmul|fadd|fsub)\.(4s|2d)[ \t]/ || /^[ \t]+(fmul|fadd|fsub)[ \t]+v[0-9]+\.(4s|2d)/ {
             if (fn ~ /^_cg_.*_neon:/) neon++
-            if (fn ~ /^_cg_(row_[fd]|terms)_base:/) base++
+            if (fn ~ /^_cg_(row_[fd]|terms|lerp_row)_base:/) base++
         }
         END {print f + 0, neon + 0, base + 0}' "$1"
 }
@@ -81,7 +81,8 @@ expect() {  # expect NAME VALUE zero|nonzero
     echo "apple-arm64: $1 = $2 (expected $3) $verdict"
 }
 for clone in cg_row_f_neon cg_row_d_neon cg_terms_neon cg_planes_gather_neon \
-    cg_row_f_base cg_row_d_base cg_terms_base cg_planes_gather_base; do
+    cg_lerp_row_neon cg_row_f_base cg_row_d_base cg_terms_base cg_planes_gather_base \
+    cg_lerp_row_base; do
     grep -q "^_$clone:" "$work/apple.s" || { echo "apple-arm64: no function $clone" >&2; status=1; }
 done
 read -r fma_n neon_n base_n < <(counts "$work/apple.s")
@@ -89,6 +90,6 @@ read -r control_n _ _ < <(counts "$work/control.s")
 echo "apple-arm64: $("$clang" --version | head -n 1), flags: ${flags[*]}"
 expect "FMA instructions with setup.py's apple flags" "$fma_n" zero
 expect "vector fmul/fadd/fsub in the NEON clones" "$neon_n" nonzero
-expect "vector fmul/fadd/fsub in the portable clones (cg_row_*_base, cg_terms_base)" "$base_n" zero
+expect "vector fmul/fadd/fsub in the portable clones (cg_row_*_base, cg_terms_base, cg_lerp_row_base)" "$base_n" zero
 expect "FMA instructions without -ffp-contract=off (control)" "$control_n" nonzero
 exit "$status"

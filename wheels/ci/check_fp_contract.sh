@@ -58,13 +58,13 @@ if [[ ${1:-} == --aarch64 ]]; then
         name=$(basename "$so" | cut -d. -f1)
         "$objdump_a64" -d --no-show-raw-insn "$so" >"$work/$name.dis"
         # Per module: FMA lines; vector arithmetic in the NEON clones and
-        # in the portable clones (cg_row_*_base, cg_terms_base).
+        # in the portable clones (cg_row_*_base, cg_terms_base, cg_lerp_row_base).
         read -r fma neon base < <(awk '
             /^[0-9a-f]+ <.*>:$/ {fn = $2}
             /^ +[0-9a-f]+:	(fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)	/ {fma++}
             /^ +[0-9a-f]+:	(fmul|fadd|fsub)	v[0-9]+\.(4s|2d)/ {
                 if (fn ~ /_neon[.>]/) neon++
-                if (fn ~ /^<cg_(row_[fd]|terms)_base[.>]/) base++
+                if (fn ~ /^<cg_(row_[fd]|terms|lerp_row)_base[.>]/) base++
             }
             END {print fma + 0, neon + 0, base + 0}' "$work/$name.dis")
         verdict=ok
