@@ -85,8 +85,8 @@ static inline int cg_simd_select(const char* target) {
             CG_SIMD_USE(avx512, avx2, "avx512");
         else
             CG_SIMD_USE(avx2, avx2, "avx2");
-        if (cg_round_half_f16c_clone() != NULL)
-            cg_round_half = cg_round_half_f16c_clone();
+        cg_round_half_fn f16c = cg_round_half_f16c_clone();
+        if (f16c != NULL) cg_round_half = f16c;
         return 0;
     }
 #endif
