@@ -1,7 +1,7 @@
 """Build the cropgrad extension.
 
 Metadata lives in ``pyproject.toml``; this file only knows how to compile
-the extension modules ``cropgrad/*.pyx``.
+the extension modules (``cropgrad/**/*.pyx``).
 
 OpenMP is probed, not guessed: the compiler that will build the extension
 compiles, links and runs a tiny OpenMP program first.  The environment
@@ -176,37 +176,39 @@ def _directives():
     }
 
 
-# One module per job; the kernels reach each other through their .pxd files.
-# (cropgrad._simd chooses the kernels' instruction set once, at import;
-# cropgrad.capi is also the C-level API other compiled code cimports;
-# cropgrad._core is the NumPy API's gate and bridge to it;
-# cropgrad._xla holds the XLA FFI handlers of cropgrad.jax, built without JAX.)
+# One extension module per job, named by its dotted path (the folders are
+# the layers: cropgrad/_runtime the parallel driver and the instruction-set
+# choice, cropgrad/_kernels the ops' kernels, cropgrad.capi the C-level API
+# other compiled code cimports, cropgrad._core the Python layer's bridge to
+# it, cropgrad._xla the XLA FFI handlers of cropgrad.jax, built without JAX).
+# The kernels reach each other through their .pxd files.
 _MODULES = [
-    "_parallel",
-    "_forward",
-    "_forward_nchw",
-    "_grad_image",
-    "_grad_image_nchw",
-    "_grad_boxes",
-    "_grad_boxes_nchw",
-    "_jvp_boxes",
-    "_simd",
+    "_runtime.parallel",
+    "_runtime.simd",
+    "_kernels.crop_and_resize.forward",
+    "_kernels.crop_and_resize.forward_nchw",
+    "_kernels.crop_and_resize.grad_image",
+    "_kernels.crop_and_resize.grad_image_nchw",
+    "_kernels.crop_and_resize.grad_boxes",
+    "_kernels.crop_and_resize.grad_boxes_nchw",
+    "_kernels.crop_and_resize.jvp_boxes",
     "capi",
     "_core",
     "_testing",
     "_xla",
 ]
+# Every module depends on every .pxd, .pxi and C header of the package.
 _DEPENDS = sorted(
-    glob.glob(os.path.join("cropgrad", "*.pxd"))
-    + glob.glob(os.path.join("cropgrad", "*.pxi"))
-    + glob.glob(os.path.join("cropgrad", "src", "cg_*"))
+    glob.glob(os.path.join("cropgrad", "**", "*.pxd"), recursive=True)
+    + glob.glob(os.path.join("cropgrad", "**", "*.pxi"), recursive=True)
+    + glob.glob(os.path.join("cropgrad", "_kernels", "src", "cg_*"))
 )
 extensions = [
     Extension(
         f"cropgrad.{name}",
-        [f"cropgrad/{name}.pyx"],
+        [os.path.join("cropgrad", *name.split(".")) + ".pyx"],
         depends=_DEPENDS,
-        include_dirs=["cropgrad/src"],
+        include_dirs=[os.path.join("cropgrad", "_kernels", "src")],
     )
     for name in _MODULES
 ]

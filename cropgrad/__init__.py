@@ -18,11 +18,11 @@ number of threads.  `raw_ops` holds keyword-only drop-ins for code written
 against ``tf.raw_ops``.
 """
 
-from cropgrad import _wait_policy
+from cropgrad._runtime import wait_policy as _wait_policy
 
 # The first import of a compiled module loads the OpenMP runtime.
 with _wait_policy.loading():
-    from cropgrad import _parallel  # noqa: F401
+    from cropgrad._runtime import parallel  # noqa: F401
 
 from cropgrad._api import (  # noqa: E402
     crop_and_resize,

@@ -12,8 +12,9 @@ An error of the C-level API comes back as the exception documented here.
 
 import numpy as np
 
-from cropgrad import _core, _simd
+from cropgrad import _core
 from cropgrad import _validation as _v
+from cropgrad._runtime import simd as _simd
 from cropgrad._version import __version__
 
 __all__ = [

@@ -24,8 +24,8 @@ from cpython.buffer cimport (
 )
 from libc.stdint cimport int64_t
 
-from cropgrad._cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
-from cropgrad._openmp cimport CROPGRAD_HAVE_OPENMP
+from cropgrad._kernels.cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
+from cropgrad._runtime.openmp cimport CROPGRAD_HAVE_OPENMP
 
 cdef extern from "cg_pages.h":
     int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil

@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-from cropgrad import _parallel, capi
+from cropgrad import capi
+from cropgrad._runtime import parallel as _parallel
 
 __all__ = []
 

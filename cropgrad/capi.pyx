@@ -16,22 +16,19 @@ from libc.stdint cimport INT64_MAX, int32_t, int64_t, uintptr_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 
-from cropgrad._forward cimport crop_and_resize
-from cropgrad._grad_boxes cimport grad_boxes
-from cropgrad._grad_image cimport (
+from cropgrad._kernels.crop_and_resize.forward cimport crop_and_resize
+from cropgrad._kernels.crop_and_resize.grad_boxes cimport grad_boxes
+from cropgrad._kernels.crop_and_resize.grad_image cimport (
     OUT_BFLOAT16,
     OUT_FLOAT16,
     OUT_FLOAT32,
     OUT_FLOAT64,
     grad_image,
 )
-from cropgrad._jvp_boxes cimport jvp_boxes
-from cropgrad._parallel cimport resolve_threads
-from cropgrad cimport _types as dt
-from cropgrad._types cimport Geometry
-
-# The kernels' instruction set, chosen before any of them can run.
-from cropgrad import _simd  # no-cython-lint (imported for its choice)
+from cropgrad._kernels.crop_and_resize.jvp_boxes cimport jvp_boxes
+from cropgrad._runtime.parallel cimport resolve_threads
+from cropgrad._kernels cimport types as dt
+from cropgrad._kernels.types cimport Geometry
 
 # The kernels number dtypes as the codes of capi.pxd do (they cannot
 # cimport this module: it imports theirs).

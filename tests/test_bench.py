@@ -181,8 +181,8 @@ def test_machine_info_names_the_caches_and_simd_target():
     from cropgrad._bench.machine import machine_info
 
     info = machine_info()
-    assert info["simd_target"] == cropgrad._simd.simd_target()
-    assert info["tuning"] == cropgrad._grad_image.tuning()
+    assert info["simd_target"] == cropgrad._runtime.simd.simd_target()
+    assert info["tuning"] == cropgrad._kernels.crop_and_resize.grad_image.tuning()
     assert info["l2_per_core_bytes"] > 0 and info["l3_per_core_bytes"] > 0
     for key in ("l2_bytes", "l3_bytes"):
         assert info[key] is None or info[key] > 0

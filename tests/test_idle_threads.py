@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad import _parallel
+from cropgrad._runtime import parallel as _parallel
 
 OPENMP = cropgrad.show_config("dicts")["openmp"]
 USER_POLICY = any(
@@ -54,7 +54,7 @@ def test_no_cpu_is_burnt_after_a_threaded_call():
 def test_a_users_wait_policy_is_respected(variable, value):
     env = {**os.environ, variable: value}
     code = (
-        "import os, cropgrad; from cropgrad import _parallel; "
+        "import os, cropgrad; from cropgrad._runtime import parallel as _parallel; "
         f"print(_parallel.shortens_wait(), os.environ.get({variable!r}))"
     )
     run = subprocess.run(

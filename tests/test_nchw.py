@@ -1,8 +1,9 @@
 """data_format="NCHW": the NHWC results transposed, bit for bit.
 
 NCHW has kernels of its own (the image gradient's in
-cropgrad/_grad_image_nchw.pyx: planes for depths 1 to 4, channel-group
-tiles above; NCHW strides in the forward op and the boxes gradient), so
+cropgrad/_kernels/crop_and_resize/grad_image_nchw.pyx: planes for depths 1
+to 4, channel-group tiles above; NCHW strides in the forward op and the
+boxes gradient), so
 every TensorFlow fixture is checked again transposed, for several thread
 counts, and random problems (small ones from the property strategies, big
 ones that start threads, NaN and infinite gradients, depths around every
@@ -26,7 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cropgrad
-from cropgrad import _forward_nchw
+from cropgrad._kernels.crop_and_resize import forward_nchw as _forward_nchw
 
 GRAD_IMAGE = load_cases("grad_image.npz")
 FORWARD = load_cases("forward.npz")

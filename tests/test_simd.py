@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from cropgrad import _simd
+from cropgrad._runtime import simd as _simd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = _simd.simd_targets()
@@ -56,7 +56,7 @@ def test_fixtures_on_every_target(target):
             sys.executable,
             "-P",
             "-c",
-            "from cropgrad import _simd as s; print(s.simd_target())",
+            "from cropgrad._runtime import simd as s; print(s.simd_target())",
         ],
         capture_output=True,
         text=True,
@@ -92,18 +92,24 @@ def test_fixtures_on_every_target(target):
 
 
 @pytest.mark.parametrize(
-    "first", ["_forward_nchw", "_grad_boxes", "_grad_image", "capi"]
+    "first",
+    [
+        "_kernels.crop_and_resize.forward_nchw",
+        "_kernels.crop_and_resize.grad_boxes",
+        "_kernels.crop_and_resize.grad_image",
+        "capi",
+    ],
 )
 def test_chosen_whichever_module_is_imported_first(first):
-    # The choice is _simd's, made before any kernel can run, whichever
-    # module a program imports first.
+    # The choice is the runtime's, read by each kernel module when it is
+    # imported, whichever module a program imports first.
     env = {**os.environ, "CROPGRAD_SIMD": TARGETS[0]}
     run = subprocess.run(
         [
             sys.executable,
             "-P",
             "-c",
-            f"import sys, cropgrad.{first}; print(sys.modules['cropgrad._simd']"
+            f"import sys, cropgrad.{first}; print(sys.modules['cropgrad._runtime.simd']"
             ".simd_target())",
         ],
         capture_output=True,

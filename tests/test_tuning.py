@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad import _forward_nchw, _grad_image, _tuning
+from cropgrad._kernels.crop_and_resize import forward_nchw as _forward_nchw
+from cropgrad._kernels.crop_and_resize import grad_image as _grad_image
+from cropgrad._runtime import tuning as _tuning
 
 
 def _fake_cache(root, index, level, kind, size, shared):
@@ -151,7 +153,7 @@ def test_float16_scratch_is_per_band_not_per_image():
     # image of scratch (peak resident memory of a child process).
     child = textwrap.dedent("""
         import resource, numpy as np, cropgrad
-        from cropgrad import _grad_image
+        from cropgrad._kernels.crop_and_resize import grad_image as _grad_image
         sizes = _grad_image.tuning()
         _grad_image.use_tuning(dict(sizes, band_bytes=1 << 20))
         size = [1, 1024, 1024, 16]

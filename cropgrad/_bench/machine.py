@@ -47,7 +47,9 @@ def machine_info():
 def cache_info():
     """The caches and the sizes the image gradient chose from them, and the
     SIMD target of its scatter (results differ by machine kind)."""
-    from cropgrad import _grad_image, _simd, _tuning
+    from cropgrad._kernels.crop_and_resize import grad_image as _grad_image
+    from cropgrad._runtime import simd as _simd
+    from cropgrad._runtime import tuning as _tuning
 
     caches = _tuning.read_caches()
     l2, l3_share = _tuning.cache_sizes(caches)

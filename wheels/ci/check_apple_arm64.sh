@@ -6,7 +6,7 @@
 #
 # clang --target=arm64-apple-macos11 (the arm64 wheels' deployment target)
 # compiles wheels/ci/apple_kernels.c: every clone of the inner loops
-# (cropgrad/src/cg_*.h, NEON and portable), as cg_simd.h selects them.
+# (cropgrad/_kernels/src/cg_*.h, NEON and portable), as cg_simd.h selects them.
 # The kernel headers need no SDK: -ffreestanding, clang's own <stddef.h>,
 # <stdint.h> and <arm_neon.h>, and the two declarations they take from
 # <string.h> (memcpy, strcmp) in a stand-in header.  The flags are read
@@ -55,7 +55,7 @@ void* memcpy(void* restrict, const void* restrict, size_t);
 int strcmp(const char*, const char*);
 EOF
 common=(--target=arm64-apple-macos11 -ffreestanding -isystem "$work/include"
-    -I cropgrad/src -DNDEBUG -fPIC -Wall -Werror)
+    -I cropgrad/_kernels/src -DNDEBUG -fPIC -Wall -Werror)
 "$clang" "${common[@]}" "${flags[@]}" -S -o "$work/apple.s" wheels/ci/apple_kernels.c
 "$clang" "${common[@]}" "${no_contract_off[@]}" -S -o "$work/control.s" wheels/ci/apple_kernels.c
 

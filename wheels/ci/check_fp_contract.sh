@@ -28,13 +28,14 @@
 #   bash wheels/ci/check_fp_contract.sh --aarch64 MODULE_DIR [CFLAGS]
 #
 # checks a real aarch64 build instead (wheels/ci/aarch64_emulated.sh):
-# MODULE_DIR holds its extension modules (*aarch64-linux-gnu.so) and the C
-# Cython generated for them.  For every module: 0 fmadd/fmsub/fnmadd/
+# MODULE_DIR (the package folder) holds its extension modules
+# (*aarch64-linux-gnu.so, in its subfolders too) and the C Cython generated
+# for them.  For every module: 0 fmadd/fmsub/fnmadd/
 # fnmsub/fmla/fmls; the vector float arithmetic (fmul, fadd, fsub on .4s or
 # .2d) of the NEON clones (functions *_neon) and of the portable ones
 # (cg_*_base, scalar on aarch64): nonzero and zero where a module has them.
-# Control: _grad_image.c cross-compiled without -ffp-contract=off must show
-# FMA instructions.  CROSS_PY_INCLUDE: the arm64 Python's include folders.
+# Control: the image gradient's grad_image.c cross-compiled without
+# -ffp-contract=off must show FMA instructions.  CROSS_PY_INCLUDE: the arm64 Python's include folders.
 set -euo pipefail
 
 if [[ ${1:-} == --aarch64 ]]; then
@@ -52,10 +53,13 @@ if [[ ${1:-} == --aarch64 ]]; then
     status=0
     modules=0
     echo "fma-check: aarch64 modules in $dir, built with: $cflags"
-    for so in "$dir"/*aarch64-linux-gnu.so; do
-        [[ -e $so ]] || break
+    grad_image=_kernels/crop_and_resize/grad_image
+    while IFS= read -r so; do
         modules=$((modules + 1))
-        name=$(basename "$so" | cut -d. -f1)
+        # The module's dotted name under the package (grad_image's: its path).
+        rel=${so#"$dir"/}
+        name=${rel%%.*}
+        name=${name//\//.}
         "$objdump_a64" -d --no-show-raw-insn "$so" >"$work/$name.dis"
         # Per module: FMA lines; vector arithmetic in the NEON clones and
         # in the portable clones (cg_row_*_base, cg_terms_base, cg_lerp_row_base).
@@ -82,7 +86,7 @@ if [[ ${1:-} == --aarch64 ]]; then
         else
             echo "fma-check: aarch64 $name: FMA instructions = $fma (expected zero) $verdict"
         fi
-    done
+    done < <(find "$dir" -name '*aarch64-linux-gnu.so' | sort)
     [[ $modules -gt 0 ]] || { echo "check_fp_contract.sh: no aarch64 module in $dir" >&2; exit 1; }
     # The NEON clones' vector arithmetic per function, for the record.
     awk '
@@ -94,8 +98,8 @@ if [[ ${1:-} == --aarch64 ]]; then
         /^ +[0-9a-f]+:\t(zip1|zip2)\tv[0-9]+\.(4s|2d)/ {z[fn]++}
         END {
             for (f in seen)
-                printf "fma-check: aarch64 _grad_image %s: %d vector fmul/fadd/fsub, %d vector zip1/zip2\n", f, n[f], z[f]
-        }' "$work/_grad_image.dis" | sort
+                printf "fma-check: aarch64 grad_image %s: %d vector fmul/fadd/fsub, %d vector zip1/zip2\n", f, n[f], z[f]
+        }' "$work/${grad_image//\//.}.dis" | sort
     read -r -a flags <<<"$cflags"
     no_contract_off=()
     for f in "${flags[@]}"; do
@@ -103,12 +107,12 @@ if [[ ${1:-} == --aarch64 ]]; then
     done
     includes=()
     for d in ${CROSS_PY_INCLUDE:-}; do includes+=(-I "$d"); done
-    "$cross" -DNDEBUG -fwrapv -fPIC "${includes[@]}" -I "$dir" -I "$dir/src" \
-        "${no_contract_off[@]}" -S -o "$work/control.s" "$dir/_grad_image.c"
+    "$cross" -DNDEBUG -fwrapv -fPIC "${includes[@]}" -I "$dir" -I "$dir/_kernels/src" \
+        "${no_contract_off[@]}" -S -o "$work/control.s" "$dir/$grad_image.c"
     control=$(grep -cE '^\s+(fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)\s' "$work/control.s" || true)
     verdict=ok
     [[ $control -ne 0 ]] || { verdict=FAIL; status=1; }
-    echo "fma-check: aarch64 _grad_image.c without -ffp-contract=off (control) = $control (expected nonzero) $verdict"
+    echo "fma-check: aarch64 $grad_image.c without -ffp-contract=off (control) = $control (expected nonzero) $verdict"
     exit "$status"
 fi
 
@@ -136,7 +140,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 py_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-common=(-DNDEBUG -fwrapv -fPIC -I "$(dirname "$core_c")" -I "$(dirname "$core_c")/src" -I "$py_include")
+# The C headers: cropgrad/_kernels/src, beside the kernel families' folders.
+common=(-DNDEBUG -fwrapv -fPIC -I "$(dirname "$core_c")" -I "$(dirname "$core_c")/../src" -I "$py_include")
 read -r -a flags <<<"$cflags"
 no_contract_off=()
 for f in "${flags[@]}"; do

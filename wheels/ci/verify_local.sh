@@ -278,21 +278,26 @@ step "7. wheel and sdist contents"
 check-wheel-contents --ignore W009,W010 "$repaired"
 twine check --strict "$sdist" "$repaired"
 python - "$repaired" "$repo" <<'EOF'
-import glob, os, sys, zipfile
+import glob, os, re, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 pkg = [n for n in names if n.startswith("cropgrad/")]
 errors = []
-for module in ("_parallel", "_forward", "_forward_nchw", "_grad_image", "_grad_image_nchw", "_grad_boxes",
-               "_grad_boxes_nchw", "_jvp_boxes", "_simd", "capi", "_core", "_testing"):
-    if not any(n.startswith(f"cropgrad/{module}.") and n.endswith(".so") for n in pkg):
-        errors.append(f"no compiled cropgrad/{module}*.so")
+# Every extension module setup.py builds (its _MODULES, dotted under cropgrad).
+setup_py = open(os.path.join(sys.argv[2], "setup.py")).read()
+modules = re.findall(r'^    "([\w.]+)",$', setup_py.split("_MODULES = [", 1)[1].split("]", 1)[0], re.M)
+assert modules, "no _MODULES in setup.py"
+for module in modules:
+    path = "cropgrad/" + module.replace(".", "/")
+    if not any(n.startswith(path + ".") and n.endswith(".so") for n in pkg):
+        errors.append(f"no compiled {path}*.so")
 # The C-level API: capi.pxd for Cython, capi.h for C and C++.
 public = ("cropgrad/capi.pxd", "cropgrad/include/cropgrad/capi.h")
 for need in public:
     if need not in names:
         errors.append(f"the C-level API's {need} is not in the wheel")
 for need in ["cropgrad/__init__.py", "cropgrad/py.typed"] + [
-    "cropgrad/" + os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "*.pyi"))
+    os.path.relpath(p, sys.argv[2])
+    for p in glob.glob(os.path.join(sys.argv[2], "cropgrad", "**", "*.pyi"), recursive=True)
 ]:
     if need not in names:
         errors.append(f"missing {need}")
@@ -322,7 +327,7 @@ step "9. FMA check"
 mkdir -p "$work/so"
 (cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/") and n.endswith(".so")]' "$repaired")
 # The modules that do floating-point arithmetic: each kernel.
-for module in _forward _grad_image _grad_boxes _jvp_boxes _forward_nchw _grad_image_nchw _grad_boxes_nchw; do
+for module in _kernels/crop_and_resize/{forward,grad_image,grad_boxes,jvp_boxes,forward_nchw,grad_image_nchw,grad_boxes_nchw}; do
     so=$(ls "$work"/so/cropgrad/$module.*.so)
     bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
         | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"
@@ -342,7 +347,7 @@ grep -E '^cropgrad: building with OpenMP off' "$work/wheel-serial.log" || fail "
 serial_wheel=$(ls "$work"/dist-serial/*.whl)
 "$python" -m venv "$work/venv-serial"
 "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check "${serial_wheel}[test]"
-serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._grad_image as c; print(c.__file__)')
+serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._kernels.crop_and_resize.grad_image as c; print(c.__file__)')
 if objdump -p "$serial_so" | grep -E 'NEEDED.*(gomp|omp)'; then fail "the serial extension links an OpenMP runtime"; fi
 run_tests "$work/venv-serial/bin/python" "$src_serial" "$work/tests-serial.log" CROPGRAD_EXPECT_SERIAL=1
 serial_openmp=$(cd "$work" && "$work/venv-serial/bin/python" -P -c 'import cropgrad; print(cropgrad.show_config(mode="dicts")["openmp"])')
@@ -374,7 +379,7 @@ else
     grep -E -- '-Xpreprocessor -fopenmp' "$work/wheel-apple.log" >/dev/null || fail "no -Xpreprocessor -fopenmp"
     apple_wheel=$(ls "$work"/dist-apple/*.whl)
     "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$apple_wheel"
-    apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._grad_image as c; print(c.__file__)')
+    apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._kernels.crop_and_resize.grad_image as c; print(c.__file__)')
     objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
     run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
     note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"

@@ -1,6 +1,6 @@
 """The machine's caches, and the kernel sizes chosen from them (private).
 
-Read once, when `cropgrad._grad_image` is imported.  These choices change
+Read once, when the kernel modules are imported.  These choices change
 how fast the image gradient runs, never its bits: every banding, and the
 prefetch or not, goes through the same arithmetic (DEVELOPING.md, "The same
 machine code for every banding"), and none of them depends on the number

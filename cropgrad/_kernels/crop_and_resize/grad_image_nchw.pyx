@@ -41,8 +41,9 @@ tiles (depth above 4)
 
 from libc.string cimport memset
 
-from cropgrad._aligned cimport round64
-from cropgrad._cdefs cimport (
+from ..aligned cimport round64
+from cropgrad._runtime.simd cimport chosen_target
+from ..cdefs cimport (
     cg_planes_gather,
     cg_planes_scatter_bf,
     cg_planes_scatter_d,
@@ -54,13 +55,13 @@ from cropgrad._cdefs cimport (
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from cropgrad._grad_image_plan cimport (
+from .grad_image_plan cimport (
     GradImagePlan,
     round_half,
     scatter_one,
     scatter_row,
 )
-from cropgrad._types cimport Geometry, acc_t
+from ..types cimport Geometry, acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
 # width, few enough to leave tasks for the threads.
@@ -85,12 +86,10 @@ cdef size_t use_tile_bytes(size_t nbytes) noexcept nogil:
     return previous
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's deep scatter (the tiles' corner updates) and plane
-    transposes run on `target`, the instruction set _simd chose: each
-    module holds its own pointers to the clones of cg_simd.h.  Returns 0,
-    or -1 when this CPU cannot run it."""
-    return cg_simd_select(target)
+# This module's deep scatter (the tiles' corner updates) and plane
+# transposes run on the instruction set the runtime chose for the process
+# (each module holds its own pointers to the clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 cdef Py_ssize_t tile_channels(Py_ssize_t width, Py_ssize_t depth,

@@ -10,14 +10,15 @@ expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 
 from libc.stdint cimport int64_t
 
-from cropgrad._cdefs cimport cg_lerp_row, cg_simd_select
-from cropgrad._forward_nchw cimport crop_and_resize_nchw
-from cropgrad._pixels cimport load
-from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
-from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
-from cropgrad._types cimport Geometry, image_t
+from ..cdefs cimport cg_lerp_row, cg_simd_select
+from .forward_nchw cimport crop_and_resize_nchw
+from ..pixels cimport load
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad._runtime.parallel cimport SCHEDULE_STATIC, run_tasks
+from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from ..types cimport Geometry, image_t
 
-include "_image_dtypes.pxi"
+include "../image_dtypes.pxi"
 
 
 # Crop columns whose taps are found at a time (on the stack).
@@ -25,11 +26,9 @@ cdef enum:
     COLUMN_CHUNK = 64
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's samples (cg_lerp.h) run on `target`, the
-    instruction set _simd chose (each module holds its own pointers to the
-    clones of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
-    return cg_simd_select(target)
+# This module's samples (cg_lerp.h) run on the instruction set the runtime chose for the
+# process (each module holds its own pointers to the clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 ctypedef struct ForwardPlan:

@@ -25,32 +25,38 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad import _tuning
-from cropgrad._box_groups cimport group_boxes
-from cropgrad._cdefs cimport (
+from cropgrad._runtime import tuning as _tuning
+from ..box_groups cimport group_boxes
+from ..cdefs cimport (
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_shallow_rows_d,
     cg_shallow_rows_f,
     cg_simd_select,
 )
-from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
-from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
-from cropgrad._grad_image_nchw cimport (
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad._runtime.parallel cimport (
+    SCHEDULE_DYNAMIC,
+    SERIAL_WORK,
+    run_tasks,
+    team_size,
+)
+from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from .grad_image_nchw cimport (
     plan_nchw,
     planes_task,
     tiles_task,
     use_tile_bytes,
 )
-from cropgrad._grad_image_plan cimport (
+from .grad_image_plan cimport (
     GradImagePlan,
     round_half,
     scatter_one,
     scatter_row,
 )
-from cropgrad._types cimport Geometry, acc_t
+from ..types cimport Geometry, acc_t
 
-# The machine-dependent sizes (cropgrad/_tuning.py, from the cache sizes,
+# The machine-dependent sizes (cropgrad/_runtime/tuning.py, from the cache sizes,
 # read once at import).  None of them changes the bits.
 #
 # Bands per thread of a team: more, smaller bands balance better (they are
@@ -79,15 +85,13 @@ cdef enum:
     CHANNEL_ALIGN = 16
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's deep scatter run on `target`, the instruction set
-    _simd chose (each module holds its own pointers to the clones of
-    cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
-    return cg_simd_select(target)
+# This module's deep scatter run on the instruction set the runtime chose for the
+# process (each module holds its own pointers to the clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 def tuning():
-    """The machine-dependent sizes in use (see cropgrad._tuning)."""
+    """The machine-dependent sizes in use (see cropgrad._runtime.tuning)."""
     cdef size_t tile_bytes = use_tile_bytes(0)
     use_tile_bytes(tile_bytes)
     return {"band_bytes": BAND_BYTES, "tasks_per_thread": TASKS_PER_THREAD,

@@ -2,7 +2,7 @@
 #
 # From an image's dtype code to the kernel code compiled for its element
 # type: the one switch over the image dtypes, included by every kernel that
-# reads images of any dtype (``include "_image_dtypes.pxi"``).
+# reads images of any dtype (``include "../image_dtypes.pxi"``).
 #
 # The including module defines, fused over `image_t`,
 #
@@ -15,8 +15,8 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
-from cropgrad._pixels cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE
-from cropgrad._types cimport (
+from cropgrad._kernels.pixels cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE
+from cropgrad._kernels.types cimport (
     DT_BFLOAT16,
     DT_FLOAT16,
     DT_FLOAT32,

@@ -15,15 +15,21 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad._cdefs cimport cg_prefetch, cg_simd_select, cg_sum_terms, cg_terms
-from cropgrad._grad_boxes_nchw cimport grad_boxes_nchw
-from cropgrad._grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
-from cropgrad._pixels cimport load
-from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
-from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport Geometry, image_t, nhwc_t
+from ..cdefs cimport cg_prefetch, cg_simd_select, cg_sum_terms, cg_terms
+from .grad_boxes_nchw cimport grad_boxes_nchw
+from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
+from ..pixels cimport load
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad._runtime.parallel cimport (
+    SCHEDULE_DYNAMIC,
+    SERIAL_WORK,
+    run_tasks,
+    team_size,
+)
+from .sampling cimport crop_ratio, linear_taps, sample_coord
+from ..types cimport Geometry, image_t, nhwc_t
 
-include "_image_dtypes.pxi"
+include "../image_dtypes.pxi"
 
 
 # How far ahead of a sample's grads to ask for them: 2 KiB, as the image
@@ -32,12 +38,9 @@ cdef enum:
     PREFETCH_FLOATS = 2048 // 4
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's terms run on `target`, the
-    instruction set _simd chose (each module holds its own pointers
-    to the clones of cg_simd.h).  Returns 0, or -1 when this CPU cannot run
-    it."""
-    return cg_simd_select(target)
+# This module's terms run on the instruction set the runtime chose for the
+# process (each module holds its own pointers to the clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 cdef Py_ssize_t _row_terms(const BoxesGradPlan* p, const image_t* image, Py_ssize_t b,

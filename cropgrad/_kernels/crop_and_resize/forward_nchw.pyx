@@ -24,10 +24,10 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from cropgrad import _tuning
-from cropgrad._aligned cimport align64, round64
-from cropgrad._box_groups cimport group_boxes
-from cropgrad._cdefs cimport (
+from cropgrad._runtime import tuning as _tuning
+from ..aligned cimport align64, round64
+from ..box_groups cimport group_boxes
+from ..cdefs cimport (
     cg_lerp_row,
     cg_planes_gather,
     cg_copy_streaming,
@@ -36,12 +36,13 @@ from cropgrad._cdefs cimport (
     cg_stream_fence,
     cg_simd_select,
 )
-from cropgrad._pixels cimport load
-from cropgrad._parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
-from cropgrad._sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
-from cropgrad._types cimport Geometry, image_t
+from ..pixels cimport load
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad._runtime.parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
+from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from ..types cimport Geometry, image_t
 
-include "_image_dtypes.pxi"
+include "../image_dtypes.pxi"
 
 
 # Channels of a tile: a vector loop's worth of lanes several times over.
@@ -60,7 +61,7 @@ cdef enum:
     BLOCK_BYTES = 1 << 15
 
 # Crops of this many bytes or more are written with streaming stores (see
-# cropgrad._tuning.stream_bytes: larger than the last-level cache).  A
+# cropgrad._runtime.tuning.stream_bytes: larger than the last-level cache).  A
 # result that size leaves the caches before anyone reads it, and storing
 # around them saves reading each line from memory first: the NCHW forward
 # op of the detector (100 MB of crops) spent a third of its time there.
@@ -106,11 +107,9 @@ ctypedef struct ColumnTaps:
     float* lerp
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's plane transposes run on `target`, the instruction
-    set _simd chose (each module holds its own pointers to the clones
-    of cg_simd.h).  Returns 0, or -1 when this CPU cannot run it."""
-    return cg_simd_select(target)
+# This module's plane transposes run on the instruction set the runtime chose for the
+# process (each module holds its own pointers to the clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 cdef void _fill_tile(const ForwardNchwPlan* p, const image_t* planes, int half,

@@ -6,10 +6,10 @@
 
 from libc.stdint cimport int64_t
 
-from cropgrad._cdefs cimport CG_SUM_GROUP
-from cropgrad._pixels cimport load
-from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t
+from ..cdefs cimport CG_SUM_GROUP
+from ..pixels cimport load
+from .sampling cimport crop_ratio, linear_taps, sample_coord
+from ..types cimport Geometry, image_t, layout_t, nchw_t
 
 
 # Boxes per task (bilinear crops of more than one row and column): their

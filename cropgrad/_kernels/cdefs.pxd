@@ -1,6 +1,6 @@
 # cython: language_level=3
 #
-# Declarations of cropgrad's C headers (cropgrad/src/cg_*.h), in one place.
+# Declarations of cropgrad's C headers (cropgrad/_kernels/src/cg_*.h), in one place.
 
 from libc.stdint cimport uint16_t
 

@@ -4,7 +4,7 @@
  * the rounding of a float32 accumulator
  * into a float16 output (cg_half.h).
  *
- * Chosen once, when cropgrad._simd is imported, and set in every module
+ * Chosen once, when cropgrad._runtime.simd is imported, and set in every module
  * that includes these headers (each holds its own function pointers): the
  * widest instruction set this CPU runs, or the one CROPGRAD_SIMD names.  x86-64: "sse2" (the
  * baseline), "avx2", "avx512"; AArch64: "neon" (every AArch64 CPU has it)

@@ -15,12 +15,12 @@ result is the NHWC result transposed, bit for bit.
 
 from libc.stdint cimport int64_t
 
-from cropgrad._pixels cimport load
-from cropgrad._parallel cimport SCHEDULE_STATIC, run_tasks
-from cropgrad._sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
+from ..pixels cimport load
+from cropgrad._runtime.parallel cimport SCHEDULE_STATIC, run_tasks
+from .sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
+from ..types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
 
-include "_image_dtypes.pxi"
+include "../image_dtypes.pxi"
 
 
 ctypedef struct JvpBoxesPlan:

@@ -22,8 +22,8 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from cropgrad._aligned cimport align64, round64
-from cropgrad._cdefs cimport (
+from ..aligned cimport align64, round64
+from ..cdefs cimport (
     cg_ahead,
     cg_ask,
     cg_planes_gather,
@@ -31,13 +31,19 @@ from cropgrad._cdefs cimport (
     cg_sum_terms,
     cg_terms,
 )
-from cropgrad._grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
-from cropgrad._pixels cimport load
-from cropgrad._parallel cimport SCHEDULE_DYNAMIC, SERIAL_WORK, run_tasks, team_size
-from cropgrad._sampling cimport crop_ratio, linear_taps, sample_coord
-from cropgrad._types cimport DT_FLOAT32, Geometry, image_t, nchw_t
+from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
+from ..pixels cimport load
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad._runtime.parallel cimport (
+    SCHEDULE_DYNAMIC,
+    SERIAL_WORK,
+    run_tasks,
+    team_size,
+)
+from .sampling cimport crop_ratio, linear_taps, sample_coord
+from ..types cimport DT_FLOAT32, Geometry, image_t, nchw_t
 
-include "_image_dtypes.pxi"
+include "../image_dtypes.pxi"
 
 
 ctypedef struct Staged:
@@ -77,12 +83,10 @@ cdef enum:
     STAGE_BYTES = 1 << 16
 
 
-cdef int use_simd(const char* target) noexcept nogil:
-    """Make this module's terms and plane transposes run on `target`, the
-    instruction set _simd chose (each module holds its own pointers
-    to the clones of cg_simd.h).  Returns 0, or -1 when this CPU cannot run
-    it."""
-    return cg_simd_select(target)
+# This module's terms and plane transposes run on the instruction set the
+# runtime chose for the process (each module holds its own pointers to the
+# clones of cg_simd.h).
+cg_simd_select(chosen_target())
 
 
 cdef void _stage_row(const BoxesGradNchwPlan* p, const image_t* image, int half,

@@ -1,9 +1,8 @@
 # cython: language_level=3
 from libc.stdint cimport int64_t
 
-from cropgrad._types cimport Geometry
+from ..types cimport Geometry
 
-cdef int use_simd(const char* target) noexcept nogil
 cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
                               int image_dtype, const float* boxes,
                               const int64_t* box_ind, float* crops,

@@ -5,8 +5,8 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
-from cropgrad._cdefs cimport cg_bfloat16_to_float, cg_half_to_float
-from cropgrad._types cimport image_t
+from .cdefs cimport cg_bfloat16_to_float, cg_half_to_float
+from .types cimport image_t
 
 
 # What uint16 storage holds: the `half` argument of `load` (and of the

@@ -15,7 +15,7 @@ Thread policy
   caller's next step (NumPy, another library) would use.  Unless the user
   chose a policy (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or
   ``KMP_BLOCKTIME`` set), cropgrad shortens the wait: GNU OpenMP's spin
-  count is set when the runtime loads (``cropgrad/_wait_policy.py``), and
+  count is set when the runtime loads (``cropgrad/_runtime/wait_policy.py``), and
   LLVM's OpenMP gets ``kmp_set_blocktime(0)`` on the calling thread before
   each team starts.
 - fork(): GNU OpenMP keeps a thread pool that does not survive ``fork()``; a
@@ -26,8 +26,8 @@ Thread policy
 
 from cython.parallel cimport parallel, prange, threadid
 
-from cropgrad._cdefs cimport cg_fpenv_enter, cg_fpenv_leave
-from cropgrad._openmp cimport omp_get_max_threads, omp_get_num_procs
+from cropgrad._kernels.cdefs cimport cg_fpenv_enter, cg_fpenv_leave
+from cropgrad._runtime.openmp cimport omp_get_max_threads, omp_get_num_procs
 
 
 cdef extern from *:
@@ -77,7 +77,7 @@ if cg_install_fork_guard() != 0:
 
 # Shorten the workers' wait unless the user set a policy of their own (as
 # the package found the environment before it set GOMP_SPINCOUNT itself).
-from cropgrad import _wait_policy
+from cropgrad._runtime import wait_policy as _wait_policy
 
 cdef bint short_wait = not _wait_policy.user_policy
 

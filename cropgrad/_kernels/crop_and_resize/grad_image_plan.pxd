@@ -6,14 +6,14 @@
 
 from libc.stdint cimport int64_t, uint16_t
 
-from cropgrad._cdefs cimport (
+from ..cdefs cimport (
     cg_ahead,
     cg_float_to_bfloat16,
     cg_round_half,
     cg_row_d,
     cg_row_f,
 )
-from cropgrad._types cimport Geometry, acc_t
+from ..types cimport Geometry, acc_t
 
 
 ctypedef struct GradImagePlan:

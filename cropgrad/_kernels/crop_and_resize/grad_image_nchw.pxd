@@ -1,10 +1,9 @@
 # cython: language_level=3
 # The NCHW plan and tasks of the image gradient (see _grad_image_nchw.pyx).
 
-from cropgrad._grad_image_plan cimport GradImagePlan
+from .grad_image_plan cimport GradImagePlan
 
 
-cdef int use_simd(const char* target) noexcept nogil
 cdef size_t use_tile_bytes(size_t nbytes) noexcept nogil
 cdef bint plan_nchw(GradImagePlan* p, size_t acc_size, Py_ssize_t* channels,
                     Py_ssize_t* groups, size_t* scratch) noexcept nogil

@@ -1,0 +1,1 @@
+"""The ops' compiled kernels (private): placeholder docstring, drawn below."""

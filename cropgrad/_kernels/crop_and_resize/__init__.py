@@ -1,0 +1,1 @@
+"""Kernels of the crop_and_resize family (private)."""
