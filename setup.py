@@ -178,9 +178,10 @@ def _directives():
 
 # One extension module per job, named by its dotted path (the folders are
 # the layers: cropgrad/_runtime the parallel driver and the instruction-set
-# choice, cropgrad/_kernels the ops' kernels, cropgrad.capi the C-level API
-# other compiled code cimports, cropgrad._core the Python layer's bridge to
-# it, cropgrad._xla the XLA FFI handlers of cropgrad.jax, built without JAX).
+# choice, cropgrad/_kernels the ops' kernels, cropgrad/_capi the gate and the
+# ops' calls, cropgrad.capi the C-level API other compiled code cimports,
+# cropgrad._core the Python layer's bridge to it, cropgrad._xla the XLA FFI
+# handlers of cropgrad.jax, built without JAX).
 # The kernels reach each other through their .pxd files.
 _MODULES = [
     "_runtime.parallel",
@@ -192,6 +193,8 @@ _MODULES = [
     "_kernels.crop_and_resize.grad_boxes",
     "_kernels.crop_and_resize.grad_boxes_nchw",
     "_kernels.crop_and_resize.jvp_boxes",
+    "_capi.gate",
+    "_capi.calls",
     "capi",
     "_core",
     "_testing",

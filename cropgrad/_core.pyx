@@ -3,17 +3,20 @@
 
 Two kinds of function, one per op each:
 
-- the gate (``check_*``): the C-level API's metadata checks (capi.pxd's
-  ``_check_*``, shapes in the caller's layout) on Python ints, raising the
-  exception the NumPy API documents with the C-level API's message.  The
-  NumPy API runs it before it allocates the output; cropgrad.jax at trace
-  time and cropgrad.torch whenever the shapes are concrete, so that every
-  entry point refuses the same calls with the same words.
+- the gate (``check_*``): the C-level API's metadata checks
+  (cropgrad/_capi/gate.pxd, shapes in the caller's layout) on Python ints,
+  raising the exception the NumPy API documents with the C-level API's
+  message.  The NumPy API runs it before it allocates the output;
+  cropgrad.jax at trace time and cropgrad.torch whenever the shapes are
+  concrete, so that every entry point refuses the same calls with the same
+  words.
 - the bridge (``crop_and_resize`` ...): takes the buffers of arrays that
-  cropgrad/_validation.py has converted (C-contiguous, of the dtype their
-  code names), releases the GIL for one call of the C-level API, which
-  checks the data and runs the kernel, and turns its error record into the
-  exception.
+  the Python layer has converted (C-contiguous, of the dtype their code
+  names) and whose metadata the gate has passed, releases the GIL for the
+  op's call (cropgrad/_capi/calls.pxd: the checks that need the data, then
+  the kernel; the metadata is not checked again), and turns its error
+  record into the exception.  Only ever called after the gate, with the
+  shapes and codes the gate saw.
 """
 
 from cpython.buffer cimport (
@@ -30,6 +33,10 @@ from cropgrad._runtime.openmp cimport CROPGRAD_HAVE_OPENMP
 cdef extern from "cg_pages.h":
     int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil
 
+from cropgrad._capi cimport calls
+from cropgrad._capi.gate cimport check_forward as _check_forward
+from cropgrad._capi.gate cimport check_grad_boxes as _check_grad_boxes
+from cropgrad._capi.gate cimport check_grad_image as _check_grad_image
 from cropgrad.capi cimport (
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
@@ -37,13 +44,6 @@ from cropgrad.capi cimport (
     CG_ERR_UNSUPPORTED,
     CG_ERR_VALUE,
     CG_OK,
-    _check_forward,
-    _check_grad_boxes,
-    _check_grad_image,
-    cg_crop_and_resize,
-    cg_crop_and_resize_grad_boxes,
-    cg_crop_and_resize_grad_image,
-    cg_crop_and_resize_jvp_boxes,
     cg_error,
 )
 
@@ -158,22 +158,22 @@ ctypedef struct Call:
 
 cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
     if c.op == FORWARD:
-        return cg_crop_and_resize(
+        return calls.run_crop_and_resize(
             c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
             c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
             c.num_threads, c.flush, err)
     if c.op == GRAD_IMAGE:
-        return cg_crop_and_resize_grad_image(
+        return calls.run_grad_image(
             <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
             c.method, c.layout, c.num_threads, c.flush, err)
     if c.op == GRAD_BOXES:
-        return cg_crop_and_resize_grad_boxes(
+        return calls.run_grad_boxes(
             <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
             c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
             <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
-    return cg_crop_and_resize_jvp_boxes(
+    return calls.run_jvp_boxes(
         c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
         <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
         c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],

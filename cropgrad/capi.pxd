@@ -174,22 +174,3 @@ cdef int cg_default_threads() noexcept nogil
 
 # The runtime's version: (CG_API_VERSION_MAJOR << 16) | CG_API_VERSION_MINOR.
 cdef int cg_api_version() noexcept nogil
-
-# --------------------------------------------------------------------------
-# Not part of the C-level API (capi.h does not declare them; they may change
-# in any release): the metadata checks of each op, which read no data.  The
-# functions above run them first; cropgrad._core runs them alone, so that
-# the NumPy API, the JAX and PyTorch adapters and C callers share one
-# definition of a valid call.  Shapes are in `layout`'s order.  Each returns
-# the status and fills `err` (with CG_OK and an empty message on success).
-cdef int _check_forward(const int64_t* image_shape, int image_dtype,
-                        int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-                        int method, int layout, int num_threads, bint bilinear_only,
-                        cg_error* err) noexcept nogil
-cdef int _check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
-                           int output_dtype, int method, int layout,
-                           int num_threads, const char* size_name,
-                           cg_error* err) noexcept nogil
-cdef int _check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
-                           int image_dtype, int method, int layout, int num_threads,
-                           cg_error* err) noexcept nogil

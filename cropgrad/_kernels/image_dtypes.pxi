@@ -10,46 +10,43 @@
 #                           Py_ssize_t t, int thread) noexcept nogil
 #
 # task `t` of its op on thread `thread` (ctx: its plan), for an image of C
-# type image_t whose uint16 storage `half` describes (a HALF_ value); its
+# type image_t whose uint16 storage `half` describes (the dtype code); its
 # run_tasks callback is then one call of `_image_task`.
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
-from cropgrad._kernels.pixels cimport HALF_BFLOAT16, HALF_FLOAT16, HALF_NONE
-from cropgrad._kernels.types cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT32,
-    DT_INT8,
-    DT_INT16,
-    DT_INT32,
-    DT_INT64,
-    DT_UINT8,
-    DT_UINT16,
+from cropgrad.capi cimport (
+    CG_BFLOAT16,
+    CG_FLOAT16,
+    CG_FLOAT32,
+    CG_INT8,
+    CG_INT16,
+    CG_INT32,
+    CG_INT64,
+    CG_UINT8,
+    CG_UINT16,
 )
 
 
 cdef inline void _image_task(const void* ctx, const void* image, int code,
                              Py_ssize_t t, int thread) noexcept nogil:
-    """`_typed_task` of the C type that image dtype `code` (a DT_ code)
-    is stored as; float16 and bfloat16 as their uint16 bits."""
-    if code == DT_UINT8:
-        _typed_task(ctx, <const uint8_t*>image, HALF_NONE, t, thread)
-    elif code == DT_INT8:
-        _typed_task(ctx, <const int8_t*>image, HALF_NONE, t, thread)
-    elif code == DT_UINT16:
-        _typed_task(ctx, <const uint16_t*>image, HALF_NONE, t, thread)
-    elif code == DT_FLOAT16:
-        _typed_task(ctx, <const uint16_t*>image, HALF_FLOAT16, t, thread)
-    elif code == DT_BFLOAT16:
-        _typed_task(ctx, <const uint16_t*>image, HALF_BFLOAT16, t, thread)
-    elif code == DT_INT16:
-        _typed_task(ctx, <const int16_t*>image, HALF_NONE, t, thread)
-    elif code == DT_INT32:
-        _typed_task(ctx, <const int32_t*>image, HALF_NONE, t, thread)
-    elif code == DT_INT64:
-        _typed_task(ctx, <const int64_t*>image, HALF_NONE, t, thread)
-    elif code == DT_FLOAT32:
-        _typed_task(ctx, <const float*>image, HALF_NONE, t, thread)
+    """`_typed_task` of the C type that image dtype `code` (a CG_ code)
+    is stored as; float16 and bfloat16 as their uint16 bits, with `code`
+    as the `half` argument."""
+    if code == CG_UINT8:
+        _typed_task(ctx, <const uint8_t*>image, code, t, thread)
+    elif code == CG_INT8:
+        _typed_task(ctx, <const int8_t*>image, code, t, thread)
+    elif code == CG_UINT16 or code == CG_FLOAT16 or code == CG_BFLOAT16:
+        # The code says what the bits are (see pixels.load).
+        _typed_task(ctx, <const uint16_t*>image, code, t, thread)
+    elif code == CG_INT16:
+        _typed_task(ctx, <const int16_t*>image, code, t, thread)
+    elif code == CG_INT32:
+        _typed_task(ctx, <const int32_t*>image, code, t, thread)
+    elif code == CG_INT64:
+        _typed_task(ctx, <const int64_t*>image, code, t, thread)
+    elif code == CG_FLOAT32:
+        _typed_task(ctx, <const float*>image, code, t, thread)
     else:
-        _typed_task(ctx, <const double*>image, HALF_NONE, t, thread)
+        _typed_task(ctx, <const double*>image, code, t, thread)

@@ -42,22 +42,8 @@ ctypedef struct Geometry:
     bint nchw
 
 
-# Image dtypes as the kernels know them: the same numbers as the C-level
-# API's codes (cropgrad/capi.pxd); capi.pyx checks, when it is imported,
-# that all ten agree.
-# (Kernels do not cimport capi: that would make its module import theirs
-# and theirs import it.)
-cdef enum:
-    DT_UINT8 = 1
-    DT_INT8 = 2
-    DT_UINT16 = 3
-    DT_INT16 = 4
-    DT_INT32 = 5
-    DT_INT64 = 6
-    DT_FLOAT16 = 7
-    DT_FLOAT32 = 8
-    DT_FLOAT64 = 9
-    DT_BFLOAT16 = 10
+# Dtypes: the kernels take the C-level API's codes (cropgrad.capi's CG_*,
+# cimported from capi.pxd: enums only, so no module import follows).
 
 
 # Layout tags: kernels written once for both layouts take a `layout_t*`

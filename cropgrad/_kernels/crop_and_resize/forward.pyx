@@ -144,7 +144,7 @@ cdef int crop_and_resize(const Geometry* geo, const void* image, int image_dtype
     Parameters
     ----------
     geo : the problem; ``num_boxes * crop_h * crop_w * depth > 0``.
-    image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+    image : [batch, height, width, depth] of `image_dtype` (a CG_ code).
         ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)

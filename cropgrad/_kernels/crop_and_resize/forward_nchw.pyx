@@ -322,7 +322,7 @@ cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
     Parameters
     ----------
     geo : the problem (``geo.nchw``); ``num_boxes * crop_h * crop_w * depth > 0``.
-    image : [batch, depth, height, width] of `image_dtype` (a DT_ code).
+    image : [batch, depth, height, width] of `image_dtype` (a CG_ code).
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
     crops : float32 [num_boxes, depth, crop_h, crop_w]; every element written.

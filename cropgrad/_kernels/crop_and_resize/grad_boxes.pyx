@@ -173,7 +173,7 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
     geo : the problem; ``num_boxes > 0``.
     grads : float32 [num_boxes, crop_h, crop_w, depth]
         ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
-    image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+    image : [batch, height, width, depth] of `image_dtype` (a CG_ code).
         ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)

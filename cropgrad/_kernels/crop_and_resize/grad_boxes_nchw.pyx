@@ -41,7 +41,8 @@ from cropgrad._runtime.parallel cimport (
     team_size,
 )
 from .sampling cimport crop_ratio, linear_taps, sample_coord
-from ..types cimport DT_FLOAT32, Geometry, image_t, nchw_t
+from ..types cimport Geometry, image_t, nchw_t
+from cropgrad.capi cimport CG_FLOAT32
 
 include "../image_dtypes.pxi"
 
@@ -341,7 +342,7 @@ cdef int grad_boxes_nchw(const Geometry* geo, const float* grads, const void* im
     # planes' rows for every crop row made the boxes gradient twice as slow
     # in NCHW as in NHWC; whole, the staging costs one pass over the image.
     pixel_floats = <size_t>geo.batch * geo.height * geo.width * geo.depth
-    whole = (p.staged_each > 0 and image_dtype == DT_FLOAT32
+    whole = (p.staged_each > 0 and image_dtype == CG_FLOAT32
              and pixel_floats <= <size_t>N * geo.crop_h * geo.crop_w * geo.depth)
     if whole:
         nbytes += pixel_floats * sizeof(float) + 64

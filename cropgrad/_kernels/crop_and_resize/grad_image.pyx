@@ -55,6 +55,7 @@ from .grad_image_plan cimport (
     scatter_row,
 )
 from ..types cimport Geometry, acc_t
+from cropgrad.capi cimport CG_BFLOAT16, CG_FLOAT16, CG_FLOAT32, CG_FLOAT64
 
 # The machine-dependent sizes (cropgrad/_runtime/tuning.py, from the cache sizes,
 # read once at import).  None of them changes the bits.
@@ -399,7 +400,7 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
 
 
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
-                    const int64_t* box_ind, void* out, int out_kind,
+                    const int64_t* box_ind, void* out, int out_dtype,
                     int nthreads, bint flush, size_t* failed) noexcept nogil:
     """Gradient of crop-and-resize with respect to the image.
 
@@ -410,7 +411,7 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
-    out : [batch, height, width, depth] of `out_kind`; overwritten.
+    out : [batch, height, width, depth] of `out_dtype`; overwritten.
         ([batch, depth, height, width] when ``geo.nchw``: see
         _grad_image_nchw)
     nthreads : upper bound on the team (resolved).
@@ -427,8 +428,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
     cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
     cdef Py_ssize_t per_thread, max_rows = 0, extra = 0, longest, k
-    cdef bint half = out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16
-    cdef size_t acc_size = sizeof(double) if out_kind == OUT_FLOAT64 else sizeof(float)
+    cdef bint half = out_dtype == CG_FLOAT16 or out_dtype == CG_BFLOAT16
+    cdef size_t acc_size = sizeof(double) if out_dtype == CG_FLOAT64 else sizeof(float)
     cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
     cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0, tile_each = 0
     cdef int64_t* cost
@@ -439,11 +440,11 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         # a float16 or bfloat16 output (for a huge image, a whole image of
         # scratch).  All-zero bytes are +0.0 in every output dtype, the bits
         # the tasks' zeroing and rounding give.
-        memset(out, 0, out_elems * (acc_size if out_kind == OUT_FLOAT32
-                                    or out_kind == OUT_FLOAT64 else 2))
+        memset(out, 0, out_elems * (acc_size if out_dtype == CG_FLOAT32
+                                    or out_dtype == CG_FLOAT64 else 2))
         return 0
     p.g = geo[0]
-    p.acc_double = out_kind == OUT_FLOAT64
+    p.acc_double = out_dtype == CG_FLOAT64
     p.grads = grads
     p.grads_size = N * geo.crop_h * geo.crop_w * geo.depth
     p.tile_rows = 0
@@ -516,8 +517,8 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         return -1
     p.acc = out
     p.half_out = NULL
-    p.bfloat16_out = out_kind == OUT_BFLOAT16
-    if out_kind == OUT_FLOAT16 or out_kind == OUT_BFLOAT16:
+    p.bfloat16_out = out_dtype == CG_BFLOAT16
+    if out_dtype == CG_FLOAT16 or out_dtype == CG_BFLOAT16:
         p.half_out = <uint16_t*>out
         # Tiles round into the output as they write it.
         p.acc = NULL

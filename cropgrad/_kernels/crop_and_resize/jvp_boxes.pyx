@@ -105,7 +105,7 @@ cdef int jvp_boxes(const Geometry* geo, const void* image, int image_dtype,
     Parameters
     ----------
     geo : the problem (bilinear); ``num_boxes * crop_h * crop_w * depth > 0``.
-    image : [batch, height, width, depth] of `image_dtype` (a DT_ code).
+    image : [batch, height, width, depth] of `image_dtype` (a CG_ code).
         ([batch, depth, height, width] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     tangent : float32 [num_boxes, 4], any values

@@ -1,0 +1,119 @@
+# cython: language_level=3
+#
+# The gate: the one definition of a valid call of the C-level API (private;
+# cropgrad.capi, cropgrad._core and the XLA handlers cimport it).  Two kinds
+# of check, every one filling the caller's error record:
+#
+# - the metadata checks of each op (`check_forward`, `check_grad_image`,
+#   `check_grad_boxes`): shapes, dtype codes and options, no data read.  The
+#   C-level API runs them first; cropgrad._core runs them alone, on Python
+#   ints, before the Python layer allocates an output, so that the NumPy API,
+#   the JAX and PyTorch adapters and C callers refuse the same calls with
+#   the same words.
+# - the checks that need the arrays (`check_arrays`: NULL and overlapping
+#   pointers; `check_data`: box indices in range, finite boxes), which the
+#   ops' calls (cropgrad/_capi/calls.pyx) run once the metadata has passed.
+#
+# Shapes are 4 int64 values in the caller's layout.  Each check returns the
+# status (CG_OK or a CG_ERR_* code) and, on an error, has written the
+# message; the record's `position` is the offending box or -1.
+
+from libc.stdint cimport int64_t
+
+from cropgrad.capi cimport CG_NCHW, CG_OK, cg_error
+
+# The largest thread count a call may ask for.
+cdef enum:
+    MAX_THREADS = 1024
+
+# Bytes per element of each dtype code (index 0 unused).
+cdef int64_t ITEMSIZE[11]
+
+
+# The error record.
+
+cdef inline int fail(cg_error* err, int status, int64_t position) noexcept nogil:
+    """Record `status` (the message is already in ``err.message``)."""
+    err.status = status
+    err.position = position
+    return status
+
+
+cdef inline int ok(cg_error* err) noexcept nogil:
+    err.status = CG_OK
+    err.position = -1
+    err.message[0] = 0
+    return CG_OK
+
+
+cdef inline void nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept nogil:
+    """`shape`, given in `layout`'s order, as [n, height, width, depth]."""
+    dims[0] = shape[0]
+    if layout == CG_NCHW:
+        dims[1] = shape[2]
+        dims[2] = shape[3]
+        dims[3] = shape[1]
+    else:
+        dims[1] = shape[1]
+        dims[2] = shape[2]
+        dims[3] = shape[3]
+
+
+cdef int memory_error(cg_error* err, const char* op, size_t nbytes,
+                      const char* what) noexcept nogil
+
+
+# One array argument of a call, for `check_arrays`.
+
+ctypedef struct Array:
+    # One array argument of a call: where it is, how many bytes its shape
+    # holds (the shapes already checked, so the count fits int64), its name.
+    const void* data
+    int64_t nbytes
+    const char* name
+
+
+cdef inline int64_t nbytes(const int64_t* shape, int64_t itemsize) noexcept nogil:
+    """Bytes of a checked 4-D shape (its non-zero dimensions fit int64)."""
+    return itemsize * shape[0] * shape[1] * shape[2] * shape[3]
+
+
+cdef inline void array(Array* a, const void* data, int64_t nbytes,
+                       const char* name) noexcept nogil:
+    a.data = data
+    a.nbytes = nbytes
+    a.name = name
+
+
+# Checks shared by the ops.
+
+cdef int bad_dtype(cg_error* err, const char* argument, const char* allowed,
+                   int code) noexcept nogil
+cdef int check_common(int method, int layout, int num_threads, bint bilinear_only,
+                      cg_error* err) noexcept nogil
+cdef int check_size(const int64_t* shape, int64_t itemsize, const char* name,
+                    cg_error* err) noexcept nogil
+cdef int check_image(const int64_t* image_shape, int image_dtype, int layout,
+                     cg_error* err) noexcept nogil
+cdef int check_shape_pointer(const int64_t* shape, const char* name,
+                             cg_error* err) noexcept nogil
+cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes,
+                          cg_error* err) noexcept nogil
+cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil
+cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
+                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil
+
+
+# The metadata checks of each op.
+
+cdef int check_forward(const int64_t* image_shape, int image_dtype,
+                       int64_t num_boxes, int64_t crop_height, int64_t crop_width,
+                       int method, int layout, int num_threads, bint bilinear_only,
+                       cg_error* err) noexcept nogil
+cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
+                          int output_dtype, int method, int layout,
+                          int num_threads, const char* size_name,
+                          cg_error* err) noexcept nogil
+cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
+                          int image_dtype, int method, int layout, int num_threads,
+                          cg_error* err) noexcept nogil

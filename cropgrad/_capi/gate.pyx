@@ -1,0 +1,344 @@
+# cython: language_level=3
+"""The gate: the one definition of a valid call (see gate.pxd).
+
+The NumPy API passes only codes and values its Python layer has checked,
+so the messages about dtype codes, methods and layouts here are the
+C-level API's own (docs/capi.md lists them); the ones about shapes and
+data are what every entry point says.
+"""
+
+from libc.math cimport isfinite
+from libc.stdint cimport INT64_MAX, int32_t, uintptr_t
+from libc.stdio cimport snprintf
+
+from cropgrad.capi cimport (
+    CG_BFLOAT16,
+    CG_BILINEAR,
+    CG_ERR_INDEX,
+    CG_ERR_MEMORY,
+    CG_ERR_TYPE,
+    CG_ERR_VALUE,
+    CG_FLOAT16,
+    CG_FLOAT32,
+    CG_FLOAT64,
+    CG_INT32,
+    CG_INT64,
+    CG_MESSAGE_SIZE,
+    CG_NEAREST,
+    CG_NHWC,
+    CG_UINT8,
+)
+
+ITEMSIZE[:] = [0, 1, 1, 2, 2, 4, 8, 2, 4, 8, 2]
+# The codes' names, for messages (index 0 unused).
+cdef const char* CODE_NAME[11]
+CODE_NAME[:] = [b"", b"CG_UINT8", b"CG_INT8", b"CG_UINT16", b"CG_INT16", b"CG_INT32",
+                b"CG_INT64", b"CG_FLOAT16", b"CG_FLOAT32", b"CG_FLOAT64",
+                b"CG_BFLOAT16"]
+
+
+cdef int memory_error(cg_error* err, const char* op, size_t nbytes,
+                      const char* what) noexcept nogil:
+    snprintf(err.message, CG_MESSAGE_SIZE, "%s: could not allocate %llu bytes of %s",
+             op, <unsigned long long>nbytes, what)
+    return fail(err, CG_ERR_MEMORY, -1)
+
+
+cdef void format_shape(char* buf, size_t size, const int64_t* shape) noexcept nogil:
+    snprintf(buf, size, "[%lld, %lld, %lld, %lld]", <long long>shape[0],
+             <long long>shape[1], <long long>shape[2], <long long>shape[3])
+
+
+# --------------------------------------------------------------------------
+# Checks shared by the ops
+
+cdef bint valid_image_dtype(int code) noexcept nogil:
+    return CG_UINT8 <= code <= CG_BFLOAT16
+
+
+cdef const char* dtype_code_name(int code) noexcept nogil:
+    """"CG_FLOAT32" for 8, and so on; "" for a number that is no dtype code."""
+    if CG_UINT8 <= code <= CG_BFLOAT16:
+        return CODE_NAME[code]
+    return b""
+
+
+cdef int bad_dtype(cg_error* err, const char* argument, const char* allowed,
+                   int code) noexcept nogil:
+    """A dtype code `argument` does not take (only C callers can pass one).
+
+    Worded with the codes' names, where the NumPy API (which passes only
+    codes it takes) names a NumPy dtype.
+    """
+    if dtype_code_name(code)[0] != 0:
+        snprintf(err.message, CG_MESSAGE_SIZE, "%s must be %s, got %s (%d)",
+                 argument, allowed, dtype_code_name(code), code)
+    else:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s must be %s, got %d (not a dtype code)", argument, allowed, code)
+    return fail(err, CG_ERR_TYPE, -1)
+
+
+cdef int check_common(int method, int layout, int num_threads, bint bilinear_only,
+                      cg_error* err) noexcept nogil:
+    """Method, layout and thread count; returns a status.
+
+    The NumPy API passes only codes it has checked, so these messages are
+    the C-level API's own (docs/capi.md lists them).
+    """
+    if method != CG_BILINEAR and (bilinear_only or method != CG_NEAREST):
+        snprintf(err.message, CG_MESSAGE_SIZE, "method must be %s, got %d",
+                 <const char*>(b"CG_BILINEAR (0): the only method this op has"
+                               if bilinear_only
+                               else b"CG_BILINEAR (0) or CG_NEAREST (1)"), method)
+        return fail(err, CG_ERR_VALUE, -1)
+    if layout != CG_NHWC and layout != CG_NCHW:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "layout must be CG_NHWC (0) or CG_NCHW (1), got %d", layout)
+        return fail(err, CG_ERR_VALUE, -1)
+    if num_threads < 0 or num_threads > MAX_THREADS:
+        # The NumPy API's "num_threads must be from 1 to 1024, got N", with
+        # the C-level API's 0 (the NumPy API's None) added.
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "num_threads must be 0 (the default) or from 1 to %d, got %d",
+                 <int>MAX_THREADS, num_threads)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_size(const int64_t* shape, int64_t itemsize, const char* name,
+                    cg_error* err) noexcept nogil:
+    """The array of `shape` must be indexable: elements and bytes fit int64."""
+    cdef int64_t span = itemsize
+    cdef int i
+    cdef char dims[128]
+    for i in range(4):
+        if shape[i] < 0:
+            format_shape(dims, sizeof(dims), shape)
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "%s has a negative dimension: shape %s", name, dims)
+            return fail(err, CG_ERR_VALUE, -1)
+    for i in range(4):
+        if shape[i] == 0:
+            continue
+        if span > INT64_MAX // shape[i]:
+            format_shape(dims, sizeof(dims), shape)
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "%s of shape %s is too large: more bytes than this "
+                     "platform can index", name, dims)
+            return fail(err, CG_ERR_VALUE, -1)
+        span *= shape[i]
+    return CG_OK
+
+
+cdef int check_image(const int64_t* image_shape, int image_dtype, int layout,
+                     cg_error* err) noexcept nogil:
+    cdef char dims[128]
+    cdef int64_t s[4]
+    nhwc(image_shape, layout, s)
+    if not valid_image_dtype(image_dtype):
+        return bad_dtype(err, "image_dtype", "CG_UINT8, CG_INT8, CG_UINT16, "
+                         "CG_INT16, CG_INT32, CG_INT64, CG_FLOAT16, CG_FLOAT32, "
+                         "CG_FLOAT64 or CG_BFLOAT16", image_dtype)
+    if check_size(image_shape, ITEMSIZE[image_dtype], "image", err) != CG_OK:
+        return err.status
+    if s[1] == 0 or s[2] == 0:
+        format_shape(dims, sizeof(dims), image_shape)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "image dimensions must be positive, got shape %s", dims)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_shape_pointer(const int64_t* shape, const char* name,
+                             cg_error* err) noexcept nogil:
+    if shape == NULL:
+        snprintf(err.message, CG_MESSAGE_SIZE, "%s is NULL: 4 values are needed",
+                 name)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes,
+                          cg_error* err) noexcept nogil:
+    """box_ind's dtype code; boxes [num_boxes, 4] indexable (num_boxes >= 0)."""
+    if box_ind_dtype != CG_INT32 and box_ind_dtype != CG_INT64:
+        return bad_dtype(err, "box_ind_dtype", "CG_INT32 or CG_INT64",
+                         box_ind_dtype)
+    if num_boxes > INT64_MAX // 16:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "boxes of shape [%lld, 4] is too large: more bytes than this "
+                 "platform can index", <long long>num_boxes)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil:
+    """No NULL where there are bytes; the output (the last) apart from the rest.
+
+    NULL is fine for an empty array.  The overlap test is the NumPy API's
+    (its message too): byte ranges, every array being contiguous.
+    """
+    cdef const Array* out = &arrays[count - 1]
+    cdef uintptr_t lo = <uintptr_t>out.data
+    cdef uintptr_t hi = lo + <uintptr_t>out.nbytes
+    cdef uintptr_t a
+    cdef int i
+    for i in range(count):
+        if arrays[i].data == NULL and arrays[i].nbytes > 0:
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "%s is NULL but its shape holds %lld bytes (NULL is only "
+                     "for an empty array)", arrays[i].name,
+                     <long long>arrays[i].nbytes)
+            return fail(err, CG_ERR_VALUE, -1)
+    if out.nbytes == 0:
+        return CG_OK
+    for i in range(count - 1):
+        a = <uintptr_t>arrays[i].data
+        if arrays[i].nbytes > 0 and a < hi and lo < a + <uintptr_t>arrays[i].nbytes:
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "out must not share memory with an input")
+            return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
+                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
+    """Every box_ind value within [0, batch), every box coordinate finite.
+
+    After `check_arrays` (box_ind_dtype is a code it takes).
+    """
+    cdef int64_t b, v
+    for b in range(num_boxes):
+        if box_ind_dtype == CG_INT32:
+            v = (<const int32_t*>box_ind)[b]
+        else:
+            v = (<const int64_t*>box_ind)[b]
+        if v < 0 or v >= batch:
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "box_ind has values outside [0, batch_size) = [0, %lld): "
+                     "box_ind[%lld] = %lld", <long long>batch, <long long>b,
+                     <long long>v)
+            return fail(err, CG_ERR_INDEX, b)
+    for b in range(num_boxes):
+        if not (isfinite(boxes[4 * b]) and isfinite(boxes[4 * b + 1])
+                and isfinite(boxes[4 * b + 2]) and isfinite(boxes[4 * b + 3])):
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "boxes must be finite: boxes[%lld] = [%.9g, %.9g, %.9g, %.9g] "
+                     "has a NaN or infinite coordinate", <long long>b,
+                     <double>boxes[4 * b], <double>boxes[4 * b + 1],
+                     <double>boxes[4 * b + 2], <double>boxes[4 * b + 3])
+            return fail(err, CG_ERR_VALUE, b)
+    return CG_OK
+
+
+cdef int check_grads(const int64_t* grads_shape, const int64_t* g,
+                     cg_error* err) noexcept nogil:
+    """grads indexable, its crops not empty (`g`: its shape as NHWC)."""
+    if check_size(grads_shape, 4, "grads", err) != CG_OK:
+        return err.status
+    if g[1] == 0 or g[2] == 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "grads dimensions must be positive: crop_height and crop_width "
+                 "are %lld and %lld", <long long>g[1], <long long>g[2])
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+# --------------------------------------------------------------------------
+# The metadata checks of each op (no data read)
+
+cdef int check_forward(const int64_t* image_shape, int image_dtype,
+                       int64_t num_boxes, int64_t crop_height, int64_t crop_width,
+                       int method, int layout, int num_threads, bint bilinear_only,
+                       cg_error* err) noexcept nogil:
+    """The forward op's checks; also the boxes JVP's (`bilinear_only`), whose
+    arguments and output are the forward op's."""
+    cdef int64_t crops_shape[4]
+    if check_common(method, layout, num_threads, bilinear_only, err) != CG_OK:
+        return err.status
+    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
+        return err.status
+    if num_boxes < 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "boxes: num_boxes must be non-negative, got %lld",
+                 <long long>num_boxes)
+        return fail(err, CG_ERR_VALUE, -1)
+    if crop_height <= 0 or crop_width <= 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "crop dimensions must be positive, got crop_size = [%lld, %lld]",
+                 <long long>crop_height, <long long>crop_width)
+        return fail(err, CG_ERR_VALUE, -1)
+    crops_shape[0] = num_boxes
+    crops_shape[1] = crop_height
+    crops_shape[2] = crop_width
+    crops_shape[3] = image_shape[1] if layout == CG_NCHW else image_shape[3]
+    if check_size(crops_shape, 4, "the output", err) != CG_OK:
+        return err.status
+    return ok(err)
+
+
+cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
+                          int output_dtype, int method, int layout,
+                          int num_threads, const char* size_name,
+                          cg_error* err) noexcept nogil:
+    """Shapes are in `layout`'s order (and so are those the messages show);
+    `size_name` is what the caller calls `image_size` (JAX: image_shape)."""
+    cdef char dims[128]
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    if check_common(method, layout, num_threads, False, err) != CG_OK:
+        return err.status
+    nhwc(grads_shape, layout, g)
+    nhwc(image_size, layout, s)
+    if output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32 \
+            and output_dtype != CG_FLOAT64 and output_dtype != CG_BFLOAT16:
+        return bad_dtype(err, "output_dtype",
+                         "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
+                         output_dtype)
+    if check_grads(grads_shape, g, err) != CG_OK:
+        return err.status
+    if s[1] <= 0 or s[2] <= 0:
+        format_shape(dims, sizeof(dims), image_size)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "image dimensions must be positive: %s = %s", size_name, dims)
+        return fail(err, CG_ERR_VALUE, -1)
+    if s[0] < 0 or s[3] < 0:
+        format_shape(dims, sizeof(dims), image_size)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s: batch and depth must be non-negative, got %s", size_name,
+                 dims)
+        return fail(err, CG_ERR_VALUE, -1)
+    if g[3] != s[3]:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s and grads are incompatible: %s depth is %lld but grads "
+                 "depth is %lld", size_name, size_name, <long long>s[3],
+                 <long long>g[3])
+        return fail(err, CG_ERR_VALUE, -1)
+    # float16 and bfloat16 outputs also need a float32 accumulator of the
+    # same shape.
+    if check_size(image_size, 4 if ITEMSIZE[output_dtype] == 2 else
+                  ITEMSIZE[output_dtype], "the output", err) != CG_OK:
+        return err.status
+    return ok(err)
+
+
+cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
+                          int image_dtype, int method, int layout, int num_threads,
+                          cg_error* err) noexcept nogil:
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    if check_common(method, layout, num_threads, True, err) != CG_OK:
+        return err.status
+    nhwc(grads_shape, layout, g)
+    nhwc(image_shape, layout, s)
+    if check_grads(grads_shape, g, err) != CG_OK:
+        return err.status
+    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
+        return err.status
+    if g[3] != s[3]:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "image and grads must have the same depth, got %lld and %lld",
+                 <long long>s[3], <long long>g[3])
+        return fail(err, CG_ERR_VALUE, -1)
+    return ok(err)
