@@ -75,10 +75,24 @@ def test_flush_changes_subnormal_results_only():
 
 def test_serial_sum_is_left_to_right():
     # In float32, (1 + 1e8) - 1e8 is 0 and (1e8 - 1e8) + 1 is 1.
-    assert reference._serial_sum(np.array([1, 1e8, -1e8], np.float32), False) == 0
-    assert reference._serial_sum(np.array([1e8, -1e8, 1], np.float32), False) == 1
+    assert (
+        reference.crop_and_resize_boxes._serial_sum(
+            np.array([1, 1e8, -1e8], np.float32), False
+        )
+        == 0
+    )
+    assert (
+        reference.crop_and_resize_boxes._serial_sum(
+            np.array([1e8, -1e8, 1], np.float32), False
+        )
+        == 1
+    )
     # A subnormal partial sum restarts from zero under flush-to-zero.
     tiny = np.array([3e-38, -2.5e-38, 2e-38], np.float32)  # all normal
-    assert reference._serial_sum(tiny, True) == np.float32(2e-38)
+    assert reference.crop_and_resize_boxes._serial_sum(tiny, True) == np.float32(2e-38)
     ieee = np.float32(np.float32(3e-38) - np.float32(2.5e-38)) + np.float32(2e-38)
-    assert reference._serial_sum(tiny, False) == ieee != np.float32(2e-38)
+    assert (
+        reference.crop_and_resize_boxes._serial_sum(tiny, False)
+        == ieee
+        != np.float32(2e-38)
+    )

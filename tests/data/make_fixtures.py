@@ -644,14 +644,20 @@ def write_npz(path, cases):
 
 
 def _load_reference():
-    """cropgrad's NumPy reference, loaded from its file.
+    """cropgrad's NumPy reference, loaded from its folder.
 
-    ``cropgrad/_reference.py`` imports nothing but NumPy, so it runs in an
-    environment that has TensorFlow but no compiled cropgrad.
+    ``cropgrad/_reference/`` imports nothing but NumPy (its modules import
+    each other relatively), so it runs in an environment that has
+    TensorFlow but no compiled cropgrad.
     """
-    path = os.path.join(HERE, os.pardir, os.pardir, "cropgrad", "_reference.py")
-    spec = importlib.util.spec_from_file_location("cropgrad_reference", path)
+    folder = os.path.join(HERE, os.pardir, os.pardir, "cropgrad", "_reference")
+    spec = importlib.util.spec_from_file_location(
+        "cropgrad_reference",
+        os.path.join(folder, "__init__.py"),
+        submodule_search_locations=[folder],
+    )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
