@@ -214,7 +214,9 @@ def test_docstring_examples():
 )
 @pytest.mark.parametrize("sampling_ratio", [2, -1])
 @pytest.mark.parametrize("aligned", [False, True])
-def test_nonfinite_boxes_give_zero(box, sampling_ratio, aligned):
+def test_nonfinite_samples_are_outside(box, sampling_ratio, aligned):
+    # The library will refuse non-finite boxes; its arithmetic, modelled
+    # here, treats their samples (and those of overflowing sizes) as outside.
     image = np.arange(42, dtype=np.float32).reshape(1, 1, 6, 7)
     kw = dict(sampling_ratio=sampling_ratio, aligned=aligned)
     assert not ref.roi_align(image, [box], [0], (2, 3), **kw).any()

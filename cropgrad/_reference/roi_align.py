@@ -95,11 +95,15 @@ Where cropgrad defines what torchvision leaves undefined
   vector size when exactly one axis is flipped (``ValueError: cannot
   create std::vector larger than max_size()``), and into no samples
   otherwise: the output is 0 in every case where it returns.
-- A NaN or infinite box coordinate (or a finite one whose scaled size
-  overflows) gives NaN or infinite sample coordinates, which are outside:
-  the box's output and gradients are 0.  torchvision crashes the process
-  (a NaN sample reaches an ``(int)`` cast) with a fixed sampling ratio and
-  returns zeros by accident with the adaptive one.
+- NaN and infinite box coordinates: the library will reject them
+  (``ValueError`` naming the box, as ``crop_and_resize`` does and as ONNX
+  Runtime does); the arithmetic here does not check and treats them as
+  the kernels would: their NaN or infinite sample coordinates are outside,
+  and so are those of finite boxes whose scaled size overflows (``x2 -
+  x1`` beyond float32's range gives ``0 * inf`` in the first bin).  Such a
+  box's output and gradients are 0.  torchvision reads pixels at ``(int)
+  NaN`` and crashes the process with a fixed sampling ratio (for most such
+  boxes), and returns zeros with the adaptive grid.
 - A bin may hold at most `MAX_SAMPLES_PER_BIN` samples (``grid_h *
   grid_w``, after negative grids count as 0): beyond it the count would
   not be exact in float32, and torchvision's ``int`` arithmetic overflows
