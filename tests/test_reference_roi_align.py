@@ -11,27 +11,12 @@ and are each other's transpose.
 """
 
 import doctest
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 from _helpers import assert_same_bits, load_cases
 
-# Loaded from its file until the package cropgrad/_reference/ exists; then
-# this becomes ``from cropgrad._reference import roi_align as ref``.
-_PATH = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    os.pardir,
-    "cropgrad",
-    "_reference",
-    "roi_align.py",
-)
-if not os.path.exists(_PATH):  # a copy of tests/ alone, as the wheel checks run it
-    pytest.skip("no cropgrad/_reference/roi_align.py here", allow_module_level=True)
-_spec = importlib.util.spec_from_file_location("cropgrad_reference_roi_align", _PATH)
-ref = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ref)
+from cropgrad._reference import roi_align as ref
 
 CASES = load_cases("roi_align.npz")
 

@@ -36,7 +36,10 @@ Modules and functions
     the boxes gradient and the derivative of the forward op along a
     tangent of the boxes, its transpose (NHWC);
 ``crop_and_resize_boxes``: grad_boxes_magnitude
-    a scale of the rounding errors of the boxes gradient (and of the JVP).
+    a scale of the rounding errors of the boxes gradient (and of the JVP);
+``roi_align``
+    the RoIAlign family (torchvision's arithmetic; NCHW), in its own
+    namespace: ``_reference.roi_align.roi_align`` and its gradients.
 
 The package re-exports each of them, so ``_reference.grad_image`` reads as
 before.
@@ -53,6 +56,7 @@ array([[1., 0., 1.],
        [1., 0., 1.]])
 """
 
+from . import roi_align
 from .crop_and_resize import (
     TINY32,
     crop_and_resize,
@@ -78,5 +82,6 @@ __all__ = [
     "jvp_boxes",
     "linear_taps",
     "nearest_tap",
+    "roi_align",
     "sample_coords",
 ]
