@@ -24,12 +24,12 @@ from cropgrad._runtime import wait_policy as _wait_policy
 with _wait_policy.loading():
     from cropgrad._runtime import parallel  # noqa: F401
 
-from cropgrad._api import (  # noqa: E402
+from cropgrad._api.config import show_config  # noqa: E402
+from cropgrad._api.crop_and_resize import (  # noqa: E402
     crop_and_resize,
     crop_and_resize_grad_boxes,
     crop_and_resize_grad_image,
     crop_and_resize_jvp_boxes,
-    show_config,
 )
 from cropgrad._version import __version__  # noqa: E402, F401  (public)
 

@@ -1,9 +1,15 @@
 from cropgrad import raw_ops as raw_ops
-from cropgrad._api import crop_and_resize as crop_and_resize
-from cropgrad._api import crop_and_resize_grad_boxes as crop_and_resize_grad_boxes
-from cropgrad._api import crop_and_resize_grad_image as crop_and_resize_grad_image
-from cropgrad._api import crop_and_resize_jvp_boxes as crop_and_resize_jvp_boxes
-from cropgrad._api import show_config as show_config
+from cropgrad._api.config import show_config as show_config
+from cropgrad._api.crop_and_resize import crop_and_resize as crop_and_resize
+from cropgrad._api.crop_and_resize import (
+    crop_and_resize_grad_boxes as crop_and_resize_grad_boxes,
+)
+from cropgrad._api.crop_and_resize import (
+    crop_and_resize_grad_image as crop_and_resize_grad_image,
+)
+from cropgrad._api.crop_and_resize import (
+    crop_and_resize_jvp_boxes as crop_and_resize_jvp_boxes,
+)
 from cropgrad._version import __version__ as __version__
 
 __all__ = [

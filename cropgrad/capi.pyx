@@ -111,7 +111,7 @@ cdef int cg_crop_and_resize_jvp_boxes(
 
 
 # --------------------------------------------------------------------------
-# The codes of capi.pxd, for the Python layer (cropgrad._validation) and
+# The codes of capi.pxd, for the Python layer (cropgrad._api.validation) and
 # for ctypes, cffi and Numba consumers.
 _CODES = {
     "CG_OK": CG_OK, "CG_ERR_VALUE": CG_ERR_VALUE, "CG_ERR_INDEX": CG_ERR_INDEX,

@@ -69,7 +69,7 @@ except ImportError as _exc:  # not installed, or hidden
     ) from _exc
 
 from cropgrad import _core, _xla
-from cropgrad import _validation as _v
+from cropgrad._api import validation as _v
 
 __all__ = [
     "DEFAULT_THREADS",

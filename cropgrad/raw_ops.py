@@ -49,7 +49,7 @@ array([[0., 2.],
 import numpy as np
 
 import cropgrad
-from cropgrad import _validation as _v
+from cropgrad._api import validation as _v
 
 __all__ = ["CropAndResize", "CropAndResizeGradBoxes", "CropAndResizeGradImage"]
 

@@ -75,7 +75,7 @@ from typing import Any
 
 import cropgrad as _cg
 from cropgrad import _core
-from cropgrad import _validation as _v
+from cropgrad._api import validation as _v
 
 try:
     import torch

@@ -56,7 +56,8 @@ import numpy as np
 
 import cropgrad
 from cropgrad import _reference as reference
-from cropgrad import _validation, raw_ops
+from cropgrad import raw_ops
+from cropgrad._api import validation as _validation
 
 # ml_dtypes' bfloat16 (None without ml_dtypes): an output dtype of the NumPy
 # API's image gradient, refused by the raw op as by TensorFlow.

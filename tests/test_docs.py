@@ -7,7 +7,8 @@ import re
 import pytest
 
 import cropgrad
-import cropgrad._api
+import cropgrad._api.crop_and_resize
+import cropgrad._api.signatures
 import cropgrad._reference
 import cropgrad.capi
 import cropgrad.raw_ops
@@ -17,7 +18,14 @@ README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 
 @pytest.mark.parametrize(
     "module",
-    [cropgrad, cropgrad._api, cropgrad.raw_ops, cropgrad._reference, cropgrad.capi],
+    [
+        cropgrad,
+        cropgrad._api.crop_and_resize,
+        cropgrad._api.signatures,
+        cropgrad.raw_ops,
+        cropgrad._reference,
+        cropgrad.capi,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module):

@@ -33,7 +33,7 @@ except ImportError as exc:
 
 import cropgrad.jax as cgj
 from cropgrad import _xla
-from cropgrad._validation import CODES
+from cropgrad._api.validation import CODES
 
 METHODS = ["bilinear", "nearest"]
 IMAGE_DTYPES = ["uint8", "float16", "bfloat16", "float32", "float64"]

@@ -3,14 +3,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from cropgrad._version import __version__ as __version__
-
 __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
-    "show_config",
 ]
 
 _Method = Literal["bilinear", "nearest"]
@@ -25,9 +22,9 @@ def crop_and_resize_grad_image(
     method: _Method = ...,
     *,
     out: npt.NDArray[np.floating[Any]] | None = ...,
+    data_format: _DataFormat = ...,
     num_threads: int | None = ...,
     flush_denormals: bool = ...,
-    data_format: _DataFormat = ...,
 ) -> npt.NDArray[np.floating[Any]]: ...
 def crop_and_resize(
     image: npt.ArrayLike,
@@ -38,9 +35,9 @@ def crop_and_resize(
     extrapolation_value: float = ...,
     *,
     out: npt.NDArray[np.float32] | None = ...,
+    data_format: _DataFormat = ...,
     num_threads: int | None = ...,
     flush_denormals: bool = ...,
-    data_format: _DataFormat = ...,
 ) -> npt.NDArray[np.float32]: ...
 def crop_and_resize_grad_boxes(
     grads: npt.ArrayLike,
@@ -50,9 +47,9 @@ def crop_and_resize_grad_boxes(
     method: Literal["bilinear"] = ...,
     *,
     out: npt.NDArray[np.float32] | None = ...,
+    data_format: _DataFormat = ...,
     num_threads: int | None = ...,
     flush_denormals: bool = ...,
-    data_format: _DataFormat = ...,
 ) -> npt.NDArray[np.float32]: ...
 def crop_and_resize_jvp_boxes(
     image: npt.ArrayLike,
@@ -63,8 +60,7 @@ def crop_and_resize_jvp_boxes(
     method: Literal["bilinear"] = ...,
     *,
     out: npt.NDArray[np.float32] | None = ...,
+    data_format: _DataFormat = ...,
     num_threads: int | None = ...,
     flush_denormals: bool = ...,
-    data_format: _DataFormat = ...,
 ) -> npt.NDArray[np.float32]: ...
-def show_config(mode: Literal["stdout", "dicts"] = ...) -> dict[str, Any] | None: ...

@@ -1,6 +1,6 @@
-"""The public NumPy API of cropgrad (re-exported by ``cropgrad``).
+"""The crop_and_resize family's NumPy functions (re-exported by ``cropgrad``).
 
-Each function converts its arguments (cropgrad/_validation.py: types,
+Each function converts its arguments (cropgrad/_api/validation.py: types,
 dtypes, names, numbers of dimensions, shapes that relate arrays to each
 other), runs the C-level API's metadata checks through the gate of
 cropgrad._core (the one definition of a valid call, shared with the JAX
@@ -13,16 +13,13 @@ An error of the C-level API comes back as the exception documented here.
 import numpy as np
 
 from cropgrad import _core
-from cropgrad import _validation as _v
-from cropgrad._runtime import simd as _simd
-from cropgrad._version import __version__
+from cropgrad._api import validation as _v
 
 __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
-    "show_config",
 ]
 
 
@@ -57,9 +54,9 @@ def crop_and_resize_grad_image(
     method="bilinear",
     *,
     out=None,
+    data_format="NHWC",
     num_threads=None,
     flush_denormals=False,
-    data_format="NHWC",
 ):
     """Gradient of crop-and-resize with respect to the image.
 
@@ -91,6 +88,12 @@ def crop_and_resize_grad_image(
     out : ndarray, optional
         C-contiguous array of shape `image_size` and dtype `dtype` to
         overwrite and return instead of a new array.
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `grads`, `image_size` and the result: TensorFlow's NHWC,
+        or PyTorch's NCHW (grads ``(num_boxes, depth, crop_height,
+        crop_width)``, image_size and result ``[batch, depth, image_height,
+        image_width]``).  NCHW has kernels of its own; its result is the
+        NHWC result transposed, bit for bit.
     num_threads : int, optional
         Threads to use, 1 to 1024.  Default: OpenMP's default, which
         honours ``OMP_NUM_THREADS`` and threadpoolctl.  The result does not
@@ -100,12 +103,6 @@ def crop_and_resize_grad_image(
         CPU kernels do: subnormal inputs and results count as zero.  With it,
         float32 and float64 results equal TensorFlow's bits on every input;
         without it (IEEE arithmetic, as NumPy), wherever no subnormal occurs.
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-        Layout of `grads`, `image_size` and the result: TensorFlow's NHWC,
-        or PyTorch's NCHW (grads ``(num_boxes, depth, crop_height,
-        crop_width)``, image_size and result ``[batch, depth, image_height,
-        image_width]``).  NCHW has kernels of its own; its result is the
-        NHWC result transposed, bit for bit.
 
     Returns
     -------
@@ -185,9 +182,9 @@ def crop_and_resize(
     extrapolation_value=0.0,
     *,
     out=None,
+    data_format="NHWC",
     num_threads=None,
     flush_denormals=False,
-    data_format="NHWC",
 ):
     """Crop boxes out of a batch of images and resize them to `crop_size`.
 
@@ -210,16 +207,16 @@ def crop_and_resize(
         Value of samples that fall outside the image.
     out : ndarray, optional
         C-contiguous float32 array of the result's shape to overwrite.
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic (see
-        `crop_and_resize_grad_image`).
     data_format : {"NHWC", "NCHW"}, default "NHWC"
         Layout of `image` and of the result: with ``"NCHW"``, image
         ``(batch, depth, image_height, image_width)`` and crops
         ``(num_boxes, depth, crop_height, crop_width)``, the NHWC crops
         transposed, bit for bit.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic (see
+        `crop_and_resize_grad_image`).
 
     Returns
     -------
@@ -282,9 +279,9 @@ def crop_and_resize_grad_boxes(
     method="bilinear",
     *,
     out=None,
+    data_format="NHWC",
     num_threads=None,
     flush_denormals=False,
-    data_format="NHWC",
 ):
     """Gradient of crop-and-resize with respect to the boxes.
 
@@ -306,14 +303,14 @@ def crop_and_resize_grad_boxes(
     out : ndarray, optional
         C-contiguous float32 array of shape ``(num_boxes, 4)`` to overwrite
         and return instead of a new array.
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic.
     data_format : {"NHWC", "NCHW"}, default "NHWC"
         Layout of `grads` and `image`: with ``"NCHW"``, grads ``(num_boxes,
         depth, crop_height, crop_width)`` and image ``(batch, depth,
         image_height, image_width)``; the same result, bit for bit.
+    num_threads : int, optional
+        Threads to use, 1 to 1024 (default: OpenMP's default).
+    flush_denormals : bool, default False
+        TensorFlow's flush-to-zero arithmetic.
 
     Returns
     -------
@@ -367,9 +364,9 @@ def crop_and_resize_jvp_boxes(
     method="bilinear",
     *,
     out=None,
+    data_format="NHWC",
     num_threads=None,
     flush_denormals=False,
-    data_format="NHWC",
 ):
     """Derivative of crop-and-resize along a tangent of the boxes.
 
@@ -400,17 +397,17 @@ def crop_and_resize_jvp_boxes(
     out : ndarray, optional
         C-contiguous float32 array of the result's shape to overwrite and
         return instead of a new array.
+    data_format : {"NHWC", "NCHW"}, default "NHWC"
+        Layout of `image` and of the result: with ``"NCHW"``, image
+        ``(batch, depth, image_height, image_width)`` and result
+        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC result
+        transposed, bit for bit.
     num_threads : int, optional
         Threads to use, 1 to 1024 (default: OpenMP's default).  The result
         does not depend on it.
     flush_denormals : bool, default False
         TensorFlow's flush-to-zero arithmetic (see
         `crop_and_resize_grad_image`).
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-        Layout of `image` and of the result: with ``"NCHW"``, image
-        ``(batch, depth, image_height, image_width)`` and result
-        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC result
-        transposed, bit for bit.
 
     Returns
     -------
@@ -487,35 +484,3 @@ def crop_and_resize_jvp_boxes(
         flush,
     )
     return result
-
-
-def show_config(mode="stdout"):
-    """Show how this cropgrad was built and how it will run.
-
-    Parameters
-    ----------
-    mode : {"stdout", "dicts"}, default "stdout"
-        Print a readable summary, or return it as a dict.
-
-    Returns
-    -------
-    dict or None
-        With ``mode="dicts"``: ``version``, ``openmp`` (compiled with
-        OpenMP), ``compiler``, ``cflags``, ``flush_denormals_supported``,
-        ``default_threads``, ``simd`` (the instruction set of the deep
-        scatter: the widest the CPU runs, or ``CROPGRAD_SIMD``) and
-        ``numpy``.
-    """
-    info = {"version": __version__}
-    info.update(_core.build_info())
-    info["default_threads"] = _v.default_threads()
-    info["simd"] = _simd.simd_target()
-    info["numpy"] = np.__version__
-    if mode == "dicts":
-        return info
-    if mode != "stdout":
-        raise ValueError(f"mode must be 'stdout' or 'dicts', got {mode!r}")
-    width = max(len(k) for k in info)
-    for key, value in info.items():
-        print(f"{key:>{width}}: {value}")
-    return None

@@ -1,0 +1,249 @@
+"""Each op's arguments, written once: names, order, defaults, layouts.
+
+The one table every Python-facing layer reads.  The ``torch.library``
+schemas, the PyTorch kernels, fake implementations and vmap rules bind
+their arguments through it; the JAX primitives take their options by its
+names; the public functions of the NumPy API, of `cropgrad.jax` and of
+`cropgrad.torch`, and their type stubs, are checked against it by the
+tests (``tests/test_signatures.py``), so that an argument added here and
+not there fails at once.  The public functions keep their signatures
+spelled out, for the people who read them.
+
+An API may lack an argument (``out=`` is the NumPy API's, ``flush_denormals``
+is not JAX's: XLA computes with flush-to-zero), name it otherwise (JAX's
+``image_shape``), or take another default layout (`LAYOUTS`).
+
+Examples
+--------
+>>> from cropgrad._api.signatures import OPS
+>>> OPS["crop_and_resize"].names("torch")
+('image', 'boxes', 'box_ind', 'crop_size', 'method', 'extrapolation_value', \
+'data_format', 'num_threads', 'flush_denormals')
+>>> OPS["crop_and_resize"].default("data_format", "numpy")
+'NHWC'
+"""
+
+import dataclasses
+import inspect
+from collections.abc import Mapping
+
+__all__ = ["APIS", "OPS", "Arg", "Op"]
+
+APIS = ("numpy", "torch", "jax")
+REQUIRED = inspect.Parameter.empty
+
+# What each kind of argument is in a torch.library schema.
+_SCHEMA_TYPES = {
+    "array": "Tensor",
+    "ints": "SymInt[]",
+    "str": "str",
+    "float": "float",
+    "int": "int",
+    "bool": "bool",
+    "threads": "int?",
+    "dtype": "ScalarType",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """One argument of an op.
+
+    Attributes
+    ----------
+    name : str
+        Its name (the NumPy API's and PyTorch's).
+    kind : {"array", "ints", "str", "float", "int", "bool", "threads", \
+"dtype", "out"}
+        What it is: an array operand, a list of ints (a size), an option.
+    default : object
+        Its default (`REQUIRED`: none).  ``"float32"`` for a dtype means each
+        API's float32; a data format's default is the API's (`Op.layouts`).
+    keyword_only : bool
+        Whether it follows the ``*``.
+    apis : tuple of str
+        The APIs that take it.
+    renamed : Mapping[str, str]
+        Its name in an API that spells it otherwise.
+    """
+
+    name: str
+    kind: str
+    default: object = REQUIRED
+    keyword_only: bool = False
+    apis: tuple = APIS
+    renamed: Mapping = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """An op: its name, its arguments in order, its default layout per API."""
+
+    name: str
+    args: tuple
+    layouts: Mapping
+
+    def args_of(self, api):
+        """The arguments `api` takes, in order."""
+        return tuple(a for a in self.args if api in a.apis)
+
+    def names(self, api):
+        """The names of the arguments `api` takes, in order, as it spells them."""
+        return tuple(a.renamed.get(api, a.name) for a in self.args_of(api))
+
+    def arg(self, name):
+        return next(a for a in self.args if a.name == name)
+
+    def default(self, name, api, dtypes=None):
+        """The default of argument `name` in `api` (`dtypes`: the API's
+        dtype for a dtype's name, e.g. ``{"float32": torch.float32}``)."""
+        arg = self.arg(name)
+        if arg.name == "data_format":
+            return self.layouts[api]
+        if arg.kind == "dtype" and dtypes is not None:
+            return dtypes[arg.default]
+        return arg.default
+
+    def signature(self, api, dtypes=None):
+        """The `inspect.Signature` of the public function of `api`."""
+        params = []
+        for arg in self.args_of(api):
+            kind = (
+                inspect.Parameter.KEYWORD_ONLY
+                if arg.keyword_only
+                else inspect.Parameter.POSITIONAL_OR_KEYWORD
+            )
+            params.append(
+                inspect.Parameter(
+                    arg.renamed.get(api, arg.name),
+                    kind,
+                    default=self.default(arg.name, api, dtypes),
+                )
+            )
+        return inspect.Signature(params)
+
+    def schema(self):
+        """The ``torch.library`` schema: PyTorch's arguments, all positional,
+        with the PyTorch API's defaults, one Tensor returned."""
+        parts = []
+        for arg in self.args_of("torch"):
+            text = f"{_SCHEMA_TYPES[arg.kind]} {arg.name}"
+            default = self.default(arg.name, "torch")
+            if default is not REQUIRED:
+                text += "=" + _schema_value(default)
+            parts.append(text)
+        return "(" + ", ".join(parts) + ") -> Tensor"
+
+    def bind(self, api, args):
+        """`args` (every argument `api` takes, positionally, as the
+        dispatcher passes them) as a namespace of names."""
+        names = [a.name for a in self.args_of(api)]
+        if len(args) != len(names):
+            raise TypeError(
+                f"{self.name} takes {len(names)} arguments, got {len(args)}"
+            )
+        return _Bound(zip(names, args))
+
+
+class _Bound(dict):
+    """A dict whose items are also attributes (``bound.image``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _schema_value(value):
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        # A dtype's default is a ScalarType name; the others are strings.
+        return value if value == "float32" else f'"{value}"'
+    return repr(value)
+
+
+def _arg(name, kind, default=REQUIRED, **kw):
+    return Arg(name, kind, default, **kw)
+
+
+# The options every op of the crop_and_resize family ends with.
+def _options(flush=True):
+    return (
+        _arg("out", "out", None, keyword_only=True, apis=("numpy",)),
+        _arg("data_format", "str", keyword_only=True),
+        _arg("num_threads", "threads", None, keyword_only=True),
+        _arg(
+            "flush_denormals",
+            "bool",
+            False,
+            keyword_only=True,
+            apis=("numpy", "torch") if flush else ("numpy",),
+        ),
+    )
+
+
+# TensorFlow's layout by default, but PyTorch's in cropgrad.torch.
+_CROP_AND_RESIZE_LAYOUTS = {"numpy": "NHWC", "jax": "NHWC", "torch": "NCHW"}
+
+OPS = {
+    op.name: op
+    for op in (
+        Op(
+            "crop_and_resize",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("crop_size", "ints"),
+                _arg("method", "str", "bilinear"),
+                _arg("extrapolation_value", "float", 0.0),
+                *_options(),
+            ),
+            _CROP_AND_RESIZE_LAYOUTS,
+        ),
+        Op(
+            "crop_and_resize_grad_image",
+            (
+                _arg("grads", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("image_size", "ints", renamed={"jax": "image_shape"}),
+                _arg("dtype", "dtype", "float32"),
+                _arg("method", "str", "bilinear"),
+                *_options(),
+            ),
+            _CROP_AND_RESIZE_LAYOUTS,
+        ),
+        Op(
+            "crop_and_resize_grad_boxes",
+            (
+                _arg("grads", "array"),
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("method", "str", "bilinear"),
+                *_options(),
+            ),
+            _CROP_AND_RESIZE_LAYOUTS,
+        ),
+        Op(
+            "crop_and_resize_jvp_boxes",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("boxes_tangent", "array"),
+                _arg("crop_size", "ints"),
+                _arg("method", "str", "bilinear"),
+                *_options(),
+            ),
+            _CROP_AND_RESIZE_LAYOUTS,
+        ),
+    )
+}

@@ -1,0 +1,127 @@
+"""Every public function and stub against the one table of each op's
+arguments (cropgrad/_api/signatures.py), and the torch.library schemas made
+from it.
+
+The adapters' rows run when their framework is installed (always in CI,
+where CROPGRAD_REQUIRE_ADAPTERS=1 makes a missing one a failure).
+"""
+
+import ast
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import cropgrad
+from cropgrad._api.signatures import APIS, OPS
+
+REQUIRED = os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1"
+PACKAGE = os.path.dirname(os.path.abspath(cropgrad.__file__))
+
+
+def _adapter(name):
+    """cropgrad.jax or cropgrad.torch, or a skip when its framework is missing."""
+    try:
+        return __import__(f"cropgrad.{name}", fromlist=["_"])
+    except ImportError:
+        if REQUIRED:
+            raise
+        pytest.skip(f"cropgrad.{name} needs its framework")
+
+
+def _dtypes(api):
+    """What a dtype default ``"float32"`` is in `api`."""
+    if api == "numpy":
+        return {"float32": np.float32}
+    _adapter(api)
+    if api == "torch":
+        import torch
+
+        return {"float32": torch.float32}
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32}
+
+
+def _public(api):
+    """The public functions of `api` by op name (ops it exposes only)."""
+    module = cropgrad if api == "numpy" else _adapter(api)
+    return {name: getattr(module, name) for name in OPS if hasattr(module, name)}
+
+
+def test_every_op_has_a_public_numpy_function():
+    assert set(_public("numpy")) == set(OPS)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_public_functions_follow_the_table(api):
+    functions = _public(api)
+    assert functions, api
+    for name, function in functions.items():
+        expected = OPS[name].signature(api, _dtypes(api))
+        assert inspect.signature(function) == expected, name
+
+
+def _stub_signatures(path):
+    """Each function of a stub file: [(name, keyword-only, has default)]."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            padded = [None] * (len(positional) - len(a.defaults)) + a.defaults
+            out[node.name] = [
+                (p.arg, False, d is not None) for p, d in zip(positional, padded)
+            ] + [
+                (p.arg, True, d is not None)
+                for p, d in zip(a.kwonlyargs, a.kw_defaults)
+            ]
+    return out
+
+
+@pytest.mark.parametrize(
+    "api, stub",
+    [
+        ("numpy", os.path.join("_api", "crop_and_resize.pyi")),
+        ("jax", "jax.pyi"),
+    ],
+)
+def test_stubs_follow_the_table(api, stub):
+    # (cropgrad.torch is typed inline: its functions are checked above.)
+    stubs = _stub_signatures(os.path.join(PACKAGE, stub))
+    checked = 0
+    for name, op in OPS.items():
+        if name not in stubs:
+            continue
+        expected = [
+            (
+                a.renamed.get(api, a.name),
+                a.keyword_only,
+                op.default(a.name, api) is not inspect.Parameter.empty,
+            )
+            for a in op.args_of(api)
+        ]
+        assert stubs[name] == expected, (stub, name)
+        checked += 1
+    assert checked >= 3, stub
+
+
+def test_the_schemas_are_the_tables():
+    _adapter("torch")
+    import torch
+
+    for name, op in OPS.items():
+        registered = getattr(torch.ops.cropgrad, name).default._schema
+        expected = torch._C.parse_schema(f"cropgrad::{name}{op.schema()}")
+        assert str(registered) == str(expected)
+
+
+def test_binding_names_every_argument():
+    op = OPS["crop_and_resize"]
+    bound = op.bind("torch", tuple(range(len(op.names("torch")))))
+    assert bound.crop_size == 3 and bound.flush_denormals == 8
+    with pytest.raises(TypeError, match="takes 9 arguments, got 2"):
+        op.bind("torch", (1, 2))
