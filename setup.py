@@ -201,7 +201,7 @@ _MODULES = [
     # would not show.
     "_kernels.testing",
     "_capi.gate",
-    "_capi.calls",
+    "_capi.crop_and_resize",
     "capi",
     "_core",
     "_xla",
