@@ -81,10 +81,15 @@ from cropgrad._runtime import wait_policy as _wait_policy
 
 cdef bint short_wait = not _wait_policy.user_policy
 
-# The serial threshold in use (see parallel.pxd), and the size of the last
-# team a call ran (1: the calling thread), for the tests.
+# The serial threshold in use (see parallel.pxd); for the tests, the size
+# of the last team a call ran (1: the calling thread), how many times tasks
+# were run and how many of those on a team of two or more.  Plain counters
+# written by the calling thread: exact while no other thread calls
+# cropgrad meanwhile.
 cdef Py_ssize_t _serial_work = SERIAL_WORK
 cdef int _last_team = 1
+cdef Py_ssize_t _task_runs = 0
+cdef Py_ssize_t _teams_started = 0
 
 
 cdef Py_ssize_t serial_work() noexcept nogil:
@@ -137,10 +142,13 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
     """
     cdef Py_ssize_t t
     cdef int team = 1
-    global _last_team
+    global _last_team, _task_runs, _teams_started
     if nthreads > 1 and work >= _serial_work:
         team = team_size(nthreads, num_tasks)
     _last_team = team
+    _task_runs += 1
+    if team > 1:
+        _teams_started += 1
     if team <= 1:
         cg_fpenv_enter(flush)
         for t in range(num_tasks):
@@ -180,6 +188,17 @@ def last_team():
     """The threads of the last team a call ran (1: the calling thread), for
     the tests (a call on another thread may have changed it)."""
     return _last_team
+
+
+def task_runs():
+    """How many times a call has run its tasks (on any team) in this
+    process, for the tests: unchanged by a call that did no work."""
+    return _task_runs
+
+
+def teams_started():
+    """How many of those runs started a team of two threads or more."""
+    return _teams_started
 
 
 def default_threads():
