@@ -11,8 +11,9 @@ the repository root:
 
 Options: ``--outdir DIR`` writes the files elsewhere (default: this script's
 folder); ``--check`` compares the files bit for bit with cropgrad's NumPy
-reference (``cropgrad/_reference.py``, written from ``docs/semantics.md``
-and loaded from its file, so no compiled cropgrad is needed); ``--report``
+reference (``cropgrad/_reference/``, written from ``docs/semantics.md``
+and loaded from its folder, so no compiled cropgrad is needed; a NaN only
+has to meet a NaN there, see `nan_signs_apart`); ``--report``
 prints facts measured with TensorFlow (determinism, denormal flushing,
 float16 accuracy, accepted dtypes, error messages).
 
@@ -45,6 +46,11 @@ forward.npz  -- tf.raw_ops.CropAndResize
 grad_boxes.npz  -- tf.raw_ops.CropAndResizeGradBoxes (bilinear)
     NAME/grads float32, NAME/image (its own dtype), NAME/boxes,
     NAME/box_ind, NAME/method, NAME/out float32 [N, 4]
+
+Case names containing ``threads`` are large enough for teams of 2 to 4
+workers (with the tests' serial threshold lowered); ``nonfinite`` and
+``nan_extrapolation`` cases hold infinite and NaN gradients, pixels or
+extrapolation values.
 
 Case names containing ``subnormal`` involve subnormal float32 values.
 TensorFlow's CPU kernels run with flush-to-zero and denormals-are-zero, so
@@ -339,6 +345,62 @@ def g_subnormal_underflow(r):
     return geom((1, 5, 5, 2), (3, 3), boxes)
 
 
+def repeated(r, base, copies, jitter=0.02):
+    """`base` boxes `copies` times: once exactly, then jittered (overlapping
+    boxes, many samples on the same pixels)."""
+    base = np.asarray(base, dtype=F32)
+    parts = [base] + [
+        base + r.uniform(-jitter, jitter, base.shape) for _ in range(copies - 1)
+    ]
+    return np.concatenate(parts).astype(F32)
+
+
+def g_threads_bands(r):
+    # Enough rows for bands of 4 threads (26 rows per image), tall boxes
+    # that every band cuts through, flipped and partly outside ones, each
+    # box 4 times: the cases that start a team of 2 to 4 workers.
+    base = np.concatenate(
+        [
+            [[0.0, 0.1, 1.0, 0.9], [0.95, 0.0, 0.05, 1.0]],
+            ordered_boxes(r, 3, -0.1, 1.1),
+            any_order_boxes(r, 3, -0.25, 1.25),
+        ]
+    )
+    boxes = repeated(r, base, 4)
+    return geom((2, 26, 9, 3), (7, 5), boxes, np.tile(r.integers(0, 2, 8), 4))
+
+
+def g_threads_channels(r):
+    # Two rows of deep pixels: a team splits the channels, not the rows.
+    boxes = repeated(r, any_order_boxes(r, 3, -0.2, 1.2), 4)
+    return geom((1, 2, 5, 64), (2, 3), boxes)
+
+
+def g_threads_images(r):
+    # Four images, boxes spread over them: NCHW forward tasks are images.
+    boxes = repeated(r, any_order_boxes(r, 6, -0.2, 1.2), 4)
+    return geom((4, 7, 6, 3), (5, 4), boxes, np.tile(r.integers(0, 4, 6), 4))
+
+
+def g_threads_crop_h1(r):
+    # One-row crops: the boxes gradient gives each box a task of its own.
+    return geom(
+        (2, 6, 8, 2), (1, 5), any_order_boxes(r, 8, -0.2, 1.2), r.integers(0, 2, 8)
+    )
+
+
+def g_nonfinite(r):
+    # Samples on pixel centres (weights of exactly 0 and 1: 0 * inf is NaN)
+    # and overlapping random boxes (inf - inf is NaN).
+    boxes = np.concatenate(
+        [
+            [[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.25, 0.0, 0.75, 0.6]],
+            repeated(r, any_order_boxes(r, 3, -0.2, 1.2), 2),
+        ]
+    )
+    return geom((2, 9, 8, 3), (5, 4), boxes, r.integers(0, 2, len(boxes)))
+
+
 SUBNORMALS = np.array([1e-39, -3e-40, 5e-41, -1.1e-38, 1e-45, -7e-42], dtype=F32)
 
 
@@ -347,6 +409,14 @@ def make_grads(name, g, r):
     ch, cw = g["crop"]
     d = int(g["image_size"][3])
     grads = r.standard_normal((n, ch, cw, d)).astype(F32)
+    if "threads" in name:
+        # The boxes' copies get their original's gradients (small files).
+        grads = np.tile(grads[: n // 4], (4, 1, 1, 1))
+    if "nonfinite_grads" in name:
+        pick = r.random(grads.shape)
+        grads[pick < 0.03] = np.inf
+        grads[pick > 0.97] = -np.inf
+        grads[(pick > 0.5) & (pick < 0.52)] = np.nan
     if "subnormal_grads" in name:
         mask = r.random(grads.shape) < 0.4
         grads[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
@@ -388,6 +458,9 @@ GRAD_IMAGE_GEOMETRIES = [
     ("subnormal_grads", g_subnormal_grads),
     ("subnormal_box_coords", g_subnormal_box_coords),
     ("subnormal_underflow", g_subnormal_underflow),
+    ("threads_bands", g_threads_bands),
+    ("threads_channels", g_threads_channels),
+    ("nonfinite_grads", g_nonfinite),
 ]
 
 METHODS = ("bilinear", "nearest")
@@ -447,7 +520,7 @@ def grad_image_cases():
     return cases
 
 
-def make_image(shape, dtype, r, subnormal=False):
+def make_image(shape, dtype, r, subnormal=False, nonfinite=False):
     dtype = np.dtype(dtype)
     if dtype.kind in "ui":
         info = np.iinfo(dtype)
@@ -464,6 +537,8 @@ def make_image(shape, dtype, r, subnormal=False):
     if dtype == np.float16:
         img = (r.standard_normal(shape) * 30).astype(np.float16)
         img.flat[::7] = np.float16(3e-6)  # a float16 subnormal
+        if nonfinite:
+            _nonfinite_pixels(img, r)
         return img
     if dtype == np.float64:
         # Values that float32 cannot hold exactly, some large.
@@ -473,7 +548,17 @@ def make_image(shape, dtype, r, subnormal=False):
     if subnormal:
         mask = r.random(shape) < 0.5
         img[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
+    if nonfinite:
+        _nonfinite_pixels(img, r)
     return img
+
+
+def _nonfinite_pixels(img, r):
+    """About 4% each of inf and -inf pixels and 2% NaN, in place."""
+    pick = r.random(img.shape)
+    img[pick < 0.04] = np.inf
+    img[pick > 0.96] = -np.inf
+    img[(pick > 0.5) & (pick < 0.52)] = np.nan
 
 
 def g_dtype_mix(r):
@@ -529,6 +614,9 @@ FORWARD_GEOMETRIES = [
     ("large_1e4", g_large_1e4, -1.5),
     ("large_1e30", g_large_1e30, -1.5),
     ("subnormal", g_forward_subnormal, 0.0),
+    ("threads_images", g_threads_images, -1.5),
+    ("nonfinite_pixels", g_nonfinite, 0.0),
+    ("nan_extrapolation", g_partly_outside, np.nan),
 ]
 
 
@@ -559,10 +647,22 @@ def forward_cases():
         r = rng_for("forward/" + gname)
         g = gfun(r)
         image = make_image(
-            tuple(g["image_size"]), "float32", r, subnormal="subnormal" in gname
+            tuple(g["image_size"]),
+            "float32",
+            r,
+            subnormal="subnormal" in gname,
+            nonfinite="nonfinite" in gname,
         )
         for method in METHODS:
             cases["%s_%s" % (gname, method)] = forward_case(image, g, method, ev)
+    # float16 infinities and NaN, read as float32 ones.
+    r = rng_for("forward/nonfinite_pixels_float16")
+    g = g_nonfinite(r)
+    image = make_image(tuple(g["image_size"]), "float16", r, nonfinite=True)
+    for method in METHODS:
+        cases["nonfinite_pixels_float16_%s" % method] = forward_case(
+            image, g, method, -1.5
+        )
     return cases
 
 
@@ -585,6 +685,10 @@ GRAD_BOXES_GEOMETRIES = [
     ("large_1e4", g_large_1e4),
     ("large_1e30", g_large_1e30),
     ("subnormal", g_forward_subnormal),
+    ("threads_images", g_threads_images),
+    ("threads_crop_h1", g_threads_crop_h1),
+    ("nonfinite_grads", g_nonfinite),
+    ("nonfinite_pixels", g_nonfinite),
 ]
 
 
@@ -612,7 +716,20 @@ def grad_boxes_cases():
         g = gfun(r)
         sub = "subnormal" in gname
         image = make_image(tuple(g["image_size"]), "float32", r, subnormal=sub)
-        grads = make_grads(gname, g, r)
+        # A few non-finite values, not the image gradient's many: a box
+        # that meets one has a non-finite gradient, the others stay finite.
+        grads = make_grads("sparse" if "nonfinite" in gname else gname, g, r)
+        if gname == "nonfinite_grads":
+            grads[1, 2, 1, 0] = np.nan
+            grads[3, 0, 0, 2] = np.inf
+            grads[5, 4, 3, 1] = -np.inf
+            grads[6, 1, 2, 0] = np.inf
+            grads[6, 3, 2, 0] = -np.inf
+        if gname == "nonfinite_pixels":
+            image[0, 4, 3, 0] = np.inf
+            image[1, 2, 5, 1] = np.nan
+            image[0, 7, 6, 2] = -np.inf
+            image[1, 6, 1, 0] = np.inf
         if sub:
             mask = r.random(grads.shape) < 0.4
             grads[mask] = r.choice(SUBNORMALS, size=int(mask.sum()))
@@ -670,6 +787,35 @@ def bits_equal(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+def nan_signs_apart(a, b):
+    """How many NaNs differ (sign or payload) where `a` and `b` have the
+    same bits everywhere else and NaNs at the same places; None otherwise.
+
+    Where two NaNs meet in one addition, which one the sum keeps depends on
+    the compiler's operand order (docs/semantics.md): TensorFlow's, NumPy's
+    and cropgrad's may differ there.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    nan = np.isnan(a)
+    if not np.array_equal(nan, np.isnan(b)):
+        return None
+    bits = "u%d" % a.itemsize
+    differ = a.view(bits) != b.view(bits)
+    return None if (differ & ~nan).any() else int(differ.sum())
+
+
+def verdict(out, expected):
+    """(ok, word): bits, bits apart from n NaNs' signs, or DIFF."""
+    if bits_equal(out, expected):
+        return True, "bits"
+    apart = nan_signs_apart(out, expected)
+    if apart is None:
+        return False, "DIFF"
+    return True, "bits but %d NaN signs" % apart
+
+
 def check(outdir):
     """Compare the files with the reference's exact arithmetic; print a summary.
 
@@ -691,9 +837,9 @@ def check(outdir):
             res = []
             for dt in ("float32", "float64", "float16"):
                 e = reference.grad_image(*args, dtype=dt, exact=True, flush=True)
-                same = bits_equal(k("out_" + dt), e)
+                same, word = verdict(k("out_" + dt), e)
                 ok &= same
-                res.append("%s:%s" % (dt, "bits" if same else "DIFF"))
+                res.append("%s:%s" % (dt, word))
             if "subnormal" in name:
                 ieee = reference.grad_image(*args, dtype="float32", exact=True)
                 res.append("ieee-differs:%s" % (not bits_equal(k("out_float32"), ieee)))
@@ -711,29 +857,28 @@ def check(outdir):
                 k("extrapolation_value"),
             )
             e = reference.crop_and_resize(*args, exact=True, flush=True)
-            same = bits_equal(k("out"), e)
+            same, word = verdict(k("out"), e)
             ok &= same
             extra = ""
             if "subnormal" in name:
                 ieee = reference.crop_and_resize(*args, exact=True)
                 extra = " ieee-differs:%s" % (not bits_equal(k("out"), ieee))
-            print("  %-34s %s%s" % (name, "bits" if same else "DIFF", extra))
+            print("  %-34s %s%s" % (name, word, extra))
     with np.load(os.path.join(outdir, "grad_boxes.npz"), allow_pickle=False) as f:
         print("grad_boxes.npz (and the float64 reference's relative difference)")
         for name in f["cases"]:
             k = lambda s: f["%s/%s" % (name, s)]  # noqa: E731
             args = (k("grads"), k("image"), k("boxes"), k("box_ind"))
             e = reference.grad_boxes(*args, exact=True, flush=True)
-            same = bits_equal(k("out"), e)
+            same, word = verdict(k("out"), e)
             ok &= same
             ref = reference.grad_boxes(*args, flush="subnormal" in name)
             out = k("out").astype(np.float64)
-            scale = max(1.0, float(np.max(np.abs(ref), initial=0)))
-            err = float(np.max(np.abs(out - ref), initial=0)) / scale
-            print(
-                "  %-34s %s, max rel diff %.2e"
-                % (name, "bits" if same else "DIFF", err)
-            )
+            finite = np.isfinite(out) & np.isfinite(ref)
+            scale = max(1.0, float(np.max(np.abs(ref[finite]), initial=0)))
+            with np.errstate(invalid="ignore"):  # inf - inf where not finite
+                err = float(np.max(np.abs(out - ref)[finite], initial=0)) / scale
+            print("  %-34s %s, max rel diff %.2e" % (name, word, err))
     print("reference check:", "all as expected" if ok else "MISMATCHES")
     return ok
 
