@@ -14,11 +14,56 @@ import contextlib
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
+
+# --------------------------------------------------------------------------
+# The environment's switches, each read one way
+
+_TRUE = ("1", "true", "yes")
+_FALSE = ("", "0", "false", "no")
+
+
+def env_flag(name):
+    """Whether the environment variable `name` is set to true: ``1``,
+    ``true`` or ``yes`` (any case); unset, empty, ``0``, ``false`` and
+    ``no`` are false, anything else is an error (a switch misspelt in CI
+    must not read as off)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{name}={os.environ[name]!r}: expected 1, true or yes (on), or "
+        "0, false, no or empty (off)"
+    )
+
+
+# What a run may lack on purpose, each with the variable that makes its
+# absence a failure: the frameworks of the adapters and the second witness
+# (JAX, PyTorch, Numba, ONNX Runtime), and the memory of tests/test_huge.py.
+REQUIRE_VARIABLES = ("CROPGRAD_REQUIRE_ADAPTERS", "CROPGRAD_REQUIRE_HUGE")
+
+
+def required(variable):
+    """Whether this run requires what `variable` (one of REQUIRE_VARIABLES)
+    stands for."""
+    assert variable in REQUIRE_VARIABLES, variable
+    return env_flag(variable)
+
+
+def missing(what, variable):
+    """Skip the calling test because `what` is missing, or fail it when
+    `variable` requires it; the skip's reason names the variable (CI
+    accepts such skips only while the variable is unset: conftest.py)."""
+    if required(variable):
+        pytest.fail(f"{what}, and {variable}=1 requires it", pytrace=False)
+    pytest.skip(f"{what} (not required: {variable} is not set)")
 
 
 def load_cases(filename):
@@ -104,9 +149,16 @@ PROFILE = os.environ.get("CROPGRAD_HYPOTHESIS_PROFILE", "ci")
 SCALE = {"thorough": 20, "quick": 0.05}.get(PROFILE, 1)
 
 
+# Every settings object examples() made (test_properties.py checks that each
+# property test of a session uses one).
+EXAMPLE_SETTINGS = []
+
+
 def examples(n):
     """Settings of the active profile with `n` examples (times its scale)."""
-    return settings(settings.get_profile(PROFILE), max_examples=max(int(n * SCALE), 5))
+    made = settings(settings.get_profile(PROFILE), max_examples=max(int(n * SCALE), 5))
+    EXAMPLE_SETTINGS.append(made)
+    return made
 
 
 U32 = 2.0**-24  # unit roundoff of float32
@@ -228,14 +280,35 @@ IMAGE_DTYPES = [
 ]
 
 
+NONFINITE = [np.nan, np.inf, -np.inf]
+
+
 def _image_elements(dtype):
+    """Pixels of `dtype`: every integer; floats mostly of moderate size, but
+    also anywhere in the dtype's range (float16: up to 65504, float32 and
+    float64: up to float32's 3.4e38, beyond which the kernels' float32
+    arithmetic starts from infinity anyway), infinities and NaN."""
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return st.integers(int(info.min), int(info.max))
     if dtype == np.float16:
-        return st.floats(-1000, 1000, width=16)
-    return st.floats(-1e6, 1e6, width=32)
+        return (
+            st.floats(-1000, 1000, width=16)
+            | st.floats(width=16)
+            | st.sampled_from(NONFINITE)
+        )
+    return (
+        st.floats(-1e6, 1e6, width=32)
+        | st.floats(width=32)
+        | st.sampled_from(NONFINITE)
+    )
+
+
+def grads_elements():
+    """Gradients (or tangents): moderate values, any float32, infinities
+    and NaN."""
+    return f32(-100, 100) | st.floats(width=32) | st.sampled_from(NONFINITE)
 
 
 @st.composite
@@ -298,13 +371,24 @@ def big_problems(draw, widths=WIDTHS, depths=DEPTHS):
     boxes = rng.uniform(lo, hi, (num_boxes, 4)).astype(np.float32)
     if draw(st.booleans()):  # many boxes on the same pixels: the race TF has
         boxes[: num_boxes // 2] = rng.uniform(0.4, 0.6, 4).astype(np.float32)
+    huge = draw(st.booleans())
+    if huge:
+        huge_coordinates(rng, boxes)
     grads = rng.standard_normal((num_boxes, crop_h, crop_w, depth)).astype(np.float32)
     box_ind = rng.integers(0, batch, num_boxes)
     note(
         f"seed={seed} batch={batch} size=({height}, {width}, {depth}) "
-        f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread}"
+        f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread} huge={huge}"
     )
     return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+def huge_coordinates(rng, boxes):
+    """Give about a quarter of `boxes`' coordinates a huge finite value (in
+    place): samples whose arithmetic overflows, on the threaded, banded and
+    tiled paths too."""
+    pick = rng.random(boxes.shape) < 0.25
+    boxes[pick] = rng.choice(np.array(HUGE, np.float32), int(pick.sum()))
 
 
 @contextlib.contextmanager
@@ -312,7 +396,7 @@ def starting_teams():
     """Calls start a thread team however small their work (the serial
     threshold lowered to 0; the bits never depend on it).  Yields the
     runtime's parallel module: its ``last_team()`` is the size of the team
-    the last call ran."""
+    the last call ran (see also `team_of`)."""
     from cropgrad._runtime import parallel
 
     previous = parallel.use_serial_work(0)
@@ -320,3 +404,79 @@ def starting_teams():
         yield parallel
     finally:
         parallel.use_serial_work(previous)
+
+
+def check_team(team, num_threads, enough=True):
+    """`team` (from `team_of`) of a call asked for `num_threads`: never
+    larger, and all of them when `enough` (the caller knows the call has
+    that many tasks)."""
+    assert team <= num_threads, (team, num_threads)
+    if enough:
+        assert team == num_threads, (team, num_threads)
+
+
+# How many tasks each op's work divides into (docs/semantics.md, "Order,
+# threads and determinism"), for `on_team`.
+
+
+def grad_image_rows(grads, size):
+    """A team for a shallow image gradient (at most 4 channels) gets bands
+    of rows: one task per row at most."""
+    batch, height, width, depth = size
+    if not (grads.shape[0] and batch * height * width * depth):
+        return 0  # zeros without a task
+    return batch * height
+
+
+def crop_rows(boxes, crop, depth):
+    """The forward op's and the JVP's tasks: the boxes' crop rows."""
+    return boxes.shape[0] * crop[0] if depth and boxes.shape[0] else 0
+
+
+def box_groups(boxes, crop, image_shape):
+    """The boxes gradient's tasks: boxes in groups of four, or one each for
+    one-row or one-column crops."""
+    batch, depth = image_shape[0], image_shape[3]
+    n = boxes.shape[0]
+    if not (n and batch and depth):
+        return 0
+    return n if 1 in crop else -(-n // 4)
+
+
+def on_team(num_threads, tasks, call):
+    """call() with teams started however small its work (`starting_teams`);
+    checks that it ran on ``min(num_threads, tasks)`` workers: at most the
+    calling thread for ``tasks == 0``, at most `num_threads` for ``tasks is
+    None`` (not known to the caller).  Returns call()'s result."""
+    with starting_teams():
+        out, team = team_of(call)
+    if tasks == 0:
+        assert team <= 1, team
+    else:
+        check_team(team, num_threads, enough=tasks is not None and tasks >= num_threads)
+    return out
+
+
+def team_of(call):
+    """``(call(), team)``: the size of the last team the call ran its tasks
+    on (1: the calling thread), or 0 when it ran no tasks at all (then
+    ``last_team()`` would still tell of an earlier call)."""
+    from cropgrad._runtime import parallel
+
+    runs = parallel.task_runs()
+    result = call()
+    return result, (parallel.last_team() if parallel.task_runs() != runs else 0)
+
+
+def assert_same_values(actual, expected, what=""):
+    """`assert_same_bits`, except that a NaN only has to be a NaN: where two
+    NaNs meet in one addition, which one the sum keeps (its sign and
+    payload) is the compiler's choice of operand order, TensorFlow's and
+    cropgrad's alike (docs/semantics.md).  Every other element, infinities
+    and signed zeros included, must have the same bits."""
+    assert actual.dtype == expected.dtype, (what, actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (what, actual.shape, expected.shape)
+    nan = np.isnan(expected)
+    moved = np.argwhere(np.isnan(actual) != nan)
+    assert not len(moved), f"{what}: NaN at different elements, first {moved[0]}"
+    assert_same_bits(np.where(nan, 0, actual), np.where(nan, 0, expected), what)
