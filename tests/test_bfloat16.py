@@ -9,7 +9,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, random_problem
+from _helpers import assert_same_bits, on_team, random_problem
 
 import cropgrad
 from cropgrad import _reference as reference
@@ -260,8 +260,13 @@ def test_random_gradients_are_float32_rounded_once(data_format, depth, threads):
         grads, size = _nchw(grads), [size[0], size[3], size[1], size[2]]
     kw = dict(data_format=data_format, num_threads=threads)
     out32 = cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size, **kw)
-    out = cropgrad.crop_and_resize_grad_image(
-        grads, boxes, box_ind, size, "bfloat16", **kw
+    # 46 rows: tasks for a team of 3, however small the work.
+    out = on_team(
+        threads,
+        threads,
+        lambda: cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, "bfloat16", **kw
+        ),
     )
     assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
     assert np.isinf(out32).any() and np.isnan(out32).any()

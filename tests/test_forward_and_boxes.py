@@ -4,7 +4,15 @@ differences)."""
 
 import numpy as np
 import pytest
-from _helpers import as_image_dtype, assert_same_bits, load_cases
+from _helpers import (
+    IMAGE_DTYPES,
+    as_image_dtype,
+    assert_same_bits,
+    assert_same_values,
+    load_cases,
+    starting_teams,
+    team_of,
+)
 
 import cropgrad
 from cropgrad import _reference as reference
@@ -13,21 +21,42 @@ FORWARD = load_cases("forward.npz")
 GRAD_BOXES = load_cases("grad_boxes.npz")
 
 
+def compare(name):
+    """NaN pixels, gradients or extrapolation values: NaN where TensorFlow
+    has NaN, whatever its sign (see assert_same_values); bits elsewhere."""
+    nan = "nonfinite" in name or "nan_" in name
+    return assert_same_values if nan else assert_same_bits
+
+
+def boxes_team_limit(case):
+    """The largest team of the boxes gradient's tasks (at most 4 here):
+    groups of four boxes, or one box each for one-row or one-column crops."""
+    num_boxes, crop_h, crop_w = case["grads"].shape[:3]
+    tasks = num_boxes if 1 in (crop_h, crop_w) else -(-num_boxes // 4)
+    return min(tasks, 4)
+
+
+# The forward op's tasks are the crop rows of every box: each case has
+# enough for a team of 4.
 @pytest.mark.parametrize("name", sorted(FORWARD))
-@pytest.mark.parametrize("num_threads", [1, 2, 3])
+@pytest.mark.parametrize("num_threads", [1, 2, 3, 4])
 def test_forward_tensorflow_bits(name, num_threads):
     case = FORWARD[name]
-    out = cropgrad.crop_and_resize(
-        case["image"],
-        case["boxes"],
-        case["box_ind"],
-        case["crop_size"],
-        method=str(case["method"]),
-        extrapolation_value=case["extrapolation_value"],
-        num_threads=num_threads,
-        flush_denormals=True,
-    )
-    assert_same_bits(out, case["out"])
+    with starting_teams():
+        out, team = team_of(
+            lambda: cropgrad.crop_and_resize(
+                case["image"],
+                case["boxes"],
+                case["box_ind"],
+                case["crop_size"],
+                method=str(case["method"]),
+                extrapolation_value=case["extrapolation_value"],
+                num_threads=num_threads,
+                flush_denormals=True,
+            )
+        )
+    assert team == num_threads
+    compare(name)(out, case["out"], name)
 
 
 @pytest.mark.parametrize("name", sorted(FORWARD))
@@ -42,41 +71,134 @@ def test_forward_raw_op(name):
         extrapolation_value=case["extrapolation_value"],
         name="crop",
     )
-    assert_same_bits(out, case["out"])
+    compare(name)(out, case["out"], name)
 
 
-@pytest.mark.parametrize("name", sorted(GRAD_BOXES))
-@pytest.mark.parametrize("num_threads", [1, 2, 4])
+@pytest.mark.parametrize(
+    "name, num_threads",
+    [
+        (name, n)
+        for name in sorted(GRAD_BOXES)
+        for n in (1, 2, 3, 4)
+        if n <= boxes_team_limit(GRAD_BOXES[name])
+    ],
+)
 def test_grad_boxes_tensorflow_bits(name, num_threads):
     case = GRAD_BOXES[name]
-    out = cropgrad.crop_and_resize_grad_boxes(
-        case["grads"],
-        case["image"],
-        case["boxes"],
-        case["box_ind"],
-        num_threads=num_threads,
-        flush_denormals=True,
-    )
-    assert_same_bits(out, case["out"])
+    with starting_teams():
+        out, team = team_of(
+            lambda: cropgrad.crop_and_resize_grad_boxes(
+                case["grads"],
+                case["image"],
+                case["boxes"],
+                case["box_ind"],
+                num_threads=num_threads,
+                flush_denormals=True,
+            )
+        )
+    assert team == num_threads
+    compare(name)(out, case["out"], name)
     raw = cropgrad.raw_ops.CropAndResizeGradBoxes(
         grads=case["grads"],
         image=case["image"],
         boxes=case["boxes"],
         box_ind=case["box_ind"],
     )
-    assert_same_bits(raw, case["out"])
+    compare(name)(raw, case["out"], name)
 
 
-@pytest.mark.parametrize("seed", range(4))
+def _random_case(rng, dtype, num_boxes=9, depth=3, crop=(4, 6), spread=0.3):
+    """Image of `dtype` (NaN and infinite pixels in float ones), boxes partly
+    outside, flipped, on pixel centres, a few huge; grads with NaN and
+    infinities."""
+    image = as_image_dtype(rng.standard_normal((2, 9, 7, depth)) * 40, dtype)
+    if np.dtype(dtype).kind == "f":
+        image.flat[::23] = np.inf
+        image.flat[5::31] = -np.inf
+        image.flat[11::37] = np.nan
+    boxes = rng.uniform(-spread, 1 + spread, (num_boxes, 4)).astype(np.float32)
+    boxes[0] = [0.0, 0.0, 1.0, 1.0]  # every sample on a pixel centre
+    boxes[1] = [0.9, 0.8, 0.1, 0.2]  # flipped
+    boxes[2] = [-3e38, 0.2, 3e38, 0.7]  # coordinates that overflow
+    box_ind = rng.integers(0, 2, num_boxes)
+    grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
+    grads.flat[::41] = np.inf
+    grads.flat[7::43] = -np.inf
+    grads.flat[3::47] = np.nan
+    return image, boxes, box_ind, grads
+
+
+def _nchw(a):
+    return np.ascontiguousarray(np.asarray(a).transpose(0, 3, 1, 2))
+
+
+@pytest.mark.parametrize("dtype", IMAGE_DTYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("method", ["bilinear", "nearest"])
-def test_forward_matches_reference(seed, method):
-    rng = np.random.default_rng(seed)
-    image = rng.standard_normal((2, 9, 7, 3))
-    boxes = rng.uniform(-0.3, 1.3, (5, 4)).astype(np.float32)
-    box_ind = rng.integers(0, 2, 5)
-    out = cropgrad.crop_and_resize(image, boxes, box_ind, (4, 6), method, -2.5)
-    expected = reference.crop_and_resize(image, boxes, box_ind, (4, 6), method, -2.5)
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_forward_matches_reference_bits(dtype, method, data_format):
+    # The reference's float32 arithmetic, bit for bit, for every image
+    # dtype, a NaN extrapolation value, on 1 to 3 threads.  Where NaNs meet,
+    # which one a sum keeps is the compiler's choice (assert_same_values),
+    # but the same for every thread count (the bits of one thread).
+    rng = np.random.default_rng([4, np.dtype(dtype).num, len(method)])
+    image, boxes, box_ind, _ = _random_case(rng, dtype)
+    for extrapolation in (-2.5, np.nan):
+        with np.errstate(invalid="ignore"):
+            expected = reference.crop_and_resize(
+                image, boxes, box_ind, (4, 6), method, extrapolation, exact=True
+            )
+        if data_format == "NCHW":
+            image_in, expected = _nchw(image), _nchw(expected)
+        else:
+            image_in = image
+        first = None
+        for threads in (1, 2, 3):
+            with starting_teams():
+                out, team = team_of(
+                    lambda t=threads: cropgrad.crop_and_resize(
+                        image_in,
+                        boxes,
+                        box_ind,
+                        (4, 6),
+                        method,
+                        extrapolation,
+                        num_threads=t,
+                        data_format=data_format,
+                    )
+                )
+            # NCHW's tasks are images (two here).
+            assert team == (min(threads, 2) if data_format == "NCHW" else threads)
+            assert_same_values(out, expected, (extrapolation, threads))
+            first = out if first is None else first
+            assert_same_bits(out, first, (extrapolation, threads))
+
+
+@pytest.mark.parametrize("dtype", IMAGE_DTYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("crop", [(4, 6), (1, 5), (3, 1), (1, 1)])
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_grad_boxes_matches_reference_bits(dtype, crop, data_format):
+    # Four float32 sums per box in the serial order (the reference's exact
+    # arithmetic), bit for bit, on 1 to 3 threads, NaN and infinities in
+    # the pixels and gradients included (NaN bits: those of one thread).
+    rng = np.random.default_rng([5, np.dtype(dtype).num, *crop])
+    image, boxes, box_ind, grads = _random_case(rng, dtype, num_boxes=13, crop=crop)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = reference.grad_boxes(grads, image, boxes, box_ind, exact=True)
+    assert np.isfinite(expected).any() and not np.isfinite(expected).all()
+    if data_format == "NCHW":
+        image, grads = _nchw(image), _nchw(grads)
+    first = None
+    for threads in (1, 2, 3):
+        with starting_teams():
+            out, team = team_of(
+                lambda t=threads: cropgrad.crop_and_resize_grad_boxes(
+                    grads, image, boxes, box_ind, num_threads=t, data_format=data_format
+                )
+            )
+        assert team == threads
+        assert_same_values(out, expected, threads)
+        first = out if first is None else first
+        assert_same_bits(out, first, threads)
 
 
 def _random_geometry(rng, num_boxes, inside=False):
@@ -202,14 +324,23 @@ def test_same_bits_for_any_thread_count():
     boxes = _random_geometry(rng, 64)
     box_ind = rng.integers(0, 2, 64)
     g = rng.standard_normal((64, 9, 7, 16)).astype(np.float32)
-    fwd = [
-        cropgrad.crop_and_resize(image, boxes, box_ind, (9, 7), num_threads=n)
-        for n in (1, 2, 3, 4)
-    ]
-    bwd = [
-        cropgrad.crop_and_resize_grad_boxes(g, image, boxes, box_ind, num_threads=n)
-        for n in (1, 2, 3, 4)
-    ]
+    # Work enough for a team at the default serial threshold.
+    fwd, bwd = [], []
+    for n in (1, 2, 3, 4):
+        out, team = team_of(
+            lambda n=n: cropgrad.crop_and_resize(
+                image, boxes, box_ind, (9, 7), num_threads=n
+            )
+        )
+        assert team == n
+        fwd.append(out)
+        out, team = team_of(
+            lambda n=n: cropgrad.crop_and_resize_grad_boxes(
+                g, image, boxes, box_ind, num_threads=n
+            )
+        )
+        assert team == n
+        bwd.append(out)
     for other in fwd[1:]:
         assert_same_bits(other, fwd[0])
     for other in bwd[1:]:

@@ -1,9 +1,10 @@
 """crop_and_resize_jvp_boxes: the reference's bits, the boxes gradient as its
-transpose, finite differences of the forward op, errors, threads, out=."""
+transpose, finite differences of the forward op, errors, threads (teams
+started and checked), out=."""
 
 import numpy as np
 import pytest
-from _helpers import IMAGE_DTYPES, assert_same_bits
+from _helpers import IMAGE_DTYPES, assert_same_bits, crop_rows, on_team
 
 import cropgrad
 from cropgrad import _reference as reference
@@ -60,6 +61,18 @@ def _jvp(image, boxes, box_ind, tangent, crop, data_format="NHWC", **kwargs):
     )
 
 
+def _jvp_on_team(threads, image, boxes, box_ind, tangent, crop, data_format):
+    """`_jvp` on a team of `threads` however small the work, checked to have
+    started (a task per crop row of every box)."""
+    return on_team(
+        threads,
+        crop_rows(boxes, crop, image.shape[3]),
+        lambda: _jvp(
+            image, boxes, box_ind, tangent, crop, data_format, num_threads=threads
+        ),
+    )
+
+
 # --------------------------------------------------------------------------
 # The reference's bits
 
@@ -75,9 +88,7 @@ def test_matches_reference_bits(dtype, data_format, crop):
     boxes[2] = [0.25, 0.5, 0.25, 0.5]  # a point: every sample on one pixel
     expected = reference.jvp_boxes(image, boxes, box_ind, tangent, crop, exact=True)
     for threads in (1, 2, 3):
-        out = _jvp(
-            image, boxes, box_ind, tangent, crop, data_format, num_threads=threads
-        )
+        out = _jvp_on_team(threads, image, boxes, box_ind, tangent, crop, data_format)
         assert_same_bits(out, expected)
     assert np.all(expected[1] == 0)
 
@@ -85,7 +96,9 @@ def test_matches_reference_bits(dtype, data_format, crop):
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float16])
 def test_big_problem_matches_reference_on_threads(data_format, dtype):
-    # Enough work for a team of threads (small calls run on one thread).
+    # Enough work for a team of threads at the default serial threshold.
+    from cropgrad._runtime import parallel
+
     rng = np.random.default_rng(3)
     image, boxes, box_ind, tangent, crop = _problem(
         rng, dtype, height=23, width=19, depth=5, num_boxes=40, crop=(11, 9)
@@ -95,6 +108,7 @@ def test_big_problem_matches_reference_on_threads(data_format, dtype):
         out = _jvp(
             image, boxes, box_ind, tangent, crop, data_format, num_threads=threads
         )
+        assert parallel.last_team() == threads
         assert_same_bits(out, expected)
 
 
@@ -279,8 +293,8 @@ def test_same_bits_for_every_thread_count():
         first = _jvp(image, boxes, box_ind, tangent, crop, data_format, num_threads=1)
         assert np.isnan(first).any() and np.isinf(first).any()
         for threads in range(2, 8):
-            out = _jvp(
-                image, boxes, box_ind, tangent, crop, data_format, num_threads=threads
+            out = _jvp_on_team(
+                threads, image, boxes, box_ind, tangent, crop, data_format
             )
             assert out.tobytes() == first.tobytes(), (data_format, threads)
 

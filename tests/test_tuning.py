@@ -6,6 +6,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from _helpers import on_team, starting_teams, team_of
 
 import cropgrad
 from cropgrad._kernels.crop_and_resize import forward_nchw as _forward_nchw
@@ -122,19 +123,29 @@ def test_same_bits_for_every_tuning_and_thread_count(depth, restore_tuning):
         for sizes in TUNINGS:
             _grad_image.use_tuning(sizes)
             for threads in (1, 2, 3):
+                # 48 rows: tasks for every team asked for, however small
+                # the work.
                 nhwc.append(
-                    cropgrad.crop_and_resize_grad_image(
-                        grads, boxes, box_ind, size, dtype, num_threads=threads
+                    on_team(
+                        threads,
+                        threads,
+                        lambda t=threads: cropgrad.crop_and_resize_grad_image(
+                            grads, boxes, box_ind, size, dtype, num_threads=t
+                        ),
                     )
                 )
-                result = cropgrad.crop_and_resize_grad_image(
-                    grads_nchw,
-                    boxes,
-                    box_ind,
-                    size_nchw,
-                    dtype,
-                    num_threads=threads,
-                    data_format="NCHW",
+                result = on_team(
+                    threads,
+                    threads,
+                    lambda t=threads: cropgrad.crop_and_resize_grad_image(
+                        grads_nchw,
+                        boxes,
+                        box_ind,
+                        size_nchw,
+                        dtype,
+                        num_threads=t,
+                        data_format="NCHW",
+                    ),
                 )
                 nchw.append(np.ascontiguousarray(result.transpose(0, 2, 3, 1)))
         assert np.isnan(nhwc[0]).any()
@@ -192,7 +203,12 @@ def test_float16_bands_of_one_row_on_more_threads_than_rows(restore_tuning):
     )
     assert np.count_nonzero(exact[0, 1]) > 0 and not exact[0, ::2].any()
     for threads in (1, 2, 5, 7):
-        half = cropgrad.crop_and_resize_grad_image(
-            grads, boxes, box_ind, size, np.float16, num_threads=threads
-        )
+        # No more workers than the 3 rows' bands: 5 and 7 start 3.
+        with starting_teams():
+            half, team = team_of(
+                lambda t=threads: cropgrad.crop_and_resize_grad_image(
+                    grads, boxes, box_ind, size, np.float16, num_threads=t
+                )
+            )
+        assert team == min(threads, 3)
         assert half.tobytes() == exact.astype(np.float16).tobytes(), threads
