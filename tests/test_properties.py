@@ -2,14 +2,18 @@
 
 For random shapes (1-pixel images, crops of 1, depth 0, no boxes), boxes from
 several distributions (inside, partly outside, flipped, degenerate, huge but
-finite), both methods, every output dtype and 1 to 4 threads:
+finite), pixels of every dtype (float ones anywhere in their range, infinite
+and NaN too), both methods, every output dtype and 1 to 4 threads (on teams
+that start however small the work: starting_teams, each team checked):
 
 - the image gradient equals the reference's serial float32/float64 sum bit
   for bit, and the float64 reference within a float32 rounding bound derived
   below;
-- the forward op equals the float64 reference within its rounding bound
-  (exactly for nearest sampling and outside samples);
-- every operation gives the same bits for every thread count.
+- the forward op, the boxes gradient and the boxes JVP equal the
+  reference's float32 arithmetic bit for bit (a NaN only has to be a NaN:
+  which of two NaNs an addition keeps is the compiler's choice);
+- every operation gives the same bits for every thread count, NaN bits
+  included.
 
 The number of examples is fixed per profile so CI time is bounded:
 ``CROPGRAD_HYPOTHESIS_PROFILE=ci`` (the default: derandomized, so every run
@@ -22,22 +26,30 @@ valgrind).
 import numpy as np
 import pytest
 from _helpers import (
+    EXAMPLE_SETTINGS,
     IMAGE_DTYPES,
     METHODS,
     OUT_DTYPES,
     PROFILE,
+    SCALE,
     TINY32,
     U32,
     U64,
     as_image_dtype,
     assert_same_bits,
+    assert_same_values,
     big_problems,
+    box_groups,
+    crop_rows,
     examples,
-    f32,
     forward_problems,
     grad_image_problems,
+    grad_image_rows,
+    grads_elements,
+    huge_coordinates,
+    on_team,
 )
-from hypothesis import given, note, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -86,6 +98,9 @@ def assert_within_rounding(out, grads, boxes, box_ind, size, method):
 
 # --------------------------------------------------------------------------
 # Image gradient
+#
+# Every call below runs on a team however small its work (on_team), which
+# is checked against the tasks the work divides into.
 
 
 @examples(1500)
@@ -109,8 +124,12 @@ def test_grad_image_matches_reference(problem, method, num_threads, use_out):
         kwargs = dict(num_threads=num_threads)
         if use_out:
             kwargs["out"] = np.full(size, np.nan, dtype)
-        out = cropgrad.crop_and_resize_grad_image(
-            grads, boxes, box_ind, size, dtype, method, **kwargs
+        out = on_team(
+            num_threads,
+            grad_image_rows(grads, size),
+            lambda: cropgrad.crop_and_resize_grad_image(
+                grads, boxes, box_ind, size, dtype, method, **kwargs
+            ),
         )
         assert out.shape == tuple(size) and out.dtype == dtype
         if use_out:
@@ -149,10 +168,19 @@ def test_grad_image_nonfinite_gradients_follow_ieee(problem, method, num_threads
         expected = reference.grad_image(
             grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
         ).astype(np.float32)
-    out = cropgrad.crop_and_resize_grad_image(
-        grads, boxes, box_ind, size, np.float32, method, num_threads=num_threads
+    out = on_team(
+        num_threads,
+        grad_image_rows(grads, size),
+        lambda: cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, np.float32, method, num_threads=num_threads
+        ),
     )
-    np.testing.assert_array_equal(out, expected)
+    assert_same_values(out, expected)
+    # NaN bits included, the same on one thread.
+    one = cropgrad.crop_and_resize_grad_image(
+        grads, boxes, box_ind, size, np.float32, method, num_threads=1
+    )
+    assert_same_bits(out, one)
 
 
 @examples(150)
@@ -168,8 +196,13 @@ def test_grad_image_same_bits_for_every_thread_count(problem, method, dtype, thr
         grads, boxes, box_ind, size, dtype, method, num_threads=1
     )
     for n in threads:
-        many = cropgrad.crop_and_resize_grad_image(
-            grads, boxes, box_ind, size, dtype, method, num_threads=n
+        # Bands of rows; deep pixels of few rows are split by channels too.
+        many = on_team(
+            n,
+            grad_image_rows(grads, size) if size[3] <= 4 else None,
+            lambda n=n: cropgrad.crop_and_resize_grad_image(
+                grads, boxes, box_ind, size, dtype, method, num_threads=n
+            ),
         )
         assert_same_bits(many, one, f"{n} threads")
     if dtype == np.float32 and grads.shape[0] * grads.shape[1] * grads.shape[2] <= 1500:
@@ -180,7 +213,7 @@ def test_grad_image_same_bits_for_every_thread_count(problem, method, dtype, thr
 
 
 # --------------------------------------------------------------------------
-# Forward op
+# Forward op, boxes gradient and boxes JVP: the reference's bits
 
 
 @examples(1500)
@@ -198,28 +231,82 @@ def test_forward_matches_reference(problem, method, num_threads, use_out):
         kwargs["out"] = np.full(
             (boxes.shape[0], *crop, image.shape[3]), 123.0, np.float32
         )
-    out = cropgrad.crop_and_resize(
-        image, boxes, box_ind, crop, method, extrapolation, **kwargs
+    out = on_team(
+        num_threads,
+        crop_rows(boxes, crop, image.shape[3]),
+        lambda: cropgrad.crop_and_resize(
+            image, boxes, box_ind, crop, method, extrapolation, **kwargs
+        ),
     )
     assert out.dtype == np.float32
     assert out.shape == (boxes.shape[0], *crop, image.shape[3])
-    expected = reference.crop_and_resize(
-        image, boxes, box_ind, crop, method, extrapolation
+    with np.errstate(all="ignore"):
+        expected = reference.crop_and_resize(
+            image, boxes, box_ind, crop, method, extrapolation, exact=True
+        )
+    assert_same_values(out, expected)
+    one = cropgrad.crop_and_resize(
+        image, boxes, box_ind, crop, method, extrapolation, num_threads=1
     )
-    pixels = image.astype(np.float32).astype(np.float64)
-    if method == "nearest":
-        # A copy of a pixel (or the extrapolation value): exact.
-        np.testing.assert_array_equal(out, expected.astype(np.float32))
-        return
-    # Bilinear in float32: tr - tl, * x_lerp, tl + ..., the same for the
-    # bottom row, then bottom - top, * y_lerp, top + ...: every intermediate
-    # is at most 3 max|pixel| in magnitude, 8 roundings of at most u times
-    # that, plus the final rounding of a result at most max|pixel|.
-    scale = np.abs(pixels).max(initial=0.0)
-    bound = 32 * U32 * scale
-    err = np.abs(out.astype(np.float64) - expected)
-    same = (out.astype(np.float64) == expected) | (np.isnan(out) & np.isnan(expected))
-    assert np.all(same | (err <= bound)), f"max error {np.nanmax(err)} beyond {bound}"
+    assert_same_bits(out, one, "one thread")
+
+
+@examples(400)
+@given(
+    problem=forward_problems(),
+    num_threads=st.integers(1, 4),
+    data=st.data(),
+)
+def test_boxes_gradient_matches_reference(problem, num_threads, data):
+    image, boxes, box_ind, crop, _ = problem
+    grads = data.draw(
+        hnp.arrays(
+            np.float32,
+            (boxes.shape[0], *crop, image.shape[3]),
+            elements=grads_elements(),
+        )
+    )
+    out = on_team(
+        num_threads,
+        box_groups(boxes, crop, image.shape),
+        lambda: cropgrad.crop_and_resize_grad_boxes(
+            grads, image, boxes, box_ind, num_threads=num_threads
+        ),
+    )
+    assert out.shape == (boxes.shape[0], 4) and out.dtype == np.float32
+    with np.errstate(all="ignore"):
+        expected = reference.grad_boxes(grads, image, boxes, box_ind, exact=True)
+    assert_same_values(out, expected)
+    one = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
+    assert_same_bits(out, one, "one thread")
+
+
+@examples(400)
+@given(
+    problem=forward_problems(),
+    num_threads=st.integers(1, 4),
+    data=st.data(),
+)
+def test_boxes_jvp_matches_reference(problem, num_threads, data):
+    image, boxes, box_ind, crop, _ = problem
+    tangent = data.draw(hnp.arrays(np.float32, boxes.shape, elements=grads_elements()))
+    out = on_team(
+        num_threads,
+        crop_rows(boxes, crop, image.shape[3]),
+        lambda: cropgrad.crop_and_resize_jvp_boxes(
+            image, boxes, box_ind, tangent, crop, num_threads=num_threads
+        ),
+    )
+    assert out.shape == (boxes.shape[0], *crop, image.shape[3])
+    with np.errstate(all="ignore"):
+        expected = reference.jvp_boxes(image, boxes, box_ind, tangent, crop, exact=True)
+    assert_same_values(out, expected)
+    one = cropgrad.crop_and_resize_jvp_boxes(
+        image, boxes, box_ind, tangent, crop, num_threads=1
+    )
+    assert_same_bits(out, one, "one thread")
 
 
 @st.composite
@@ -236,13 +323,17 @@ def big_forward_problems(draw):
         rng.standard_normal((batch, height, width, depth)) * 50, dtype
     )
     boxes = rng.uniform(-0.3, 1.3, (num_boxes, 4)).astype(np.float32)
+    huge = draw(st.booleans())
+    if huge:
+        huge_coordinates(rng, boxes)
     box_ind = rng.integers(0, batch, num_boxes)
     grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
+    tangent = rng.standard_normal((num_boxes, 4)).astype(np.float32)
     note(
         f"seed={seed} dtype={np.dtype(dtype).name} image={image.shape} "
-        f"boxes={num_boxes} crop={crop}"
+        f"boxes={num_boxes} crop={crop} huge={huge}"
     )
-    return image, boxes, box_ind, crop, grads
+    return image, boxes, box_ind, crop, grads, tangent
 
 
 @examples(100)
@@ -254,63 +345,86 @@ def big_forward_problems(draw):
 def test_forward_and_boxes_gradient_same_bits_for_every_thread_count(
     problem, method, threads
 ):
-    image, boxes, box_ind, crop, grads = problem
+    image, boxes, box_ind, crop, grads, tangent = problem
     one = cropgrad.crop_and_resize(image, boxes, box_ind, crop, method, num_threads=1)
     gb_one = cropgrad.crop_and_resize_grad_boxes(
         grads, image, boxes, box_ind, num_threads=1
     )
+    jvp_one = cropgrad.crop_and_resize_jvp_boxes(
+        image, boxes, box_ind, tangent, crop, num_threads=1
+    )
     for n in threads:
+        rows = crop_rows(boxes, crop, image.shape[3])
         assert_same_bits(
-            cropgrad.crop_and_resize(
-                image, boxes, box_ind, crop, method, num_threads=n
+            on_team(
+                n,
+                rows,
+                lambda n=n: cropgrad.crop_and_resize(
+                    image, boxes, box_ind, crop, method, num_threads=n
+                ),
             ),
             one,
             f"forward, {n}",
         )
         assert_same_bits(
-            cropgrad.crop_and_resize_grad_boxes(
-                grads, image, boxes, box_ind, num_threads=n
+            on_team(
+                n,
+                box_groups(boxes, crop, image.shape),
+                lambda n=n: cropgrad.crop_and_resize_grad_boxes(
+                    grads, image, boxes, box_ind, num_threads=n
+                ),
             ),
             gb_one,
             f"boxes gradient, {n}",
         )
+        assert_same_bits(
+            on_team(
+                n,
+                rows,
+                lambda n=n: cropgrad.crop_and_resize_jvp_boxes(
+                    image, boxes, box_ind, tangent, crop, num_threads=n
+                ),
+            ),
+            jvp_one,
+            f"boxes JVP, {n}",
+        )
+    # The reference's bits where it is quick enough.
+    if boxes.shape[0] * crop[0] * crop[1] <= 1500:
+        expected = reference.crop_and_resize(
+            image, boxes, box_ind, crop, method, exact=True
+        )
+        assert_same_bits(one, expected, "forward, reference")
+        expected = reference.grad_boxes(grads, image, boxes, box_ind, exact=True)
+        assert_same_bits(gb_one, expected, "boxes gradient, reference")
 
 
 # --------------------------------------------------------------------------
-# Boxes gradient on the small problems: shape, thread count, no crash
+# The examples CI runs
 
 
-@examples(400)
-@given(problem=forward_problems(), num_threads=st.integers(1, 4), data=st.data())
-def test_boxes_gradient_small_problems(problem, num_threads, data):
-    image, boxes, box_ind, crop, _ = problem
-    grads = data.draw(
-        hnp.arrays(
-            np.float32,
-            (boxes.shape[0], *crop, image.shape[3]),
-            elements=f32(-100, 100),
+def test_profile_is_bounded(request):
+    # CI must not silently run an unbounded or changing set of examples:
+    # every property test of this session (of every module collected) has
+    # its example count from examples() (at most 1500 here, times the
+    # profile's scale), and the ci profile tries the same examples on every
+    # run, without a database that could add old failures.
+    tests = {
+        item.nodeid: item.obj
+        for item in request.session.items
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+    }
+    own = {
+        name: test
+        for name, test in vars(request.module).items()
+        if getattr(test, "is_hypothesis_test", False)
+    }
+    assert len(own) >= 7, sorted(own)
+    for name, test in {**tests, **own}.items():
+        chosen = test._hypothesis_internal_use_settings
+        assert any(chosen is made for made in EXAMPLE_SETTINGS), (
+            f"{name}: settings not made by examples(n)"
         )
-    )
-    out = cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=num_threads
-    )
-    assert out.shape == (boxes.shape[0], 4) and out.dtype == np.float32
-    assert_same_bits(
-        out,
-        cropgrad.crop_and_resize_grad_boxes(
-            grads, image, boxes, box_ind, num_threads=1
-        ),
-    )
-    # A zero gradient flowing in gives a zero boxes gradient (no stray
-    # reads of uninitialised memory).
-    zero = cropgrad.crop_and_resize_grad_boxes(
-        np.zeros_like(grads), image, boxes, box_ind, num_threads=num_threads
-    )
-    assert not np.any(zero), zero
-
-
-def test_profile_is_bounded():
-    # CI must not silently run an unbounded number of examples.
-    assert settings.get_profile(PROFILE).deadline is None
-    if PROFILE == "ci":
-        assert settings.get_profile("ci").derandomize
+        assert chosen.max_examples <= max(int(1500 * SCALE), 5), name
+        assert chosen.deadline is None, name
+        if PROFILE == "ci":
+            assert chosen.derandomize and chosen.database is None, name
