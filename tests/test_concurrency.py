@@ -16,6 +16,7 @@ import threading
 
 import numpy as np
 import pytest
+from _helpers import starting_teams
 
 import cropgrad
 
@@ -105,10 +106,15 @@ def test_eight_threads_at_once_get_exact_results():
                     failures.append(f"{name} in thread {w}: different bits")
 
     workers = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join(timeout=300)
+    # Every call asking for threads starts its team, small ones too (the
+    # threshold is set before the threads start and restored after).
+    with starting_teams() as parallel:
+        started = parallel.teams_started()
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=300)
+        assert parallel.teams_started() > started
     assert not any(t.is_alive() for t in workers), "a thread did not finish"
     assert not failures, failures[:10]
 

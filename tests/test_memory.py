@@ -24,6 +24,11 @@ CHILD = textwrap.dedent(r"""
     import numpy as np
     import cropgrad
     from cropgrad import raw_ops
+    from cropgrad._runtime import parallel
+
+    # Teams for the small calls too (a call asking for 2 threads gets 2):
+    # the team's scratch and plans are allocated and freed on that path.
+    parallel.use_serial_work(0)
 
     # No call may let a warning escape: one would end the child here.
     warnings.simplefilter("error")
@@ -46,7 +51,7 @@ CHILD = textwrap.dedent(r"""
     out32 = np.empty(size, np.float32)
     out16 = np.empty(size, np.float16)
     crops_out = np.empty((6, 5, 4, 3), np.float32)
-    # Big enough for the kernel to start its threads.
+    # Big enough for the kernel to start its threads by itself.
     big_grads = rng.standard_normal((64, 7, 7, 64)).astype(np.float32)
     big_boxes = rng.uniform(0, 1, (64, 4)).astype(np.float32)
     big_ind = np.zeros(64, np.int64)
@@ -132,7 +137,8 @@ CHILD = textwrap.dedent(r"""
         if i % checkpoint == 0:
             samples.append(rss())
     calls = (warmup + iterations) * (len(ok_calls) + len(error_calls))
-    print(json.dumps({"rss": samples, "calls": calls}))
+    print(json.dumps({"rss": samples, "calls": calls,
+                      "teams": parallel.teams_started()}))
 """)
 
 
@@ -167,3 +173,5 @@ def test_resident_memory_stops_growing(tmp_path):
     # in the second half), one leaked output array per iteration hundreds.
     assert growth < 2 * 2**20, mib
     assert late_growth < 1 * 2**20, mib
+    # Five of the calls ask for two threads: every iteration started teams.
+    assert report["teams"] >= 5 * (ITERATIONS + WARMUP), report["teams"]
