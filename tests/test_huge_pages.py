@@ -6,28 +6,38 @@ CROPGRAD_REQUIRE_ADAPTERS=1 (CI sets it).
 """
 
 import mmap
-import os
 import sys
 
 import numpy as np
 import pytest
+from _helpers import missing
 
 from cropgrad import _core
 
 try:
     import torch
-except ImportError:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
-        raise
+except ImportError as exc:
     torch = None
     cgt = None
+    TORCH_ERROR = str(exc)
 else:
     import cropgrad.torch as cgt
 
 linux = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="MADV_HUGEPAGE is Linux's"
 )
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+
+@pytest.fixture
+def torch_installed():
+    """Skip without PyTorch (fail under CROPGRAD_REQUIRE_ADAPTERS=1)."""
+    if torch is None:
+        missing(
+            f"PyTorch cannot be imported ({TORCH_ERROR})", "CROPGRAD_REQUIRE_ADAPTERS"
+        )
+
+
+needs_torch = pytest.mark.usefixtures("torch_installed")
 
 
 def _vm_flags(address):

@@ -7,6 +7,7 @@ the converted values written out, and the NumPy API must keep refusing
 what it refuses.
 """
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -165,7 +166,6 @@ def test_boolean_and_object_grads(op):
 
 @pytest.mark.parametrize("op", ["grad_image", "grad_boxes"])
 def test_bfloat16_grads_are_widened(op):
-    ml_dtypes = pytest.importorskip("ml_dtypes")
     p = _problem()
     narrow = p["grads"].astype(ml_dtypes.bfloat16)
     _same(_call(op, p, grads=narrow), _call(op, p, grads=narrow.astype(np.float32)))

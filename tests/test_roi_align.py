@@ -10,11 +10,10 @@ The boxes derivatives are in test_roi_align_boxes.py, bad arguments in
 test_roi_align_validation.py.
 """
 
-import os
-
+import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, starting_teams
+from _helpers import assert_same_bits, load_cases, missing, starting_teams
 
 import cropgrad
 from cropgrad._reference import roi_align as ref
@@ -261,10 +260,8 @@ def _onnx():
     try:
         import onnxruntime  # noqa: F401
         from _onnx_roi_align import roi_align
-    except ImportError:
-        if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
-            raise
-        pytest.skip("ONNX Runtime is not installed")
+    except ImportError as exc:
+        missing(f"ONNX Runtime cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
     return roi_align
 
 
@@ -331,7 +328,6 @@ def test_float16_is_no_less_accurate_than_torchvision(name):
 
 
 def test_bfloat16_image_is_read_exactly_and_rounded_once():
-    ml_dtypes = pytest.importorskip("ml_dtypes")
     rng = np.random.default_rng(17)
     image, boxes, box_ind, grads = _random_problem(rng, batch=2, channels=5)
     image_bf = image.astype(ml_dtypes.bfloat16)

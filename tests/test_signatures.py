@@ -12,22 +12,23 @@ import os
 
 import numpy as np
 import pytest
+from _helpers import missing
 
 import cropgrad
 from cropgrad._api.signatures import APIS, OPS
 
-REQUIRED = os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1"
 PACKAGE = os.path.dirname(os.path.abspath(cropgrad.__file__))
 
 
 def _adapter(name):
-    """cropgrad.jax or cropgrad.torch, or a skip when its framework is missing."""
+    """cropgrad.jax or cropgrad.torch, or a skip when its framework is
+    missing (a failure under CROPGRAD_REQUIRE_ADAPTERS=1)."""
     try:
         return __import__(f"cropgrad.{name}", fromlist=["_"])
-    except ImportError:
-        if REQUIRED:
-            raise
-        pytest.skip(f"cropgrad.{name} needs its framework")
+    except ImportError as exc:
+        missing(
+            f"cropgrad.{name} needs its framework ({exc})", "CROPGRAD_REQUIRE_ADAPTERS"
+        )
 
 
 def _dtypes(api):
