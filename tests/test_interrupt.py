@@ -12,7 +12,12 @@ Never: the interrupt lost, raised long after the work ended, or a call
 that returns with ``out`` half written.  Afterwards the library (and the
 floating-point mode: the interrupted call flushes denormals) must be as
 before.  A child with Python's default SIGINT handling must die of it
-within the length of the call.
+instead of calling again.
+
+No wall clock decides: "raised when the work ended" is the first check of
+the interpreter after the call (the loop's first iterations), and the
+interrupted call may use at most a few times the CPU time of a whole call;
+a child that hangs is stopped by its time limit.
 """
 
 import json
@@ -54,15 +59,17 @@ CHILD = textwrap.dedent(r"""
                 flush_denormals=True)
         return call, shape
 
-    # A call of about half a second, measured warm; forward outputs are
-    # capped at 640 MiB.
+    # A call of about half a second, measured warm (only to choose its size
+    # and when to signal); forward outputs are capped at 640 MiB.
     n = 256
     while True:
         call, shape = make(n)
         expected = call(None)
         start = time.perf_counter()
+        cpu = time.process_time()
         call(None)
         full = time.perf_counter() - start
+        full_cpu = time.process_time() - cpu
         if full > 0.4 or n >= 40000:
             break
         n = min(int(n * min(0.5 / max(full, 1e-3), 8)) + 1, 40000)
@@ -75,27 +82,29 @@ CHILD = textwrap.dedent(r"""
         def interrupt():
             time.sleep(full / 3)
             if when["running"]:       # (a call already over proves nothing)
-                when["signal"] = time.perf_counter()
+                when["signal"] = True
                 os.kill(os.getpid(), signal.SIGINT)
 
         timer = threading.Thread(target=interrupt)
         returned = False
         outcome = "not raised"
-        start = time.perf_counter()
+        spins = None
+        cpu = time.process_time()
         timer.start()
         try:
             try:
                 call(out)
                 returned = True
                 when["running"] = False
-                for _ in range(100000):   # a pending interrupt fires here at the latest
+                # A pending interrupt fires at the interpreter's first check.
+                for spins in range(100000):
                     pass
             finally:
                 when["running"] = False
                 timer.join()
         except KeyboardInterrupt:
-            when["raised"] = time.perf_counter()
             outcome = "raised after return" if returned else "raised in call"
+        call_cpu = time.process_time() - cpu
         if "signal" not in when:
             return None
         if np.array_equal(out, expected, equal_nan=True):
@@ -104,9 +113,8 @@ CHILD = textwrap.dedent(r"""
             state = "untouched"
         else:
             state = "partial"
-        return {"outcome": outcome, "out": state, "full": full,
-                "signal_after": when["signal"] - start,
-                "raised_after": when.get("raised", float("nan")) - start}
+        return {"outcome": outcome, "out": state, "full_cpu": full_cpu,
+                "call_cpu": call_cpu, "spins_after_return": spins}
 
     for _ in range(5):
         report = attempt()
@@ -147,9 +155,14 @@ def test_interrupt_during_a_long_call(op, dtype, threads, tmp_path):
         assert report["out"] == "complete", (
             "a call returned with out= not fully written"
         )
-    # Raised promptly or when the work ended, not after more work.
-    assert report["raised_after"] >= report["signal_after"]
-    assert report["raised_after"] <= 1.5 * report["full"] + 0.5, report
+    # Raised promptly or when the work ended, not after more work: at the
+    # interpreter's first checks after the call, and no more CPU time than a
+    # few whole calls (generous: the machine may be loaded, the threads
+    # may spin a little).
+    if report["outcome"] == "raised after return":
+        assert report["spins_after_return"] is not None, report
+        assert report["spins_after_return"] < 100, report
+    assert report["call_cpu"] <= 3 * report["full_cpu"] + 0.5, report
     assert report["works_after"]
     assert report["subnormals_after"], (
         "flush-to-zero left on after the interrupted call"
@@ -179,6 +192,9 @@ DEFAULT_HANDLER = textwrap.dedent(r"""
 def test_default_sigint_ends_the_process(threads, tmp_path):
     # The context manager closes the pipes (an unclosed one is a
     # ResourceWarning, an error in this suite).
+    # The child calls again and again: only the signal ends it.  A child
+    # that survives it is stopped by the time limit (a generous one, not a
+    # measure of speed).
     with subprocess.Popen(
         [sys.executable, "-P", "-c", DEFAULT_HANDLER, str(threads)],
         stdout=subprocess.PIPE,
@@ -191,10 +207,8 @@ def test_default_sigint_ends_the_process(threads, tmp_path):
             assert line.startswith("one call:"), line + proc.stderr.read()
             call = float(line.split(":")[1])
             time.sleep(min(call / 2, 0.5))
-            sent = time.perf_counter()
             proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=30 + 3 * call)
-            took = time.perf_counter() - sent
+            proc.wait(timeout=60 + 10 * call)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -205,6 +219,5 @@ def test_default_sigint_ends_the_process(threads, tmp_path):
         stderr[-2000:],
     )
     assert "KeyboardInterrupt" in stderr or proc.returncode == -signal.SIGINT
-    assert took <= 2 * call + 2, f"the process took {took:.2f} s to stop"
     assert "Segmentation" not in stderr and "Fatal Python error" not in stderr
     assert os.name == "posix"

