@@ -85,6 +85,13 @@ static inline cg_d4 cg_f4_widen(cg_f4 a) {
 static inline cg_f4 cg_f4_acc(cg_f4 acc, cg_f4 term) { return cg_f4_add(acc, term); }
 static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_f4_widen(term)); }
 
+/* A function every call reaches through one copy of its machine code. */
+#if defined(_MSC_VER)
+#define CG_NOINLINE __declspec(noinline)
+#else
+#define CG_NOINLINE __attribute__((noinline))
+#endif
+
 /* cg_shallow_rows_f (float accumulator) and cg_shallow_rows_d (double),
  * and their NCHW forms cg_shallow_rows_f_planes and cg_shallow_rows_d_planes:
  * one body, cg_shallow_rows.inc, included once per accumulator type. */
