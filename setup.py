@@ -24,7 +24,6 @@ bounds and wraparound checks on for a debug build.
 
 import glob
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -108,12 +107,29 @@ class BuildExt(build_ext):
             return None
 
     def _extra_link_args(self):
-        # The probe is linked by the bare compiler driver, which (unlike the
-        # extension's link) does not get LDFLAGS; on macOS that is where the
-        # -L and -rpath of a libomp outside the default search path are.
-        if self._family() == "apple":
-            return shlex.split(os.environ.get("LDFLAGS", ""))
-        return []
+        """The flags the extension's link adds to the compiler driver's.
+
+        The probe is linked by the bare compiler driver, which (unlike the
+        extension's link) gets neither LDSHARED's flags nor LDFLAGS and
+        CFLAGS: without them a libomp outside the default search path (the
+        -L and -rpath of macOS's LDFLAGS), a custom linker or a sanitizer's
+        runtime (-fsanitize=address in CFLAGS and LDFLAGS) is missing from
+        the probe alone, which then fails and, in auto mode, makes the
+        build serial.  So the probe gets the extension's link command, less
+        what makes a library of it, on every platform.
+        """
+        linker = getattr(self.compiler, "linker_so", None)
+        if not linker:  # MSVC: no such command, and no environment flags
+            return []
+        args, skip = [], False
+        for arg in linker[1:]:
+            if skip:
+                skip = False
+            elif arg == "-undefined":  # macOS: -undefined dynamic_lookup
+                skip = True
+            elif arg not in ("-shared", "-bundle", "-dynamiclib"):
+                args.append(arg)
+        return args
 
     def build_extensions(self):
         family = self._family()
