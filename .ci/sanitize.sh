@@ -6,7 +6,8 @@
 #
 # 1. tools: GCC with libasan and libubsan (apt-get install as root when a
 #    sanitized program cannot be built)
-# 2. a fresh venv with the package built by pip with
+# 2. a fresh venv with the package built by pip (from a copy of the
+#    tracked files) with
 #    CFLAGS/LDFLAGS=-fsanitize=address,undefined and CROPGRAD_OPENMP=required
 #    (setup.py's OpenMP probe links as the extension does, so the sanitizer
 #    runtime does not make the build serial), then its test dependencies
@@ -25,7 +26,6 @@
 # off: CPython keeps memory to the end on purpose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 PYTHON=${PYTHON:-python3}
 FUZZ_SECONDS=${SANITIZE_FUZZ_SECONDS:-30}
 start=$(date +%s)
@@ -57,12 +57,17 @@ libasan=$(gcc -print-file-name=libasan.so)
 echo "$(gcc --version | head -n 1); $libasan"
 
 step "2. the package built with $SANITIZE, OpenMP required"
+# From a copy of the tracked files: pip builds in the source tree, and the
+# sanitized objects it leaves in build/ must not reach a later in-place
+# build of the clone.
+mkdir "$work/src"
+git ls-files -z | xargs -0 cp --parents -t "$work/src"
 "$PYTHON" -m venv "$work/venv"
 py=$work/venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 CC=gcc CFLAGS="$SANITIZE -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g" \
     LDFLAGS="$SANITIZE" CROPGRAD_OPENMP=required \
-    "$py" -m pip install -v --disable-pip-version-check --no-cache-dir ".[test]" \
+    "$py" -m pip install -v --disable-pip-version-check --no-cache-dir "$work/src[test]" \
     >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; fail "the sanitized build"; }
 grep -E '^ *cropgrad: building with OpenMP on' "$work/build.log" \
     || fail "the sanitized build is not built with OpenMP"
