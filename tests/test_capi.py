@@ -121,6 +121,14 @@ def test_codes_are_pinned():
     assert {k: cropgrad.capi._CODES[k] for k in CODES} == CODES
 
 
+def test_codes_are_public_names():
+    """Each code is an int attribute of cropgrad.capi (ctypes, cffi, Numba)."""
+    names = [k for k in dir(cropgrad.capi) if k.startswith("CG_")]
+    public = {k: getattr(cropgrad.capi, k) for k in names}
+    assert public == CODES
+    assert all(type(v) is int for v in public.values())
+
+
 def test_version_is_pinned():
     assert cropgrad.capi.api_version() == API_VERSION
     version = ctypes.CFUNCTYPE(ctypes.c_int)(
