@@ -491,6 +491,40 @@ def test_c_header_table_and_layout(c_modules):
         )
 
 
+def test_docs_ctypes_and_numba_examples_run():
+    """docs/capi.md's ctypes examples (and the Numba one, with Numba) run,
+    with the public codes, and give the NumPy API's bits."""
+    docs = os.path.join(HERE, os.pardir, "docs", "capi.md")
+    if not os.path.exists(docs):
+        pytest.skip("the documentation is not beside the tests")
+    with open(docs) as f:
+        text = f.read()
+    (record,) = re.findall(r"```python\n(class CgError.*?)```", text, re.S)
+    section = text[text.index("## From ctypes, cffi or Numba") :]
+    crop, roi, numba_block = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace = {"ctypes": ctypes}
+    for block in (record, crop, roi):
+        exec(block, namespace)
+    n = namespace
+    assert n["status"] == cropgrad.capi.CG_OK and n["err"].status == 0
+    expected = cropgrad.crop_and_resize(n["image"], n["boxes"], n["box_ind"], (7, 7))
+    assert fuzz_capi.same_bits(n["crops"], expected)
+    expected = cropgrad.roi_align(
+        n["features"], n["rois"], n["roi_ind"], 7, spatial_scale=1 / 4,
+        sampling_ratio=2, aligned=True,
+    )  # fmt: skip
+    assert fuzz_capi.same_bits(n["pooled"], expected)
+    if importlib.util.find_spec("numba") is None and not REQUIRE:
+        return
+    exec(numba_block, namespace)
+    crops = np.full_like(n["crops"], np.nan)
+    err = np.zeros(1, capi_ctypes.ERROR_DTYPE)
+    shape = np.array(n["image"].shape, np.int64)
+    status = n["crop"](n["image"], shape, n["boxes"], n["box_ind"], crops, err)
+    assert status == cropgrad.capi.CG_OK and err["status"][0] == 0
+    assert fuzz_capi.same_bits(crops, n["crops"])
+
+
 def _header():
     with open(os.path.join(cropgrad.get_include(), "cropgrad", "capi.h")) as f:
         return f.read()
