@@ -65,6 +65,9 @@ class Arg:
         The APIs that take it.
     renamed : Mapping[str, str]
         Its name in an API that spells it otherwise.
+    choices : tuple of str
+        The values a string option may take (empty: any), in the order a
+        message lists them.
     """
 
     name: str
@@ -73,6 +76,7 @@ class Arg:
     keyword_only: bool = False
     apis: tuple = APIS
     renamed: Mapping = dataclasses.field(default_factory=dict)
+    choices: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +150,8 @@ class Op:
 
 
 class _Bound(dict):
-    """A dict whose items are also attributes (``bound.image``)."""
+    """A dict whose items are also attributes (``bound.image``), in the
+    op's order."""
 
     __slots__ = ()
 
@@ -155,6 +160,13 @@ class _Bound(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def replace(self, **changes):
+        """A copy with the arguments `changes` names replaced (same order)."""
+        unknown = changes.keys() - self.keys()
+        if unknown:
+            raise TypeError(f"no argument named {', '.join(sorted(unknown))}")
+        return _Bound({**self, **changes})
 
 
 def _schema_value(value):
@@ -172,11 +184,20 @@ def _arg(name, kind, default=REQUIRED, **kw):
     return Arg(name, kind, default, **kw)
 
 
+_BOTH_METHODS = ("bilinear", "nearest")
+# The boxes derivatives: nearest sampling is piecewise constant in the boxes.
+_BILINEAR = ("bilinear",)
+
+
+def _method(choices):
+    return _arg("method", "str", "bilinear", choices=choices)
+
+
 # The options every op of the crop_and_resize family ends with.
 def _options(flush=True):
     return (
         _arg("out", "out", None, keyword_only=True, apis=("numpy",)),
-        _arg("data_format", "str", keyword_only=True),
+        _arg("data_format", "str", keyword_only=True, choices=("NHWC", "NCHW")),
         _arg("num_threads", "threads", None, keyword_only=True),
         _arg(
             "flush_denormals",
@@ -201,7 +222,7 @@ OPS = {
                 _arg("boxes", "array"),
                 _arg("box_ind", "array"),
                 _arg("crop_size", "ints"),
-                _arg("method", "str", "bilinear"),
+                _method(_BOTH_METHODS),
                 _arg("extrapolation_value", "float", 0.0),
                 *_options(),
             ),
@@ -215,7 +236,7 @@ OPS = {
                 _arg("box_ind", "array"),
                 _arg("image_size", "ints", renamed={"jax": "image_shape"}),
                 _arg("dtype", "dtype", "float32"),
-                _arg("method", "str", "bilinear"),
+                _method(_BOTH_METHODS),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
@@ -227,7 +248,7 @@ OPS = {
                 _arg("image", "array"),
                 _arg("boxes", "array"),
                 _arg("box_ind", "array"),
-                _arg("method", "str", "bilinear"),
+                _method(_BILINEAR),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
@@ -240,7 +261,7 @@ OPS = {
                 _arg("box_ind", "array"),
                 _arg("boxes_tangent", "array"),
                 _arg("crop_size", "ints"),
-                _arg("method", "str", "bilinear"),
+                _method(_BILINEAR),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
