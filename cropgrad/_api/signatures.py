@@ -23,6 +23,7 @@ Examples
 'NHWC'
 """
 
+import collections
 import dataclasses
 import inspect
 from collections.abc import Mapping
@@ -86,17 +87,36 @@ class Op:
     name: str
     args: tuple
     layouts: Mapping
+    # What the methods below compute from `args`, kept: the PyTorch
+    # adapter asks for it on every call of an op.
+    _memo: dict = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def _kept(self, key, compute):
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
     def args_of(self, api):
         """The arguments `api` takes, in order."""
-        return tuple(a for a in self.args if api in a.apis)
+        return self._kept(
+            ("args", api), lambda: tuple(a for a in self.args if api in a.apis)
+        )
 
     def names(self, api):
         """The names of the arguments `api` takes, in order, as it spells them."""
-        return tuple(a.renamed.get(api, a.name) for a in self.args_of(api))
+        return self._kept(
+            ("names", api),
+            lambda: tuple(a.renamed.get(api, a.name) for a in self.args_of(api)),
+        )
 
     def arg(self, name):
-        return next(a for a in self.args if a.name == name)
+        return self._kept(
+            ("arg", name), lambda: next(a for a in self.args if a.name == name)
+        )
 
     def default(self, name, api, dtypes=None):
         """The default of argument `name` in `api` (`dtypes`: the API's
@@ -138,35 +158,31 @@ class Op:
             parts.append(text)
         return "(" + ", ".join(parts) + ") -> Tensor"
 
+    def call_type(self, api):
+        """The named tuple of a call of `api` (see `bind`)."""
+        return self._kept(
+            ("call", api),
+            lambda: _call_type(self.name, [a.name for a in self.args_of(api)]),
+        )
+
     def bind(self, api, args):
         """`args` (every argument `api` takes, positionally, as the
-        dispatcher passes them) as a namespace of names."""
-        names = [a.name for a in self.args_of(api)]
-        if len(args) != len(names):
+        dispatcher passes them) as a named tuple: ``bound.image``,
+        ``bound.replace(image=...)`` a copy with some of them replaced, and
+        ``bound._op`` the op's name."""
+        call = self.call_type(api)
+        if len(args) != len(call._fields):
             raise TypeError(
-                f"{self.name} takes {len(names)} arguments, got {len(args)}"
+                f"{self.name} takes {len(call._fields)} arguments, got {len(args)}"
             )
-        return _Bound(zip(names, args))
+        return call(*args)
 
 
-class _Bound(dict):
-    """A dict whose items are also attributes (``bound.image``), in the
-    op's order."""
-
-    __slots__ = ()
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def replace(self, **changes):
-        """A copy with the arguments `changes` names replaced (same order)."""
-        unknown = changes.keys() - self.keys()
-        if unknown:
-            raise TypeError(f"no argument named {', '.join(sorted(unknown))}")
-        return _Bound({**self, **changes})
+def _call_type(name, fields):
+    """The named tuple of a call of op `name` (a tuple: it is passed on as
+    the positional arguments it holds)."""
+    base = collections.namedtuple(name, fields)
+    return type(name, (base,), {"__slots__": (), "replace": base._replace, "_op": name})
 
 
 def _schema_value(value):

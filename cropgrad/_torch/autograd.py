@@ -36,6 +36,8 @@ __all__ = []
 
 # The options every op ends with, passed on from one op to another.
 _OPTIONS = ("method", "data_format", "num_threads", "flush_denormals")
+# What replaces each op's tensors in the call a Function keeps on its ctx.
+_WITHOUT_TENSORS = {name: dict.fromkeys(names) for name, names in checks.ARRAYS.items()}
 
 
 def _flows(tangent):
@@ -97,7 +99,7 @@ def call(function, **values):
 
 def _bind(function, inputs):
     """The inputs of `function` by name."""
-    return OPS[function.op].bind("torch", inputs)
+    return checks.bind(function.op, inputs)
 
 
 def _gradients(function, **grads):
@@ -116,31 +118,29 @@ def _op_forward(name):
     return staticmethod(forward)
 
 
-def _save(ctx, function, a):
-    """Keep call `a` of `function` for the backward and the jvp alike.
+def _save(ctx, a):
+    """Keep call `a` for the backward and the jvp alike.
 
     Its tensors are saved as autograd saves them; ctx keeps the rest
     (`_saved` puts them together again) and the options the derivatives
     pass on.
     """
-    names = OPS[function.op].names("torch")
-    tensors = [n for n in names if isinstance(a[n], torch.Tensor)]
-    ctx.save_for_backward(*(a[n] for n in tensors))
-    ctx.save_for_forward(*(a[n] for n in tensors))
-    ctx.names = names
-    ctx.call = a.replace(**dict.fromkeys(tensors))
-    ctx.tensors = tensors
-    ctx.options = {n: a[n] for n in _OPTIONS}
+    tensors = [getattr(a, n) for n in checks.ARRAYS[a._op]]
+    ctx.save_for_backward(*tensors)
+    ctx.save_for_forward(*tensors)
+    ctx.call = a.replace(**_WITHOUT_TENSORS[a._op])
+    ctx.options = {n: getattr(a, n) for n in _OPTIONS}
 
 
 def _saved(ctx):
     """The call `_save` kept, its tensors as saved."""
-    return ctx.call.replace(**dict(zip(ctx.tensors, ctx.saved_tensors)))
+    call = ctx.call
+    return call.replace(**dict(zip(checks.ARRAYS[call._op], ctx.saved_tensors)))
 
 
 def _needs(ctx, name):
     """Whether the backward must return a gradient for input `name`."""
-    return ctx.needs_input_grad[ctx.names.index(name)]
+    return ctx.needs_input_grad[ctx.call._fields.index(name)]
 
 
 def _crop_size(grads, layout):
@@ -177,7 +177,7 @@ def _linear(function, a, tangents):
     `a`: the sum of `function` with each tangent (`tangents`: by name, None
     for none) in place of its primal, or None when no tangent flows."""
     parts = [
-        apply(function, *a.replace(**{name: t}).values())
+        apply(function, *a.replace(**{name: t}))
         for name, t in tangents.items()
         if t is not None
     ]
@@ -194,9 +194,9 @@ class Forward(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         a = _bind(Forward, inputs)
-        _save(ctx, Forward, a)
+        _save(ctx, a)
         ctx.image_dtype = a.image.dtype
-        ctx.out_shape = list(output.shape)
+        ctx.out_shape = output.shape
 
     @staticmethod
     def backward(ctx, grad):
@@ -248,7 +248,7 @@ class GradImage(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         a = _bind(GradImage, inputs)
-        _save(ctx, GradImage, a)
+        _save(ctx, a)
         ctx.crop_size = _crop_size(a.grads, a.data_format)
         ctx.grads_dtype = a.grads.dtype
 
@@ -270,7 +270,7 @@ class GradImage(torch.autograd.Function):
             raise _missing(GradImage.op, "boxes", "forward-mode")
         if grads_t is None:
             return torch.zeros(ctx.call.image_size, dtype=ctx.call.dtype)
-        return apply(GradImage, *_saved(ctx).replace(grads=grads_t).values())
+        return apply(GradImage, *_saved(ctx).replace(grads=grads_t))
 
 
 class GradBoxes(torch.autograd.Function):
@@ -281,7 +281,7 @@ class GradBoxes(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         a = _bind(GradBoxes, inputs)
-        _save(ctx, GradBoxes, a)
+        _save(ctx, a)
         ctx.num_boxes = a.boxes.shape[0]
         ctx.crop_size = _crop_size(a.grads, a.data_format)
         ctx.grads_dtype = a.grads.dtype
@@ -319,7 +319,7 @@ class JvpBoxes(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         a = _bind(JvpBoxes, inputs)
-        _save(ctx, JvpBoxes, a)
+        _save(ctx, a)
         ctx.tangent_dtype = a.boxes_tangent.dtype
 
     @staticmethod

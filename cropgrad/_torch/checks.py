@@ -53,16 +53,28 @@ CODES = {
 DTYPES = {"float32": torch.float32}
 
 
+# The names of each op's arrays (its tensors), in its order.
+ARRAYS = {
+    name: tuple(arg.name for arg in op.args_of("torch") if arg.kind == "array")
+    for name, op in OPS.items()
+}
+# Each op's call (`bind`) and its defaults, in its order (REQUIRED where
+# it has none).
+_CALLS = {name: op.call_type("torch") for name, op in OPS.items()}
+_DEFAULTS = {
+    name: tuple(op.default(n, "torch", DTYPES) for n in op.names("torch"))
+    for name, op in OPS.items()
+}
+
+
 def bind(name, args):
-    """The positional arguments the dispatcher passes to op `name`, by name.
+    """The positional arguments the dispatcher passes to op `name`, by name
+    (`cropgrad._api.signatures.Op.bind`).
 
     The dispatcher leaves out trailing arguments equal to their defaults:
     they are filled in from the table.
     """
-    op = OPS[name]
-    missing = op.names("torch")[len(args) :]
-    args = (*args, *(op.default(n, "torch", DTYPES) for n in missing))
-    return op.bind("torch", args)
+    return _CALLS[name](*args, *_DEFAULTS[name][len(args) :])
 
 
 # --------------------------------------------------------------------------
@@ -111,9 +123,16 @@ def _choice(value, allowed, name):
     return plain
 
 
+# The choices of each string option of each op.
+_CHOICES = {
+    name: {arg.name: arg.choices for arg in op.args if arg.choices}
+    for name, op in OPS.items()
+}
+
+
 def option(name, arg, value):
     """A string option of op `name` checked against its choices."""
-    return _choice(value, OPS[name].arg(arg).choices, arg)
+    return _choice(value, _CHOICES[name][arg], arg)
 
 
 def dims(layout):
@@ -246,17 +265,27 @@ def _flag(value, name):
 
 
 # The check of each kind of argument (signatures.Arg.kind) of a public
-# function; a string option is checked against its choices, a size by
-# `size`.
+# function, ``check(value, arg, values)`` (`values`: the call's arguments
+# by name).
 _CHECKS = {
-    "array": tensor,
-    "float": _real_scalar,
-    "dtype": _dtype,
-    "threads": _threads,
-    "bool": _flag,
+    "array": lambda value, arg, values: tensor(value, arg.name),
+    "ints": lambda value, arg, values: size(arg.name, value, values.get("data_format")),
+    "str": lambda value, arg, values: _choice(value, arg.choices, arg.name),
+    "float": lambda value, arg, values: _real_scalar(value, arg.name),
+    "dtype": lambda value, arg, values: _dtype(value, arg.name),
+    "threads": lambda value, arg, values: _threads(value, arg.name),
+    "bool": lambda value, arg, values: _flag(value, arg.name),
 }
-# The scalars are checked before the other arguments.
-_SCALARS = ("float", "dtype")
+# Each op's public arguments with their checks, in the op's order, and the
+# scalars among them, which are checked before the others.
+_PUBLIC = {
+    name: [(arg, _CHECKS[arg.kind]) for arg in op.args_of("torch")]
+    for name, op in OPS.items()
+}
+_SCALARS = {
+    name: [(arg, check) for arg, check in checks if arg.kind in ("float", "dtype")]
+    for name, checks in _PUBLIC.items()
+}
 
 
 def public(name, values):
@@ -265,17 +294,9 @@ def public(name, values):
     `values` maps each argument's name to what the caller gave; returns
     them in the op's order, as the dispatcher takes them.
     """
-    args = OPS[name].args_of("torch")
-    checked = {}
-    for arg in sorted(args, key=lambda a: a.kind not in _SCALARS):
-        value = values[arg.name]
-        if arg.kind == "ints":
-            checked[arg.name] = size(arg.name, value, values.get("data_format"))
-        elif arg.kind == "str":
-            checked[arg.name] = _choice(value, arg.choices, arg.name)
-        else:
-            checked[arg.name] = _CHECKS[arg.kind](value, arg.name)
-    return [checked[arg.name] for arg in args]
+    for arg, check in _SCALARS[name]:
+        check(values[arg.name], arg, values)
+    return [check(values[arg.name], arg, values) for arg, check in _PUBLIC[name]]
 
 
 # --------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def _autograd_kernel(op, name, function):
     """The op's autograd: its Function when a gradient or tangent flows."""
 
     def kernel(keyset, *args):
-        args = checks.bind(name, args).values()
+        args = checks.bind(name, args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if (torch.is_grad_enabled() and torch._C._any_requires_grad(*tensors)) or any(
             torch.autograd.forward_ad.unpack_dual(t).tangent is not None

@@ -84,7 +84,10 @@ def _new_tensor(shape, dtype, device, fake):
 
 def numpy(t):
     """A NumPy view of `t` (no copy): autograd's bookkeeping set aside."""
-    t = t.detach().resolve_neg()
+    if t.requires_grad:
+        t = t.detach()
+    if t.is_neg():
+        t = t.resolve_neg()
     if t.dtype == torch.bfloat16:
         # NumPy has no bfloat16 of its own: the bits, as ml_dtypes' type.
         bfloat16 = _v.bfloat16_dtype()

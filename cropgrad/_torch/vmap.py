@@ -16,7 +16,6 @@ tensor is folded along its first axis.
 
 import torch
 
-from cropgrad._api.signatures import OPS
 from cropgrad._torch import checks
 
 __all__ = []
@@ -71,7 +70,7 @@ def _folded(a, dims, n, shape):
     """The arguments of the one call that computes the `n` problems of `a`
     (`shape`: one problem's result)."""
     folded = {
-        name: _fold(a[name], dim, n)
+        name: _fold(getattr(a, name), dim, n)
         for name, dim in dims.items()
         if name not in ("image", "box_ind")
     }
@@ -97,14 +96,16 @@ def _in_problems(op, n, a, dims, folded):
     the problem's index along the mapped axis.
     """
     try:
-        return op(*folded.values())
+        return op(*folded)
     except (ValueError, IndexError):
         for k in range(n):
             one = {
-                name: a[name].select(d, k) for name, d in dims.items() if d is not None
+                name: getattr(a, name).select(d, k)
+                for name, d in dims.items()
+                if d is not None
             }
             try:
-                op(*a.replace(**one).values())
+                op(*a.replace(**one))
             except (ValueError, IndexError) as exc:
                 raise type(exc)(
                     f"{exc} (at index {k} of the axis torch.func.vmap maps)"
@@ -115,13 +116,12 @@ def _in_problems(op, n, a, dims, folded):
 def rule(name, kernel):
     """The vmap rule of op `name`, whose fake implementation is
     ``kernel(a, True)``."""
-    arrays = [arg.name for arg in OPS[name].args_of("torch") if arg.kind == "array"]
 
     def vmap(info, in_dims, *args):
         n = info.batch_size
         a = checks.bind(name, args)
-        dims = dict(zip(arrays, in_dims))
-        one = a.replace(**{k: _logical(a[k], d) for k, d in dims.items()})
+        dims = dict(zip(checks.ARRAYS[name], in_dims))
+        one = a.replace(**{k: _logical(getattr(a, k), d) for k, d in dims.items()})
         shape = list(kernel(one, True).shape)
         op = getattr(torch.ops.cropgrad, name).default
         out = _in_problems(op, n, a, dims, _folded(a, dims, n, shape))
