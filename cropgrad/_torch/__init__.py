@@ -7,8 +7,9 @@ everything else is here.  A call of a public function goes::
       registration.call       the public arguments checked (checks.public)
         autograd.Forward.apply     (torch.compile: torch.ops.cropgrad.*)
           torch.ops.cropgrad.crop_and_resize      the dispatcher
-            kernels.crop_and_resize       CPU: the metadata plan (the gate),
-                                          then the NumPy API on NumPy views
+            kernels.crop_and_resize       CPU: the metadata plan (the gate,
+                                          once), then cropgrad._core's bridge
+                                          on NumPy views (data checks, kernel)
 
 Modules, each importing only those above it (and PyTorch, cropgrad._core,
 cropgrad._api):
@@ -20,7 +21,7 @@ cropgrad._api):
 - `tensors`: memory layouts (``channels_last``: a tensor read where it
   is), NumPy views, allocation (huge pages for large results).
 - `kernels`: one function an op, the CPU kernel and the fake
-  implementation: plan, allocation, NumPy views, the NumPy API.
+  implementation: plan, allocation, NumPy views, the bridge.
 - `vmap`: the vmap rule, which folds the mapped axis into one call.
 - `autograd`: one ``torch.autograd.Function`` an op: backward, jvp, and a
   generated vmap rule.

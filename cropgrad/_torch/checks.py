@@ -13,7 +13,7 @@ layout:
   shapes are concrete ints a plan runs the C-level API's metadata checks
   (cropgrad._core's gate); symbolic shapes get only what the output's shape
   needs, and the eager call, whose shapes are concrete, runs the gate.  The
-  thread count is the NumPy API's to check (0 here: the default).
+  thread count is the CPU kernel's to check (0 here: the default).
 
 Arguments come by name, as `cropgrad._api.signatures` names them: `bind`
 turns the positional arguments the dispatcher passes into that namespace.
@@ -248,7 +248,7 @@ def _dtype(value, name):
 
 
 def _threads(num_threads, name):
-    # The NumPy API checks the range; only the schema's type is checked here.
+    # The CPU kernel checks the range; only the schema's type is checked here.
     if num_threads is not None and (
         isinstance(num_threads, bool) or not isinstance(num_threads, int)
     ):

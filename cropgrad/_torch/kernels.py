@@ -3,31 +3,60 @@
 One function an op, ``kernel(a, fake)`` with `a` the call's arguments by
 name (`checks.bind`): it runs the op's metadata plan and allocates the
 result; as the fake implementation (`fake` true: torch.compile's tracing,
-meta tensors) it stops there, and as the CPU kernel it then runs the NumPy
-API on views of the tensors, writing into the result.
+meta tensors) it stops there, and as the CPU kernel it then calls the
+NumPy bridge of cropgrad._core on views of the tensors, writing into the
+result.  The plan ran the gate (the C-level API's metadata checks) on the
+call's concrete shapes, so the bridge, which checks only the data (finite
+boxes, ``box_ind`` in range) before the kernel, is called directly: the
+metadata of an eager call is checked once.  What the NumPy API's
+conversions would do, the kernels do here: float32 contiguous boxes,
+grads and tangents, a native int32 or int64 ``box_ind``, the codes of the
+dtypes, the method and the layout, the thread count's range.
 """
 
 import torch
 
-import cropgrad as _cg
+from cropgrad import _core
+from cropgrad._api import validation as _v
 from cropgrad._torch import checks, tensors
 
 __all__ = []
 
 
-def _read(t, a, memory):
-    """Image, grads or result `t` (in the call's layout) as an array in
-    `memory`."""
-    return tensors.numpy(tensors.in_layout(t, a.data_format, memory))
+# The tensors read in the call's memory layout (the others have one layout).
+_LAID_OUT = ("image", "grads")
+# The tensors the kernels read as float32, in the order the NumPy API
+# converts them.
+_FLOAT32 = ("grads", "boxes", "boxes_tangent")
 
 
-def _options(a, memory):
-    """The options every op of the NumPy API takes, by name."""
-    return {
-        "num_threads": a.num_threads,
-        "flush_denormals": a.flush_denormals,
-        "data_format": memory,
-    }
+def _arrays(a, memory, result):
+    """What the bridge takes: NumPy views of the call's tensors and of its
+    `result`, converted as the NumPy API converts them, and the codes.
+
+    The thread count's range is checked here, once the metadata has passed
+    (its type was checked before dispatch).
+    """
+    x = {}
+    for name in checks.ARRAYS[a._op]:
+        t = getattr(a, name)
+        if name in _LAID_OUT:
+            t = tensors.in_layout(t, a.data_format, memory)
+        x[name] = tensors.numpy(t)
+    if result.dim() == 4:  # (the boxes gradient, [num_boxes, 4], has no layout)
+        result = tensors.in_layout(result, a.data_format, memory)
+    x["out"] = tensors.numpy(result)
+    x["num_threads"] = _v.threads(a.num_threads)
+    for name in _FLOAT32:
+        if name in x:
+            x[name] = _v.float32_array(x[name], name)
+    x["box_ind"], x["box_ind_code"] = _v.native_index(x["box_ind"])
+    if "image" in x:
+        x["image_code"] = checks.CODES[a.image.dtype]
+    x["method"] = _v.METHOD_CODES[a.method]
+    x["layout"] = _v.LAYOUT_CODES[memory]
+    x["flush"] = bool(a.flush_denormals)
+    return x
 
 
 def crop_and_resize(a, fake):
@@ -38,15 +67,21 @@ def crop_and_resize(a, fake):
     )
     if fake:
         return crops
-    _cg.crop_and_resize(
-        _read(a.image, a, memory),
-        tensors.numpy(a.boxes),
-        tensors.numpy(a.box_ind),
-        list(a.crop_size),
-        a.method,
+    x = _arrays(a, memory, crops)
+    _core.crop_and_resize(
+        x["image"],
+        x["image_code"],
+        x["boxes"],
+        x["box_ind"],
+        x["box_ind_code"],
+        a.crop_size[0],
+        a.crop_size[1],
+        x["method"],
         a.extrapolation_value,
-        out=_read(crops, a, memory),
-        **_options(a, memory),
+        x["layout"],
+        x["out"],
+        x["num_threads"],
+        x["flush"],
     )
     return crops
 
@@ -57,16 +92,19 @@ def crop_and_resize_grad_image(a, fake):
     result = tensors.empty(shape, a.dtype, a.data_format, memory, a.grads.device, fake)
     if fake:
         return result
-    out = _read(result, a, memory)
-    _cg.crop_and_resize_grad_image(
-        _read(a.grads, a, memory),
-        tensors.numpy(a.boxes),
-        tensors.numpy(a.box_ind),
-        list(out.shape),
-        out.dtype,
-        a.method,
-        out=out,
-        **_options(a, memory),
+    x = _arrays(a, memory, result)
+    _core.grad_image(
+        x["grads"],
+        x["boxes"],
+        x["box_ind"],
+        x["box_ind_code"],
+        x["out"].shape,
+        x["out"],
+        checks.CODES[a.dtype],
+        x["method"],
+        x["layout"],
+        x["num_threads"],
+        x["flush"],
     )
     return result
 
@@ -77,14 +115,19 @@ def crop_and_resize_grad_boxes(a, fake):
     result = a.boxes.new_empty(shape, dtype=torch.float32)
     if fake:
         return result
-    _cg.crop_and_resize_grad_boxes(
-        _read(a.grads, a, memory),
-        _read(a.image, a, memory),
-        tensors.numpy(a.boxes),
-        tensors.numpy(a.box_ind),
-        a.method,
-        out=result.numpy(),
-        **_options(a, memory),
+    x = _arrays(a, memory, result)
+    _core.grad_boxes(
+        x["grads"],
+        x["image"],
+        x["image_code"],
+        x["boxes"],
+        x["box_ind"],
+        x["box_ind_code"],
+        x["out"],
+        x["method"],
+        x["layout"],
+        x["num_threads"],
+        x["flush"],
     )
     return result
 
@@ -97,14 +140,20 @@ def crop_and_resize_jvp_boxes(a, fake):
     )
     if fake:
         return result
-    _cg.crop_and_resize_jvp_boxes(
-        _read(a.image, a, memory),
-        tensors.numpy(a.boxes),
-        tensors.numpy(a.box_ind),
-        tensors.numpy(a.boxes_tangent),
-        list(a.crop_size),
-        a.method,
-        out=_read(result, a, memory),
-        **_options(a, memory),
+    x = _arrays(a, memory, result)
+    _core.jvp_boxes(
+        x["image"],
+        x["image_code"],
+        x["boxes"],
+        x["boxes_tangent"],
+        x["box_ind"],
+        x["box_ind_code"],
+        a.crop_size[0],
+        a.crop_size[1],
+        x["method"],
+        x["layout"],
+        x["out"],
+        x["num_threads"],
+        x["flush"],
     )
     return result
