@@ -4,7 +4,7 @@
 Two kinds of function, one per op each:
 
 - the gate (``check_*``): the C-level API's metadata checks
-  (cropgrad/_capi/gate.pxd, shapes in the caller's layout) on Python ints,
+  (cropgrad/_capi, shapes in the caller's layout) on Python ints,
   raising the exception the NumPy API documents with the C-level API's
   message.  The NumPy API runs it before it allocates the output;
   cropgrad.jax at trace time and cropgrad.torch whenever the shapes are
@@ -13,7 +13,7 @@ Two kinds of function, one per op each:
 - the bridge (``crop_and_resize`` ...): takes the buffers of arrays that
   the Python layer has converted (C-contiguous, of the dtype their code
   names) and whose metadata the gate has passed, releases the GIL for the
-  op's call (cropgrad/_capi/calls.pxd: the checks that need the data, then
+  op's call (cropgrad/_capi: the checks that need the data, then
   the kernel; the metadata is not checked again), and turns its error
   record into the exception.  Only ever called after the gate, with the
   shapes and codes the gate saw.
@@ -33,10 +33,7 @@ from cropgrad._runtime.openmp cimport CROPGRAD_HAVE_OPENMP
 cdef extern from "cg_pages.h":
     int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil
 
-from cropgrad._capi cimport calls
-from cropgrad._capi.gate cimport check_forward as _check_forward
-from cropgrad._capi.gate cimport check_grad_boxes as _check_grad_boxes
-from cropgrad._capi.gate cimport check_grad_image as _check_grad_image
+from cropgrad._capi cimport crop_and_resize as cr
 from cropgrad.capi cimport (
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
@@ -81,8 +78,8 @@ def check_forward(image_shape, int image_dtype, int64_t num_boxes,
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, False, &err) != CG_OK:
+    if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                        layout, num_threads, False, &err) != CG_OK:
         _raise(&err)
 
 
@@ -93,8 +90,8 @@ def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, True, &err) != CG_OK:
+    if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                        layout, num_threads, True, &err) != CG_OK:
         _raise(&err)
 
 
@@ -108,8 +105,8 @@ def check_grad_image(grads_shape, image_size, int output_dtype, int method,
     cdef bytes name = size_name.encode("utf-8")
     _shape4(g, grads_shape)
     _shape4(s, image_size)
-    if _check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
-                         &err) != CG_OK:
+    if cr.check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
+                           &err) != CG_OK:
         _raise(&err)
 
 
@@ -121,8 +118,8 @@ def check_grad_boxes(grads_shape, image_shape, int image_dtype, int method,
     cdef int64_t s[4]
     _shape4(g, grads_shape)
     _shape4(s, image_shape)
-    if _check_grad_boxes(g, s, image_dtype, method, layout, num_threads,
-                         &err) != CG_OK:
+    if cr.check_grad_boxes(g, s, image_dtype, method, layout, num_threads,
+                           &err) != CG_OK:
         _raise(&err)
 
 
@@ -158,22 +155,22 @@ ctypedef struct Call:
 
 cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
     if c.op == FORWARD:
-        return calls.run_crop_and_resize(
+        return cr.run_crop_and_resize(
             c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
             c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
             c.num_threads, c.flush, err)
     if c.op == GRAD_IMAGE:
-        return calls.run_grad_image(
+        return cr.run_grad_image(
             <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
             c.method, c.layout, c.num_threads, c.flush, err)
     if c.op == GRAD_BOXES:
-        return calls.run_grad_boxes(
+        return cr.run_grad_boxes(
             <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
             c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
             <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
-    return calls.run_jvp_boxes(
+    return cr.run_jvp_boxes(
         c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
         <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
         c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],

@@ -1,6 +1,6 @@
 # cython: language_level=3
 #
-# cropgrad's C-level API: the three ops and the boxes JVP for compiled code.
+# cropgrad's C-level API: its ops for compiled code.
 #
 #     from cropgrad cimport capi
 #

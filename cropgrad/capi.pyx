@@ -2,8 +2,8 @@
 """cropgrad's C-level API (see capi.pxd and docs/capi.md).
 
 Each function declared in ``capi.pxd`` runs the gate's metadata checks
-(cropgrad/_capi/gate.pyx, the one definition of a valid call), then the op's
-call (cropgrad/_capi/calls.pyx: the checks that need the data, such as
+(cropgrad/_capi, the one definition of a valid call: its family's module
+and gate.pyx), then the op's call (the checks that need the data, such as
 finite boxes and ``box_ind`` in range, then the kernel), filling the
 caller's error record, all without the GIL.  The NumPy API reaches the same
 gate and calls through its bridge, cropgrad/_core.pyx, which turns an error
@@ -13,7 +13,8 @@ record into the exception the NumPy API documents.
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int64_t, uintptr_t
 
-from cropgrad._capi cimport calls, gate
+from cropgrad._capi cimport crop_and_resize as cr
+from cropgrad._capi cimport gate
 from cropgrad._runtime.parallel cimport resolve_threads
 
 
@@ -40,11 +41,11 @@ cdef int cg_crop_and_resize(
     if error == NULL:
         error = &local
     if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_forward(image_shape, image_dtype, num_boxes, crop_height,
-                                  crop_width, method, layout, num_threads, False,
-                                  error) != CG_OK):
+            or cr.check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                                crop_width, method, layout, num_threads, False,
+                                error) != CG_OK):
         return error.status
-    return calls.run_crop_and_resize(
+    return cr.run_crop_and_resize(
         image, image_dtype, image_shape, boxes, box_ind, box_ind_dtype, num_boxes,
         crop_height, crop_width, method, extrapolation_value, layout, crops,
         num_threads, flush_denormals, error)
@@ -61,11 +62,11 @@ cdef int cg_crop_and_resize_grad_image(
         error = &local
     if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
             or gate.check_shape_pointer(image_size, "image_size", error) != CG_OK
-            or gate.check_grad_image(grads_shape, image_size, output_dtype, method,
-                                     layout, num_threads, "image_size",
-                                     error) != CG_OK):
+            or cr.check_grad_image(grads_shape, image_size, output_dtype, method,
+                                   layout, num_threads, "image_size",
+                                   error) != CG_OK):
         return error.status
-    return calls.run_grad_image(
+    return cr.run_grad_image(
         grads, grads_shape, boxes, box_ind, box_ind_dtype, image_size, output,
         output_dtype, method, layout, num_threads, flush_denormals, error)
 
@@ -81,10 +82,10 @@ cdef int cg_crop_and_resize_grad_boxes(
         error = &local
     if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
             or gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_grad_boxes(grads_shape, image_shape, image_dtype, method,
-                                     layout, num_threads, error) != CG_OK):
+            or cr.check_grad_boxes(grads_shape, image_shape, image_dtype, method,
+                                   layout, num_threads, error) != CG_OK):
         return error.status
-    return calls.run_grad_boxes(
+    return cr.run_grad_boxes(
         grads, grads_shape, image, image_dtype, image_shape, boxes, box_ind,
         box_ind_dtype, output, method, layout, num_threads, flush_denormals, error)
 
@@ -100,11 +101,11 @@ cdef int cg_crop_and_resize_jvp_boxes(
     if error == NULL:
         error = &local
     if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_forward(image_shape, image_dtype, num_boxes, crop_height,
-                                  crop_width, method, layout, num_threads, True,
-                                  error) != CG_OK):
+            or cr.check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                                crop_width, method, layout, num_threads, True,
+                                error) != CG_OK):
         return error.status
-    return calls.run_jvp_boxes(
+    return cr.run_jvp_boxes(
         image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
         box_ind_dtype, num_boxes, crop_height, crop_width, method, layout, output,
         num_threads, flush_denormals, error)

@@ -1,6 +1,6 @@
 # cython: language_level=3
 #
-# The one parallel driver of the three ops, and the thread policy.
+# The one parallel driver of every op, and the thread policy.
 #
 # An op cuts its work into independent tasks (each writing its own part of
 # the output) and hands them to `run_tasks`, which runs them on the calling

@@ -1,8 +1,8 @@
 # cython: language_level=3
 #
 # The plan of an image-gradient call and the updates of one sample, shared
-# by its NHWC tasks (_grad_image.pyx) and its NCHW tasks
-# (_grad_image_nchw.pyx): both layouts add the same terms the same way.
+# by its NHWC tasks (grad_image.pyx) and its NCHW tasks
+# (grad_image_nchw.pyx): both layouts add the same terms the same way.
 
 from libc.stdint cimport int64_t, uint16_t
 
@@ -60,7 +60,7 @@ ctypedef struct GradImagePlan:
     Py_ssize_t* splits
     Py_ssize_t num_splits
     # NCHW tiles: output rows accumulated at a time, and crop rows of grads
-    # gathered at a time (see _grad_image_nchw)
+    # gathered at a time (see grad_image_nchw)
     Py_ssize_t tile_rows
     Py_ssize_t stage_rows
 

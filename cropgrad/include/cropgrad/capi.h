@@ -1,4 +1,4 @@
-/* cropgrad's C-level API for C and C++: the three ops on raw pointers.
+/* cropgrad's C-level API for C and C++: its ops on raw pointers.
  *
  * The whole contract is in docs/capi.md; this header declares it.  An
  * extension module needs nothing else (no Cython, no OpenMP flags):
@@ -126,7 +126,7 @@ typedef int (*cg_default_threads_fn)(void);
 
 typedef int (*cg_crop_and_resize_fn)(
     const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const void *box_ind,          /* IN  [num_boxes] */
@@ -150,7 +150,7 @@ typedef int (*cg_crop_and_resize_grad_image_fn)(
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     const int64_t *image_size,    /* IN  4 values: the output's shape, layout order */
     void *output,                 /* OUT image_size, of output_dtype */
-    int output_dtype,             /* CG_FLOAT16, CG_FLOAT32 or CG_FLOAT64 */
+    int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
     int method,                   /* CG_BILINEAR or CG_NEAREST */
     int layout,                   /* CG_NHWC or CG_NCHW */
     int num_threads,
@@ -161,7 +161,7 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
     const float *grads,           /* IN  [num_boxes, crop_h, crop_w, depth] or NCHW */
     const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
     const void *image,            /* IN  [batch, H, W, depth] or NCHW */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const void *box_ind,          /* IN  [num_boxes] */
@@ -181,7 +181,7 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
  * value and CG_BILINEAR only. */
 typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
     const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const float *boxes_tangent,   /* IN  [num_boxes, 4], any values */
