@@ -6,6 +6,7 @@ Skipped when PyTorch is not installed, unless CROPGRAD_REQUIRE_ADAPTERS=1
 """
 
 import doctest
+import functools
 import inspect
 import os
 import re
@@ -339,6 +340,7 @@ class Spy:
         original = getattr(_core, name)
         signature = inspect.signature(original)
 
+        @functools.wraps(original)  # the kernels read its signature
         def spy(*args, **kwargs):
             self.calls.append(signature.bind(*args, **kwargs).arguments)
             return original(*args, **kwargs)

@@ -24,7 +24,7 @@ What is missing (second derivatives in the boxes, the transposes in the
 image of the last two) raises NotImplementedError when it is needed.
 
 The Functions take the custom ops' arguments, positionally; the rules name
-them (`call`, `_bind`, `_gradients`) through the signature table.
+them through the signature table (`call`, `_saved`, `_gradients`).
 """
 
 import inspect
@@ -99,14 +99,9 @@ def call(function, **values):
     return apply(function, *(values[n] for n in OPS[function.op].names("torch")))
 
 
-def _bind(function, inputs):
-    """The inputs of `function` by name."""
-    return checks.bind(function.op, inputs)
-
-
-def _gradients(function, **grads):
+def _gradients(ctx, **grads):
     """The backward's result: `grads` by name, None for the other inputs."""
-    return tuple(grads.get(n) for n in OPS[function.op].names("torch"))
+    return tuple(grads.get(n) for n in ctx.call._fields)
 
 
 def _op_forward(name):
@@ -124,22 +119,8 @@ def _op_forward(name):
     return staticmethod(forward)
 
 
-def _save(ctx, a):
-    """Keep call `a` for the backward and the jvp alike.
-
-    Its tensors are saved as autograd saves them; ctx keeps the rest
-    (`_saved` puts them together again) and the options the derivatives
-    pass on.
-    """
-    tensors = [getattr(a, n) for n in checks.ARRAYS[a._op]]
-    ctx.save_for_backward(*tensors)
-    ctx.save_for_forward(*tensors)
-    ctx.call = a.replace(**_WITHOUT_TENSORS[a._op])
-    ctx.options = {n: getattr(a, n) for n in _OPTIONS}
-
-
 def _saved(ctx):
-    """The call `_save` kept, its tensors as saved."""
+    """The call `_OpFunction.setup_context` kept, its tensors as saved."""
     call = ctx.call
     return call.replace(**dict(zip(checks.ARRAYS[call._op], ctx.saved_tensors)))
 
@@ -178,6 +159,11 @@ def _boxes_gradient(grads, image, boxes, box_ind, options):
     return gradient.to(boxes.dtype)
 
 
+def _total(parts):
+    """The sum of one or two tangents."""
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
 def _linear(function, a, tangents):
     """The JVP of a `function` linear in each of several arguments of call
     `a`: the sum of `function` with each tangent (`tangents`: by name, None
@@ -187,22 +173,38 @@ def _linear(function, a, tangents):
         for name, t in tangents.items()
         if t is not None
     ]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    return _total(parts) if parts else None
 
 
-class Forward(torch.autograd.Function):
-    op = "crop_and_resize"
+class _OpFunction(torch.autograd.Function):
+    """The Function of custom op `op` (a subclass's): its forward is the op,
+    below autograd; setup_context keeps the call for the backward and the
+    jvp alike.
+
+    Its tensors are saved as autograd saves them; ctx keeps the rest
+    (`_saved` puts them together again), the options the derivatives pass
+    on and the output's shape.
+    """
+
     generate_vmap_rule = True
-    forward = _op_forward(op)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        a = _bind(Forward, inputs)
-        _save(ctx, a)
-        ctx.image_dtype = a.image.dtype
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.forward = _op_forward(cls.op)
+
+    @classmethod
+    def setup_context(cls, ctx, inputs, output):
+        a = checks.bind(cls.op, inputs)
+        tensors = [getattr(a, n) for n in checks.ARRAYS[cls.op]]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.call = a.replace(**_WITHOUT_TENSORS[cls.op])
+        ctx.options = {n: getattr(a, n) for n in _OPTIONS}
         ctx.out_shape = output.shape
+
+
+class Forward(_OpFunction):
+    op = "crop_and_resize"
 
     @staticmethod
     def backward(ctx, grad):
@@ -215,12 +217,12 @@ class Forward(torch.autograd.Function):
                 boxes=a.boxes,
                 box_ind=a.box_ind,
                 image_size=list(a.image.shape),
-                dtype=ctx.image_dtype,
+                dtype=a.image.dtype,
                 **ctx.options,
             )
         if _needs(ctx, "boxes"):
             d_boxes = _boxes_gradient(grad, a.image, a.boxes, a.box_ind, ctx.options)
-        return _gradients(Forward, image=d_image, boxes=d_boxes)
+        return _gradients(ctx, image=d_image, boxes=d_boxes)
 
     @staticmethod
     def jvp(ctx, image_t, boxes_t, *_):
@@ -243,54 +245,36 @@ class Forward(torch.autograd.Function):
             )
         if not parts:  # nearest sampling, boxes only: piecewise constant
             return torch.zeros(ctx.out_shape, dtype=torch.float32)
-        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+        return _total(parts)
 
 
-class GradImage(torch.autograd.Function):
+class GradImage(_OpFunction):
     op = "crop_and_resize_grad_image"
-    generate_vmap_rule = True
-    forward = _op_forward(op)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        a = _bind(GradImage, inputs)
-        _save(ctx, a)
-        ctx.crop_size = _crop_size(a.grads, a.data_format)
-        ctx.grads_dtype = a.grads.dtype
 
     @staticmethod
     def backward(ctx, ct):
         a = _saved(ctx)
+        crop_size = _crop_size(a.grads, a.data_format)
         d_grads = d_boxes = None
         if _needs(ctx, "grads"):
             # The transpose samples outside the image as zero.
-            d_grads = _sampled(ct, a.boxes, a.box_ind, ctx.crop_size, ctx.options)
-            d_grads = d_grads.to(ctx.grads_dtype)
+            d_grads = _sampled(ct, a.boxes, a.box_ind, crop_size, ctx.options)
+            d_grads = d_grads.to(a.grads.dtype)
         if _needs(ctx, "boxes"):
             d_boxes = _boxes_gradient(a.grads, ct, a.boxes, a.box_ind, ctx.options)
-        return _gradients(GradImage, grads=d_grads, boxes=d_boxes)
+        return _gradients(ctx, grads=d_grads, boxes=d_boxes)
 
     @staticmethod
     def jvp(ctx, grads_t, boxes_t, *_):
         if ctx.options["method"] == "bilinear" and _flows(boxes_t):
             raise _missing(GradImage.op, "boxes", "forward-mode")
         if grads_t is None:
-            return torch.zeros(ctx.call.image_size, dtype=ctx.call.dtype)
+            return torch.zeros(ctx.out_shape, dtype=ctx.call.dtype)
         return apply(GradImage, *_saved(ctx).replace(grads=grads_t))
 
 
-class GradBoxes(torch.autograd.Function):
+class GradBoxes(_OpFunction):
     op = "crop_and_resize_grad_boxes"
-    generate_vmap_rule = True
-    forward = _op_forward(op)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        a = _bind(GradBoxes, inputs)
-        _save(ctx, a)
-        ctx.num_boxes = a.boxes.shape[0]
-        ctx.crop_size = _crop_size(a.grads, a.data_format)
-        ctx.grads_dtype = a.grads.dtype
 
     @staticmethod
     def backward(ctx, ct):
@@ -304,29 +288,21 @@ class GradBoxes(torch.autograd.Function):
                 boxes=a.boxes,
                 box_ind=a.box_ind,
                 boxes_tangent=ct,
-                crop_size=ctx.crop_size,
+                crop_size=_crop_size(a.grads, a.data_format),
                 **ctx.options,
-            ).to(ctx.grads_dtype)
-        return _gradients(GradBoxes, grads=d_grads)
+            ).to(a.grads.dtype)
+        return _gradients(ctx, grads=d_grads)
 
     @staticmethod
     def jvp(ctx, grads_t, image_t, boxes_t, *_):
         if _flows(boxes_t):
             raise _missing(GradBoxes.op, "boxes", "forward-mode")
         total = _linear(GradBoxes, _saved(ctx), {"grads": grads_t, "image": image_t})
-        return torch.zeros(ctx.num_boxes, 4) if total is None else total
+        return torch.zeros(ctx.out_shape) if total is None else total
 
 
-class JvpBoxes(torch.autograd.Function):
+class JvpBoxes(_OpFunction):
     op = "crop_and_resize_jvp_boxes"
-    generate_vmap_rule = True
-    forward = _op_forward(op)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        a = _bind(JvpBoxes, inputs)
-        _save(ctx, a)
-        ctx.tangent_dtype = a.boxes_tangent.dtype
 
     @staticmethod
     def backward(ctx, ct):
@@ -341,8 +317,8 @@ class JvpBoxes(torch.autograd.Function):
                 boxes=a.boxes,
                 box_ind=a.box_ind,
                 **ctx.options,
-            ).to(ctx.tangent_dtype)
-        return _gradients(JvpBoxes, boxes_tangent=d_tangent)
+            ).to(a.boxes_tangent.dtype)
+        return _gradients(ctx, boxes_tangent=d_tangent)
 
     @staticmethod
     def jvp(ctx, image_t, boxes_t, _, tangent_t, *__):

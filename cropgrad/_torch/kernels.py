@@ -9,10 +9,14 @@ result.  The plan ran the gate (the C-level API's metadata checks) on the
 call's concrete shapes, so the bridge, which checks only the data (finite
 boxes, ``box_ind`` in range) before the kernel, is called directly: the
 metadata of an eager call is checked once.  What the NumPy API's
-conversions would do, the kernels do here: float32 contiguous boxes,
-grads and tangents, a native int32 or int64 ``box_ind``, the codes of the
-dtypes, the method and the layout, the thread count's range.
+conversions would do, the kernels do here (`_arguments`): float32
+contiguous boxes, grads and tangents, a native int32 or int64 ``box_ind``,
+the codes of the dtypes, the method and the layout, the thread count's
+range.  The bridge takes its arguments by the names its signature gives
+them (cropgrad/_core.pyi).
 """
+
+import inspect
 
 import torch
 
@@ -30,9 +34,10 @@ _LAID_OUT = ("image", "grads")
 _FLOAT32 = ("grads", "boxes", "boxes_tangent")
 
 
-def _arrays(a, memory, result):
-    """What the bridge takes: NumPy views of the call's tensors and of its
-    `result`, converted as the NumPy API converts them, and the codes.
+def _arguments(a, memory, result):
+    """What the bridges take, by their names: NumPy views of the call's
+    tensors and of its `result`, converted as the NumPy API converts them,
+    and the codes.
 
     The thread count's range is checked here, once the metadata has passed
     (its type was checked before dispatch).
@@ -50,110 +55,84 @@ def _arrays(a, memory, result):
     for name in _FLOAT32:
         if name in x:
             x[name] = _v.float32_array(x[name], name)
-    x["box_ind"], x["box_ind_code"] = _v.native_index(x["box_ind"])
+    x["box_ind"], x["box_ind_dtype"] = _v.native_index(x["box_ind"])
     if "image" in x:
-        x["image_code"] = checks.CODES[a.image.dtype]
+        x["image_dtype"] = checks.CODES[a.image.dtype]
     x["method"] = _v.METHOD_CODES[a.method]
     x["layout"] = _v.LAYOUT_CODES[memory]
     x["flush"] = bool(a.flush_denormals)
     return x
 
 
-def crop_and_resize(a, fake):
-    shape = checks.forward_plan(a)
+_PARAMETERS = {}
+
+
+def _run(a, fake, result, memory, bridge, **more):
+    """`result` (fake: as it is) computed by `bridge`, a function of
+    cropgrad._core, from the tensors of call `a` read in layout `memory`
+    (`more`: the bridge's arguments that are not `_arguments`')."""
+    if fake:
+        return result
+    x = _arguments(a, memory, result)
+    x.update(more)
+    names = _PARAMETERS.get(bridge)
+    if names is None:
+        names = _PARAMETERS[bridge] = tuple(inspect.signature(bridge).parameters)
+    bridge(*[x[n] for n in names])
+    return result
+
+
+def _crops(a, fake, shape, bridge, **more):
+    """The crops of the forward op or of the boxes JVP (`shape`: the plan's),
+    float32 in the memory layout of the image."""
     memory = tensors.physical(a.image, a.data_format)
     crops = tensors.empty(
         shape, torch.float32, a.data_format, memory, a.image.device, fake
     )
-    if fake:
-        return crops
-    x = _arrays(a, memory, crops)
-    _core.crop_and_resize(
-        x["image"],
-        x["image_code"],
-        x["boxes"],
-        x["box_ind"],
-        x["box_ind_code"],
-        a.crop_size[0],
-        a.crop_size[1],
-        x["method"],
-        a.extrapolation_value,
-        x["layout"],
-        x["out"],
-        x["num_threads"],
-        x["flush"],
+    crop_height, crop_width = a.crop_size
+    return _run(
+        a,
+        fake,
+        crops,
+        memory,
+        bridge,
+        crop_height=crop_height,
+        crop_width=crop_width,
+        **more,
     )
-    return crops
+
+
+def crop_and_resize(a, fake):
+    return _crops(
+        a,
+        fake,
+        checks.forward_plan(a),
+        _core.crop_and_resize,
+        extrapolation_value=a.extrapolation_value,
+    )
+
+
+def crop_and_resize_jvp_boxes(a, fake):
+    return _crops(a, fake, checks.jvp_boxes_plan(a), _core.jvp_boxes)
 
 
 def crop_and_resize_grad_image(a, fake):
     shape = checks.grad_image_plan(a)
     memory = tensors.physical(a.grads, a.data_format)
     result = tensors.empty(shape, a.dtype, a.data_format, memory, a.grads.device, fake)
-    if fake:
-        return result
-    x = _arrays(a, memory, result)
-    _core.grad_image(
-        x["grads"],
-        x["boxes"],
-        x["box_ind"],
-        x["box_ind_code"],
-        x["out"].shape,
-        x["out"],
-        checks.CODES[a.dtype],
-        x["method"],
-        x["layout"],
-        x["num_threads"],
-        x["flush"],
+    return _run(
+        a,
+        fake,
+        result,
+        memory,
+        _core.grad_image,
+        image_size=tensors.in_memory(shape, a.data_format, memory),
+        output_dtype=checks.CODES[a.dtype],
     )
-    return result
 
 
 def crop_and_resize_grad_boxes(a, fake):
     shape = checks.grad_boxes_plan(a)
     memory = tensors.common(a.grads, a.image, a.data_format)
     result = a.boxes.new_empty(shape, dtype=torch.float32)
-    if fake:
-        return result
-    x = _arrays(a, memory, result)
-    _core.grad_boxes(
-        x["grads"],
-        x["image"],
-        x["image_code"],
-        x["boxes"],
-        x["box_ind"],
-        x["box_ind_code"],
-        x["out"],
-        x["method"],
-        x["layout"],
-        x["num_threads"],
-        x["flush"],
-    )
-    return result
-
-
-def crop_and_resize_jvp_boxes(a, fake):
-    shape = checks.jvp_boxes_plan(a)
-    memory = tensors.physical(a.image, a.data_format)
-    result = tensors.empty(
-        shape, torch.float32, a.data_format, memory, a.image.device, fake
-    )
-    if fake:
-        return result
-    x = _arrays(a, memory, result)
-    _core.jvp_boxes(
-        x["image"],
-        x["image_code"],
-        x["boxes"],
-        x["boxes_tangent"],
-        x["box_ind"],
-        x["box_ind_code"],
-        a.crop_size[0],
-        a.crop_size[1],
-        x["method"],
-        x["layout"],
-        x["out"],
-        x["num_threads"],
-        x["flush"],
-    )
-    return result
+    return _run(a, fake, result, memory, _core.grad_boxes)

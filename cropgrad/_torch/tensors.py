@@ -51,15 +51,18 @@ def in_layout(t, layout, memory):
     return t.contiguous()
 
 
+def in_memory(shape, layout, memory):
+    """A 4-D `shape` of `layout` in the order of the axes of `memory`."""
+    if memory == layout:
+        return shape
+    return [shape[i] for i in _TO_OTHER[layout]]
+
+
 def empty(shape, dtype, layout, memory, device, fake):
     """A new tensor of `shape` (in `layout`) whose memory is in `memory`
     (`fake`: the fake implementation's, which has no memory)."""
-    if memory == layout:
-        return _new_tensor(shape, dtype, device, fake)
-    order = _TO_OTHER[layout]
-    inverse = _TO_OTHER[memory]
-    shape = [shape[i] for i in order]
-    return _new_tensor(shape, dtype, device, fake).permute(inverse)
+    tensor = _new_tensor(in_memory(shape, layout, memory), dtype, device, fake)
+    return tensor if memory == layout else tensor.permute(_TO_OTHER[memory])
 
 
 # Results from this size on get huge pages (the size NumPy uses).
