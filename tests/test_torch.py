@@ -411,6 +411,46 @@ def test_nhwc_view_of_nchw_memory_goes_to_the_nchw_kernel(monkeypatch):
 
 
 @needs_torch
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_eager_call_checks_its_metadata_once(monkeypatch, layout):
+    # The plan runs the gate; the kernel then calls the bridge, which checks
+    # only the data.
+    gates = []
+
+    def counted(check):
+        def run(*args):
+            gates.append(check.__name__)
+            return check(*args)
+
+        return run
+
+    for name in (
+        "check_forward",
+        "check_jvp_boxes",
+        "check_grad_image",
+        "check_grad_boxes",
+    ):
+        monkeypatch.setattr(_core, name, counted(getattr(_core, name)))
+    image, grads, boxes, box_ind = problem(seed=11)
+    x, g = as_torch(image, layout), as_torch(grads, layout)
+    b, i = torch.from_numpy(boxes), torch.from_numpy(box_ind)
+    fmt = data_format(layout)
+    size = nchw_size([2, 9, 7, 5], layout)
+    calls = [
+        lambda: cgt.crop_and_resize(x, b, i, (4, 3), data_format=fmt),
+        lambda: cgt.crop_and_resize_grad_image(g, b, i, size, data_format=fmt),
+        lambda: cgt.crop_and_resize_grad_boxes(g, x, b, i, data_format=fmt),
+        lambda: torch.ops.cropgrad.crop_and_resize_jvp_boxes(
+            x, b, i, b, [4, 3], "bilinear", fmt
+        ),
+    ]
+    for call in calls:
+        gates.clear()
+        call()
+        assert len(gates) == 1, gates
+
+
+@needs_torch
 def test_strided_inputs_are_copied_once():
     image, _, boxes, box_ind = problem(seed=10)
     wide = torch.from_numpy(np.repeat(image, 2, axis=2)).permute(TO_NCHW)
