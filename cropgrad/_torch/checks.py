@@ -277,15 +277,17 @@ _CHECKS = {
     "bool": lambda value, arg, values: _flag(value, arg.name),
 }
 # Each op's public arguments with their checks, in the op's order, and the
-# scalars among them, which are checked before the others.
-_PUBLIC = {
-    name: [(arg, _CHECKS[arg.kind]) for arg in op.args_of("torch")]
-    for name, op in OPS.items()
-}
-_SCALARS = {
-    name: [(arg, check) for arg, check in checks if arg.kind in ("float", "dtype")]
-    for name, checks in _PUBLIC.items()
-}
+# scalars among them, which are checked before the others (made at an op's
+# first call).
+_PUBLIC = {}
+
+
+def _public_checks(name):
+    if name not in _PUBLIC:
+        checks = [(arg, _CHECKS[arg.kind]) for arg in OPS[name].args_of("torch")]
+        scalars = [(arg, c) for arg, c in checks if arg.kind in ("float", "dtype")]
+        _PUBLIC[name] = scalars, checks
+    return _PUBLIC[name]
 
 
 def public(name, values):
@@ -294,9 +296,10 @@ def public(name, values):
     `values` maps each argument's name to what the caller gave; returns
     them in the op's order, as the dispatcher takes them.
     """
-    for arg, check in _SCALARS[name]:
+    scalars, checks = _public_checks(name)
+    for arg, check in scalars:
         check(values[arg.name], arg, values)
-    return [check(values[arg.name], arg, values) for arg, check in _PUBLIC[name]]
+    return [check(values[arg.name], arg, values) for arg, check in checks]
 
 
 # --------------------------------------------------------------------------

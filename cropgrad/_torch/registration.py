@@ -97,6 +97,7 @@ def _autocast_kernel(op):
 
 
 def _define(library, name, kernel, function):
+    """Define op `name` in `library`, with its kernels and rules."""
     library.define(
         name + _SIGNATURES[name].schema(), tags=(torch.Tag.pt2_compliant_tag,)
     )
