@@ -225,6 +225,12 @@ _SIZES = {
 def size(arg, value, layout):
     """A size argument (`_SIZES`) as a list of ints."""
     length, axes = _SIZES[arg]
+    if (
+        type(value) in (list, tuple)
+        and len(value) == length
+        and all(type(v) is int for v in value)
+    ):
+        return list(value)  # the common case, without the words of a message
     return _ints(value, length, arg, axes(layout))
 
 
