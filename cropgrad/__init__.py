@@ -1,21 +1,23 @@
-"""cropgrad: exact, parallel crop-and-resize and its gradients for NumPy.
+"""cropgrad: exact, parallel box sampling and its gradients for NumPy.
 
-Three operations with TensorFlow's semantics, bit for bit, without
-TensorFlow:
+Two families of ops, without their frameworks:
 
-- `crop_and_resize`: sample boxes out of a batch of images (``CropAndResize``);
-- `crop_and_resize_grad_image`: its gradient with respect to the image
-  (``CropAndResizeGradImage``);
-- `crop_and_resize_grad_boxes`: its gradient with respect to the boxes
-  (``CropAndResizeGradBoxes``);
-- `crop_and_resize_jvp_boxes`: its derivative along a tangent of the boxes
-  (forward mode; the boxes gradient is its transpose).
+- TensorFlow's ``crop_and_resize`` family, bit for bit: `crop_and_resize`
+  (``CropAndResize``), `crop_and_resize_grad_image`
+  (``CropAndResizeGradImage``), `crop_and_resize_grad_boxes`
+  (``CropAndResizeGradBoxes``) and `crop_and_resize_jvp_boxes`, the
+  forward-mode derivative in the boxes (the boxes gradient is its
+  transpose);
+- torchvision's and ONNX's RoIAlign (average pooling), bit for bit:
+  `roi_align`, `roi_align_grad_image` (torchvision's backward), and the
+  boxes derivatives neither has, `roi_align_grad_boxes` and
+  `roi_align_jvp_boxes`.
 
 Every call checks its arguments before any work and raises a Python
-exception for bad input (TensorFlow crashes on non-finite boxes), runs with
-the GIL released on OpenMP threads, and returns the same bits for any
-number of threads.  `raw_ops` holds keyword-only drop-ins for code written
-against ``tf.raw_ops``.
+exception for bad input (TensorFlow and torchvision crash on non-finite
+boxes), runs with the GIL released on OpenMP threads, and returns the same
+bits for any number of threads.  `raw_ops` holds keyword-only drop-ins for
+code written against ``tf.raw_ops``.
 """
 
 from cropgrad._runtime import wait_policy as _wait_policy
@@ -31,6 +33,12 @@ from cropgrad._api.crop_and_resize import (  # noqa: E402
     crop_and_resize_grad_image,
     crop_and_resize_jvp_boxes,
 )
+from cropgrad._api.roi_align import (  # noqa: E402
+    roi_align,
+    roi_align_grad_boxes,
+    roi_align_grad_image,
+    roi_align_jvp_boxes,
+)
 from cropgrad._version import __version__  # noqa: E402, F401  (public)
 
 __all__ = [
@@ -40,6 +48,10 @@ __all__ = [
     "crop_and_resize_jvp_boxes",
     "get_include",
     "raw_ops",
+    "roi_align",
+    "roi_align_grad_boxes",
+    "roi_align_grad_image",
+    "roi_align_jvp_boxes",
     "show_config",
 ]
 

@@ -82,11 +82,13 @@ class Arg:
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-    """An op: its name, its arguments in order, its default layout per API."""
+    """An op: its name, its arguments in order, its default layout per API,
+    the APIs that have it."""
 
     name: str
     args: tuple
     layouts: Mapping
+    apis: tuple = APIS
     # What the methods below compute from `args`, kept: the PyTorch
     # adapter asks for it on every call of an op.
     _memo: dict = dataclasses.field(
@@ -124,7 +126,7 @@ class Op:
         arg = self.arg(name)
         if arg.name == "data_format":
             return self.layouts[api]
-        if arg.kind == "dtype" and dtypes is not None:
+        if arg.kind == "dtype" and dtypes is not None and arg.default is not None:
             return dtypes[arg.default]
         return arg.default
 
@@ -227,6 +229,20 @@ def _options(flush=True):
 
 # TensorFlow's layout by default, but PyTorch's in cropgrad.torch.
 _CROP_AND_RESIZE_LAYOUTS = {"numpy": "NHWC", "jax": "NHWC", "torch": "NCHW"}
+# torchvision's and ONNX's everywhere.
+_ROI_ALIGN_LAYOUTS = {"numpy": "NCHW", "jax": "NCHW", "torch": "NCHW"}
+
+
+def _roi_options(dtype=True):
+    """RoIAlign's sampling options, the output dtype, then the usual tail."""
+    return (
+        _arg("spatial_scale", "float", 1.0, keyword_only=True),
+        _arg("sampling_ratio", "int", -1, keyword_only=True),
+        _arg("aligned", "bool", False, keyword_only=True),
+        *((_arg("dtype", "dtype", None, keyword_only=True),) if dtype else ()),
+        *_options(),
+    )
+
 
 OPS = {
     op.name: op
@@ -281,6 +297,57 @@ OPS = {
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
+            # JAX and PyTorch run it inside their derivative rules only.
+            ("numpy", "torch"),
+        ),
+        Op(
+            "roi_align",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("output_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_grad_image",
+            (
+                _arg("grads", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("image_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_grad_boxes",
+            (
+                _arg("grads", "array"),
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                *_roi_options(dtype=False),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_jvp_boxes",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("boxes_tangent", "array"),
+                _arg("output_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
         ),
     )
 }

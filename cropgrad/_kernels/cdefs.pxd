@@ -30,6 +30,7 @@ cdef extern from "cg_fpenv.h" nogil:
 cdef extern from "cg_half.h" nogil:
     # Exact float16 -> float32; float32 -> float16 rounding to nearest even.
     float cg_half_to_float(uint16_t h)
+    uint16_t cg_float_to_half(float f)
     # The same for bfloat16.
     float cg_bfloat16_to_float(uint16_t h)
     uint16_t cg_float_to_bfloat16(float f)

@@ -31,7 +31,6 @@ import inspect
 
 import torch
 
-from cropgrad._api.signatures import OPS
 from cropgrad._torch import checks
 
 __all__ = []
@@ -96,7 +95,8 @@ def apply(function, *args):
 
 def call(function, **values):
     """`function` applied to its op's arguments given by name."""
-    return apply(function, *(values[n] for n in OPS[function.op].names("torch")))
+    names = checks.OPS[function.op].names("torch")
+    return apply(function, *(values[n] for n in names))
 
 
 def _gradients(ctx, **grads):

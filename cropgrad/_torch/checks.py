@@ -25,10 +25,13 @@ from collections.abc import Sequence
 import torch
 
 from cropgrad import _core
+from cropgrad._api import signatures
 from cropgrad._api import validation as _v
-from cropgrad._api.signatures import OPS
 
 __all__ = []
+
+# The ops PyTorch has, from the table of each op's arguments.
+OPS = {name: op for name, op in signatures.OPS.items() if "torch" in op.apis}
 
 # Image dtypes of the forward op and the boxes gradient (the NumPy API's).
 IMAGE_DTYPES = (

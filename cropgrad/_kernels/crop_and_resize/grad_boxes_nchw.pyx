@@ -24,8 +24,8 @@ from libc.string cimport memset
 
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
-    SERIAL_WORK,
     run_tasks,
+    serial_work,
     team_size,
 )
 from cropgrad._runtime.simd cimport chosen_target
@@ -327,7 +327,7 @@ cdef int grad_boxes_nchw(const Geometry* geo, const float* grads, const void* im
     else:
         num_tasks = (N + GROUP - 1) // GROUP
     work = N * geo.crop_h * geo.crop_w * geo.depth * 8
-    team = team_size(nthreads, num_tasks) if work >= SERIAL_WORK else 1
+    team = team_size(nthreads, num_tasks) if work >= serial_work() else 1
     terms_bytes = <size_t>team * GROUP * 4 * geo.crop_w * geo.depth * sizeof(float)
     # Groups: each thread's GROUP Staged, their rows and grads.
     p.staged_each = 0

@@ -29,8 +29,8 @@ from cropgrad._runtime import tuning as _tuning
 
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
-    SERIAL_WORK,
     run_tasks,
+    serial_work,
     team_size,
 )
 from cropgrad._runtime.simd cimport chosen_target
@@ -438,11 +438,11 @@ cdef void _plan_tasks(GradImagePlan* p, Tasks* k, bint half,
     # the boxes and gathers the crop rows it touches again (dense workload,
     # 2 threads: 4 bands per thread cost 1.15 times one).
     per_thread = 1 if k.tiles else TASKS_PER_THREAD
-    # A call whose work is surely below SERIAL_WORK (every sample counted
+    # A call whose work is surely below serial_work() (every sample counted
     # on two rows, plus the zeroing) runs on the calling thread anyway:
     # plan it for one thread, without the bands a team would need.
     if (<int64_t>geo.num_boxes * geo.crop_h * geo.crop_w * 16
-            + rows * geo.width) * geo.depth < SERIAL_WORK:
+            + rows * geo.width) * geo.depth < serial_work():
         k.nthreads = 1
     k.num_bands = <Py_ssize_t>(out_bytes // BAND_BYTES) if not k.tiles else 1
     if (k.nthreads > 1
