@@ -1311,7 +1311,7 @@ def _judge_roi(op, layout, kwargs, checks, args, sizes, out_how):
     known = None
     if op == "roi_grad_image" and args["grads"].valid is True:
         # Two deviations of roi_align_grad_image's, reported, not this
-        # target's to judge until they are fixed.
+        # target's to judge until they are fixed (the NumPy layer's).
         grads_dtype = np.asarray(args["grads"].value).dtype
         if grads_dtype.kind == "f" and grads_dtype.itemsize > 8:
             if kwargs.get("dtype") is None:
@@ -1322,6 +1322,11 @@ def _judge_roi(op, layout, kwargs, checks, args, sizes, out_how):
         elif grads_dtype == np.dtype(">f8"):
             # Computed in float32 (native float64: in float64).
             known = ("bits", "big-endian float64 grads")
+    if op == "roi_jvp_boxes" and "boxes_tangent" in kwargs:
+        if kwargs["boxes_tangent"] is None:
+            # roi_align_jvp_boxes's, reported likewise: boxes_tangent=None
+            # is refused by the bridge ("a bytes-like object is required").
+            known = ("message", "boxes_tangent=None")
 
     # The result's dtype: dtype=, else the data's float dtype, else float32
     # (the boxes gradient: the arithmetic type).
