@@ -143,7 +143,7 @@ class _Run:
         settings = self.settings
         meter = CpuMeter([w.proc.pid for w in workers.values()])
         for worker in workers.values():
-            worker.load(workload.name)
+            worker.load(workload)
         problem = workload.problem()
         local = build(problem)
         for worker in workers.values():
