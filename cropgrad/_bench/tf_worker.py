@@ -4,7 +4,8 @@ Op determinism cannot be switched off again in a process, so TensorFlow's
 default and deterministic modes each run in a worker process, driven over a
 pipe (one JSON object per line); TensorFlow's thread pools never share a
 process with cropgrad's.  `WorkerProcess`, the parent's end of that pipe,
-drives any program that speaks its protocol.
+drives any program that speaks its protocol (the RoIAlign rows'
+references too: `cropgrad._bench.roi_worker`).
 """
 
 import importlib.util
