@@ -456,6 +456,8 @@ cdef int run_roi_align_grad_boxes(
     cdef const int64_t* index
     cdef int64_t* owned
     cdef int64_t box_size = ITEMSIZE[boxes_dtype]
+    cdef size_t failed = 0
+    cdef int status
     if check_boxes_args(box_ind_dtype, grads_shape[0], box_size, err) != CG_OK:
         return err.status
     nhwc(grads_shape, layout, gs)
@@ -476,7 +478,10 @@ cdef int run_roi_align_grad_boxes(
         return ok(err)
     if index64(box_ind, box_ind_dtype, gs[0], &index, &owned, err) != CG_OK:
         return err.status
-    roi_align_grad_boxes(&g, grads, image, image_dtype, boxes, index, output,
-                         resolve_threads(num_threads), flush_denormals != 0)
+    status = roi_align_grad_boxes(&g, grads, image, image_dtype, boxes, index,
+                                  output, resolve_threads(num_threads),
+                                  flush_denormals != 0, &failed)
     free(owned)
+    if status != 0:
+        return memory_error(err, "roi_align_grad_boxes", failed, "scratch")
     return ok(err)

@@ -6,9 +6,11 @@ finite boxes and the samples per bin first.  A task pools the bins of one
 box for a range of channels; every output element is one task's sum over
 its bin's samples in torchvision's order (sample row, sample column),
 divided by the count, so the result does not depend on the number of
-threads.  Samples are found as they are needed (no table that grows with
-the sampling grid), once per sample for all of the task's channels.  Both
-layouts run the same expressions, their strides picked by the layout tags
+threads.  A box's samples are found once per axis (plan.pxd: a table of
+bounded size, or as they are needed for a huge adaptive grid).  A task pools
+a sample at a time for its channels; NCHW tasks take fewer
+channels, so that the planes a sample reads stay in cache.  Both run the
+same expressions on each element, their strides picked by the layout tags
 of types.pxd: the NCHW result is the NHWC result transposed, bit for bit.
 """
 
@@ -21,8 +23,19 @@ from ..aligned cimport align64, round64
 from ..pixels cimport load
 from ..types cimport image_t, layout_t, nchw_t, nhwc_t
 
-from .plan cimport RoiPlan, RoiProblem, box_axes, channel_ranges, store
-from .sampling cimport RoiAxis, RoiTap, real_t, roi_coord, roi_count, roi_tap
+from .plan cimport (
+    NCHW_CHANNELS,
+    TAP_BYTES,
+    BoxTaps,
+    RoiPlan,
+    RoiProblem,
+    box_taps,
+    channel_ranges,
+    col_tap,
+    row_tap,
+    store,
+)
+from .sampling cimport RoiTap, real_t
 
 include "../image_dtypes.pxi"
 
@@ -50,29 +63,30 @@ cdef void _box(const RoiPlan* p, const image_t* image, int half, Py_ssize_t task
     # Strides of a pixel and a channel in the image and of a channel in the
     # output.
     cdef Py_ssize_t ps = C, cs = 1, out_cs = 1
-    cdef RoiAxis rows, cols
-    cdef RoiTap ty, tx
+    cdef char* scratch = p.scratch + <size_t>thread * p.scratch_each
+    cdef real_t* acc = <real_t*>(scratch + TAP_BYTES)
+    cdef BoxTaps b
+    cdef RoiTap ys, xs
+    cdef const RoiTap* ty
+    cdef const RoiTap* tx
     cdef real_t w1, w2, w3, w4, count
-    cdef real_t* acc = <real_t*>(p.scratch + <size_t>thread * p.scratch_each)
     cdef const image_t* img
     cdef const image_t* q
     if layout_t is nchw_t:
         ps, cs, out_cs = 1, H * W, g.out_h * g.out_w
     img = image + p.box_ind[k] * H * W * C + c0 * cs
-    box_axes(p, k, <real_t*>p.boxes, &rows, &cols)
-    count = <real_t>roi_count(&rows, &cols)
+    box_taps(p, k, <RoiTap*>scratch, &b, kind)
+    count = <real_t>b.count
     for ph in range(g.out_h):
         for pw in range(g.out_w):
             for c in range(n):
                 acc[c] = 0
-            for iy in range(rows.grid):
-                roi_tap(roi_coord(<real_t>rows.start, <real_t>rows.bin, rows.grid,
-                                  ph, iy), H, &ty)
+            for iy in range(b.rows.grid):
+                ty = row_tap(&b, ph, iy, &ys, kind)
                 if not ty.inside:
                     continue  # reads no pixel (torchvision adds 0 * pixel 0)
-                for ix in range(cols.grid):
-                    roi_tap(roi_coord(<real_t>cols.start, <real_t>cols.bin,
-                                      cols.grid, pw, ix), W, &tx)
+                for ix in range(b.cols.grid):
+                    tx = col_tap(&b, pw, ix, &xs, kind)
                     if not tx.inside:
                         continue
                     w1 = <real_t>ty.rest * <real_t>tx.rest
@@ -157,9 +171,10 @@ cdef int roi_align(const RoiProblem* g, const void* image, int image_dtype,
     p.box_ind = box_ind
     p.out = out
     p.out_dtype = out_dtype
-    channel_ranges(&p, g.num_boxes, nthreads)
-    # Each thread's sums of one bin, a channel range of them.
-    p.scratch_each = round64(<size_t>p.range_size * itemsize)
+    channel_ranges(&p, g.num_boxes, nthreads, NCHW_CHANNELS if g.nchw else 0)
+    # Each thread's table of a box's samples, then (NHWC) its sums of one
+    # bin, a channel range of them.
+    p.scratch_each = TAP_BYTES + round64(<size_t>p.range_size * itemsize)
     block = <char*>malloc(p.scratch_each * <size_t>nthreads + 64)
     if block == NULL:
         failed[0] = p.scratch_each * <size_t>nthreads + 64

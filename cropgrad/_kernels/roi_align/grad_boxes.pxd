@@ -7,4 +7,4 @@ from .plan cimport RoiProblem
 cdef int roi_align_grad_boxes(const RoiProblem* g, const void* grads,
                               const void* image, int image_dtype,
                               const void* boxes, const int64_t* box_ind, void* out,
-                              int nthreads, bint flush) noexcept nogil
+                              int nthreads, bint flush, size_t* failed) noexcept nogil

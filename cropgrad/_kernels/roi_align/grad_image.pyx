@@ -24,16 +24,18 @@ from ..aligned cimport align64, round64
 from ..box_groups cimport group_boxes
 from ..types cimport layout_t, nchw_t, nhwc_t
 
-from .plan cimport RoiPlan, RoiProblem, box_axes, channel_ranges, store
-from .sampling cimport (
-    RoiAxis,
-    RoiTap,
-    real_t,
-    roi_coord,
-    roi_count,
-    roi_power_of_two,
-    roi_tap,
+from .plan cimport (
+    TAP_BYTES,
+    BoxTaps,
+    RoiPlan,
+    RoiProblem,
+    box_taps,
+    channel_ranges,
+    col_tap,
+    row_tap,
+    store,
 )
+from .sampling cimport RoiTap, real_t, roi_power_of_two
 
 
 cdef inline void _add(real_t* dst, const real_t* g, Py_ssize_t n, Py_ssize_t dst_cs,
@@ -52,24 +54,26 @@ cdef inline void _add(real_t* dst, const real_t* g, Py_ssize_t n, Py_ssize_t dst
 
 
 cdef void _scatter_box(const RoiPlan* p, Py_ssize_t k, real_t* acc, Py_ssize_t c0,
-                       Py_ssize_t n, Py_ssize_t ps, Py_ssize_t cs,
+                       Py_ssize_t n, Py_ssize_t ps, Py_ssize_t cs, RoiTap* space,
                        layout_t* layout) noexcept nogil:
     """Box `k`'s samples into `acc` (the task's channels of its image:
     pixel stride `ps`, channel stride `cs`)."""
     cdef const RoiProblem* g = p.g
-    cdef Py_ssize_t C = g.channels, H = g.height, W = g.width
+    cdef Py_ssize_t C = g.channels, W = g.width
     cdef Py_ssize_t ph, pw, iy, ix, g_cs = 1
-    cdef RoiAxis rows, cols
-    cdef RoiTap ty, tx
+    cdef BoxTaps b
+    cdef RoiTap ys, xs
+    cdef const RoiTap* ty
+    cdef const RoiTap* tx
     cdef real_t count, inverse, w1, w2, w3, w4
     cdef bint exact_inverse
     cdef const real_t* grads = <const real_t*>p.grads
     cdef const real_t* gb
     if layout_t is nchw_t:
         g_cs = g.out_h * g.out_w
-    box_axes(p, k, <real_t*>p.boxes, &rows, &cols)
-    count = <real_t>roi_count(&rows, &cols)
-    exact_inverse = roi_power_of_two(roi_count(&rows, &cols))
+    box_taps(p, k, space, &b, grads)
+    count = <real_t>b.count
+    exact_inverse = roi_power_of_two(<int64_t>b.count)
     inverse = <real_t>1 / count
     for ph in range(g.out_h):
         for pw in range(g.out_w):
@@ -77,14 +81,12 @@ cdef void _scatter_box(const RoiPlan* p, Py_ssize_t k, real_t* acc, Py_ssize_t c
                 gb = grads + ((k * C + c0) * g.out_h + ph) * g.out_w + pw
             else:
                 gb = grads + ((k * g.out_h + ph) * g.out_w + pw) * C + c0
-            for iy in range(rows.grid):
-                roi_tap(roi_coord(<real_t>rows.start, <real_t>rows.bin, rows.grid,
-                                  ph, iy), H, &ty)
+            for iy in range(b.rows.grid):
+                ty = row_tap(&b, ph, iy, &ys, grads)
                 if not ty.inside:
                     continue
-                for ix in range(cols.grid):
-                    roi_tap(roi_coord(<real_t>cols.start, <real_t>cols.bin,
-                                      cols.grid, pw, ix), W, &tx)
+                for ix in range(b.cols.grid):
+                    tx = col_tap(&b, pw, ix, &xs, grads)
                     if not tx.inside:
                         continue
                     w1 = <real_t>ty.rest * <real_t>tx.rest
@@ -116,6 +118,8 @@ cdef void _image(const RoiPlan* p, Py_ssize_t task, int thread, real_t* kind,
         p.out_dtype == CG_FLOAT64 or p.out_dtype == CG_FLOAT32)
     cdef real_t* acc
     cdef real_t* out = <real_t*>p.out
+    cdef char* scratch = p.scratch + <size_t>thread * p.scratch_each
+    cdef RoiTap* space = <RoiTap*>scratch
     # Where the task's elements are: the output itself when it has the
     # arithmetic type, else the thread's scratch (its channels only).
     if direct:
@@ -129,14 +133,14 @@ cdef void _image(const RoiPlan* p, Py_ssize_t task, int thread, real_t* kind,
             for i in range(HW):
                 memset(acc + i * C, 0, <size_t>n * sizeof(real_t))
     else:
-        acc = <real_t*>(p.scratch + <size_t>thread * p.scratch_each)
+        acc = <real_t*>(scratch + TAP_BYTES)
         if layout_t is nchw_t:
             ps, cs = 1, HW
         else:
             ps, cs = n, 1
         memset(acc, 0, <size_t>(n * HW) * sizeof(real_t))
     for j in range(p.starts[image], p.starts[image + 1]):
-        _scatter_box(p, p.order[j], acc, c0, n, ps, cs, layout)
+        _scatter_box(p, p.order[j], acc, c0, n, ps, cs, space, layout)
     if not direct:
         for i in range(HW):
             for c in range(n):
@@ -198,11 +202,12 @@ cdef int roi_align_grad_image(const RoiProblem* g, const void* grads,
     p.box_ind = box_ind
     p.out = out
     p.out_dtype = out_dtype
-    channel_ranges(&p, g.batch, nthreads)
-    # An output of another dtype: each thread accumulates a task's channels
-    # of one image in the arithmetic type.
-    p.scratch_each = 0 if direct else round64(
-        <size_t>(p.range_size * g.height * g.width) * itemsize)
+    channel_ranges(&p, g.batch, nthreads, 0)
+    # Each thread's table of a box's samples, and for an output of another
+    # dtype its accumulator of a task's channels of one image, in the
+    # arithmetic type.
+    p.scratch_each = TAP_BYTES + (0 if direct else round64(
+        <size_t>(p.range_size * g.height * g.width) * itemsize))
     nbytes = tables + p.scratch_each * <size_t>nthreads + 64
     block = <char*>malloc(nbytes)
     if block == NULL:

@@ -19,16 +19,19 @@ from ..aligned cimport align64, round64
 from ..pixels cimport load
 from ..types cimport image_t, layout_t, nchw_t, nhwc_t
 
-from .plan cimport RoiPlan, RoiProblem, box_axes, channel_ranges, store
-from .sampling cimport (
-    RoiAxis,
-    RoiTap,
-    real_t,
-    roi_coord,
-    roi_count,
-    roi_factors,
-    roi_tap,
+from .plan cimport (
+    NCHW_CHANNELS,
+    TAP_BYTES,
+    BoxTaps,
+    RoiPlan,
+    RoiProblem,
+    box_taps,
+    channel_ranges,
+    col_tap,
+    row_tap,
+    store,
 )
+from .sampling cimport RoiAxis, RoiTap, real_t
 
 include "../image_dtypes.pxi"
 
@@ -42,16 +45,13 @@ cdef inline real_t pixel(const image_t* img, Py_ssize_t i, int half,
         return <real_t>load(img, i, half)
 
 
-cdef inline real_t rate(const RoiAxis* a, Py_ssize_t p, Py_ssize_t i, real_t t_lo,
+cdef inline real_t rate(const RoiAxis* a, const RoiTap* t, real_t t_lo,
                         real_t t_hi) noexcept nogil:
-    """How fast sample `i` of bin `p` moves along the tangent:
-    ``t_lo * dc/dlo + t_hi * dc/dhi`` (the first term alone when the size is
-    held)."""
-    cdef real_t f_lo, f_hi
-    roi_factors(a, p, i, &f_lo, &f_hi)
+    """How fast sample `t` moves along the tangent: ``t_lo * dc/dlo + t_hi *
+    dc/dhi`` (the first term alone when the size is held)."""
     if a.size_held:
-        return t_lo * f_lo
-    return (t_lo * f_lo) + (t_hi * f_hi)
+        return t_lo * <real_t>t.f_lo
+    return (t_lo * <real_t>t.f_lo) + (t_hi * <real_t>t.f_hi)
 
 
 cdef void _box(const RoiPlan* p, const image_t* image, int half, Py_ssize_t task,
@@ -65,36 +65,37 @@ cdef void _box(const RoiPlan* p, const image_t* image, int half, Py_ssize_t task
     cdef Py_ssize_t C = g.channels, H = g.height, W = g.width
     cdef Py_ssize_t ph, pw, iy, ix, c, o1, o2, o3, o4, at
     cdef Py_ssize_t ps = C, cs = 1, out_cs = 1
-    cdef RoiAxis rows, cols
-    cdef RoiTap ty, tx
+    cdef char* scratch = p.scratch + <size_t>thread * p.scratch_each
+    cdef real_t* acc = <real_t*>(scratch + TAP_BYTES)
+    cdef BoxTaps b
+    cdef RoiTap ys, xs
+    cdef const RoiTap* ty
+    cdef const RoiTap* tx
     cdef real_t hy, ly, hx, lx, rate_y, rate_x, v1, v2, v3, v4, count
-    cdef real_t* acc = <real_t*>(p.scratch + <size_t>thread * p.scratch_each)
     cdef const real_t* tangent = <const real_t*>p.tangent + 4 * k
     cdef const image_t* img
     cdef const image_t* q
     if layout_t is nchw_t:
         ps, cs, out_cs = 1, H * W, g.out_h * g.out_w
     img = image + p.box_ind[k] * H * W * C + c0 * cs
-    box_axes(p, k, <real_t*>p.boxes, &rows, &cols)
-    count = <real_t>roi_count(&rows, &cols)
+    box_taps(p, k, <RoiTap*>scratch, &b, kind)
+    count = <real_t>b.count
     for ph in range(g.out_h):
         for pw in range(g.out_w):
             for c in range(n):
                 acc[c] = 0
-            for iy in range(rows.grid):
-                roi_tap(roi_coord(<real_t>rows.start, <real_t>rows.bin, rows.grid,
-                                  ph, iy), H, &ty)
+            for iy in range(b.rows.grid):
+                ty = row_tap(&b, ph, iy, &ys, kind)
                 if not ty.inside:
                     continue
                 # tangent: [t_x1, t_y1, t_x2, t_y2]
-                rate_y = rate(&rows, ph, iy, tangent[1], tangent[3])
+                rate_y = rate(&b.rows, ty, tangent[1], tangent[3])
                 hy, ly = <real_t>ty.rest, <real_t>ty.lerp
-                for ix in range(cols.grid):
-                    roi_tap(roi_coord(<real_t>cols.start, <real_t>cols.bin,
-                                      cols.grid, pw, ix), W, &tx)
+                for ix in range(b.cols.grid):
+                    tx = col_tap(&b, pw, ix, &xs, kind)
                     if not tx.inside or (ty.held and tx.held):
                         continue
-                    rate_x = rate(&cols, pw, ix, tangent[0], tangent[2])
+                    rate_x = rate(&b.cols, tx, tangent[0], tangent[2])
                     hx, lx = <real_t>tx.rest, <real_t>tx.lerp
                     o1 = (ty.low * W + tx.low) * ps
                     o2 = (ty.low * W + tx.high) * ps
@@ -176,8 +177,9 @@ cdef int roi_align_jvp_boxes(const RoiProblem* g, const void* image,
     p.box_ind = box_ind
     p.out = out
     p.out_dtype = out_dtype
-    channel_ranges(&p, g.num_boxes, nthreads)
-    p.scratch_each = round64(<size_t>p.range_size * itemsize)
+    channel_ranges(&p, g.num_boxes, nthreads, NCHW_CHANNELS if g.nchw else 0)
+    # Each thread's table of a box's samples and its sums of one bin.
+    p.scratch_each = TAP_BYTES + round64(<size_t>p.range_size * itemsize)
     block = <char*>malloc(p.scratch_each * <size_t>nthreads + 64)
     if block == NULL:
         failed[0] = p.scratch_each * <size_t>nthreads + 64

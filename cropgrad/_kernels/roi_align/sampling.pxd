@@ -44,6 +44,8 @@ ctypedef struct RoiTap:
     double lerp         # l = c - low (after the clamps)
     double rest         # h = 1 - l
     bint held           # a clamp holds c (c <= 0, or low = size - 1)
+    double f_lo         # dc/dlo and dc/dhi (`roi_factors`), for the
+    double f_hi         # derivatives in the boxes
 
 
 cdef inline int64_t roi_grid(real_t bin_size, int sampling_ratio) noexcept nogil:
@@ -153,3 +155,22 @@ cdef inline void roi_factors(const RoiAxis* a, int64_t p, int64_t i, real_t* f_l
     frac = (<real_t>p + <real_t>half / <real_t>a.grid) / <real_t>a.pooled
     f_hi[0] = s * frac
     f_lo[0] = s * (<real_t>1 - frac)
+
+
+cdef inline void roi_sample(const RoiAxis* a, int64_t p, int64_t i, RoiTap* t,
+                            real_t* kind) noexcept nogil:
+    """Sample `i` of bin `p` along the axis, with its rates (`kind`: a
+    pointer of the arithmetic type)."""
+    cdef real_t f_lo, f_hi
+    roi_tap(roi_coord(<real_t>a.start, <real_t>a.bin, a.grid, p, i), a.size, t)
+    roi_factors(a, p, i, &f_lo, &f_hi)
+    t.f_lo = f_lo
+    t.f_hi = f_hi
+
+
+cdef inline void roi_taps(const RoiAxis* a, RoiTap* taps, real_t* kind) noexcept nogil:
+    """Every sample of the axis, ``taps[p * grid + i]``."""
+    cdef int64_t p, i
+    for p in range(a.pooled):
+        for i in range(a.grid):
+            roi_sample(a, p, i, &taps[p * a.grid + i], kind)

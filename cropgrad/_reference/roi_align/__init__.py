@@ -164,16 +164,18 @@ one rounding per operation, in the order written:
   order (sample row, sample column) ``acc += (slope_y * rate_y) + (slope_x
   * rate_x)`` (a term whose axis is clamped is left out, not added as 0);
   the result is ``acc / count``;
-- gradient: four sums per box, ``S_x1, S_y1, S_x2, S_y2``, each kept in
-  ``LANES = 8`` partial sums starting at 0, channel ``c`` going to lane
-  ``c % 8``; per bin row, bin column, sample row, sample column and
-  channel, in that order, ``gy = slope_y * g`` then ``S_y1[lane] += gy *
-  f_lo_y`` and ``S_y2[lane] += gy * f_hi_y``, and ``gx = slope_x * g`` then
-  ``S_x1[lane] += gx * f_lo_x``, ``S_x2[lane] += gx * f_hi_x`` (terms of a
-  clamped axis, and the ``f_hi`` terms of a clamped size, left out); each
-  sum is then ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``, and
-  the result ``[S_x1, S_y1, S_x2, S_y2] / count``.  (The lanes let the
-  kernels add eight channels at a time in a fixed order.)
+- gradient: four sums per box, ``S_x1, S_y1, S_x2, S_y2``.  Each channel
+  first has its own four sums, starting at 0: per bin row, bin column,
+  sample row and sample column, in that order, ``gy = slope_y * g`` then
+  ``S_y1[c] += gy * f_lo_y`` and ``S_y2[c] += gy * f_hi_y``, and ``gx =
+  slope_x * g`` then ``S_x1[c] += gx * f_lo_x``, ``S_x2[c] += gx * f_hi_x``
+  (terms of a clamped axis, and the ``f_hi`` terms of a clamped size, left
+  out).  The channels' sums are then added in ``LANES = 8`` lanes (channel
+  ``c`` in lane ``c % 8``, each lane from channel to channel, starting at
+  0) and the lanes combined as ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
+  (l6 + l7))``; the result is ``[S_x1, S_y1, S_x2, S_y2] / count``.  (Sums
+  per channel let the kernels run a channel plane at a time in NCHW and
+  eight channels at once in NHWC, in one fixed order.)
 
 Functions
 ---------

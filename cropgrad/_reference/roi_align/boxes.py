@@ -246,7 +246,7 @@ def roi_align_grad_boxes(
                                 if f_hi is not None:
                                     terms[hi].append(gs * f_hi)
             if exact:
-                sums = [_lane_sum(t, T) for t in terms]
+                sums = [_lane_sum(t, T, channels) for t in terms]
                 out[k] = [T(s / count) for s in sums]
             else:
                 sums = [float(np.sum(t)) if t else 0.0 for t in terms]
@@ -254,15 +254,20 @@ def roi_align_grad_boxes(
     return out
 
 
-def _lane_sum(terms, T):
-    """A sum of the per-channel `terms` (one array per sample) in T, as the
-    kernels add it: channel ``c`` in lane ``c % LANES``, each lane from left
-    to right, then ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``.
+def _lane_sum(terms, T, channels):
+    """A sum of the per-channel `terms` (one array of `channels` values per
+    sample) in T, as the kernels add it: each channel's terms from left to
+    right, then the channels' sums in ``LANES`` lanes (channel ``c`` in lane
+    ``c % LANES``, each lane from channel to channel), combined as ``((l0 +
+    l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``.
     """
-    lanes = [
-        _serial_sum([np.asarray(t, T).reshape(-1)[lane::LANES] for t in terms], T)
-        for lane in range(LANES)
-    ]
+    if terms:
+        per_sample = np.stack([np.asarray(t, T).reshape(-1) for t in terms])
+        leading = np.zeros((1, channels), T)
+        channel_sums = np.cumsum(np.concatenate([leading, per_sample]), 0, T)[-1]
+    else:
+        channel_sums = np.zeros(channels, T)
+    lanes = [_serial_sum([channel_sums[lane::LANES]], T) for lane in range(LANES)]
     return T(
         T(T(lanes[0] + lanes[1]) + T(lanes[2] + lanes[3]))
         + T(T(lanes[4] + lanes[5]) + T(lanes[6] + lanes[7]))
