@@ -6,13 +6,7 @@ import sys
 import cropgrad
 from cropgrad._selfcheck import check
 
-from .report import (
-    format_pipeline,
-    format_roi_table,
-    format_table,
-    format_targets,
-    write_json,
-)
+from .report import format_pipeline, format_table, format_targets, write_json
 from .roi_worker import TORCHVISION_PYTHON_ENV
 from .run import run
 from .timing import Settings
@@ -219,8 +213,7 @@ def _run_bench(args):
         onnxruntime=args.onnxruntime,
     )
     print(format_table(report))
-    sections = (format_roi_table(report), format_pipeline(report))
-    for section in (*sections, format_targets(report)):
+    for section in (format_pipeline(report), format_targets(report)):
         if section:
             print()
             print(section)

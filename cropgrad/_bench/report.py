@@ -73,11 +73,9 @@ def _is_roi(row):
 
 
 def format_table(report):
-    """The op rows (and the rows adapters add) as a text table with a legend.
-
-    The RoIAlign rows are `format_roi_table`'s; a run of them alone leaves
-    only the footer (adapters, machine).
-    """
+    """The op rows (and the rows adapters add) as a text table with a legend,
+    then the RoIAlign rows' table (`format_roi_table`), then the adapters
+    and the machine."""
     threads = report["default_threads"]
     us = _micro()
     heads = [
@@ -145,6 +143,11 @@ def format_table(report):
         out += textwrap.wrap(legend, 88)
     if extra:
         out += ["Other columns of the rows adapters add:", *extra]
+    roi_table = format_roi_table(report)
+    if roi_table:
+        if out:
+            out.append("")
+        out += [roi_table, ""]
     adapters = report.get("adapters", {})
     if adapters:
         out.append(
