@@ -266,18 +266,18 @@ def test_roi_rows_exist(group, boxes, output_size, sampling_ratio, aligned):
     assert np.all(np.diff(p["box_ind"]) >= 0) and set(p["box_ind"]) == {0, 1}
 
 
-def test_roi_quick_pools_an_eighth_of_the_boxes():
+def test_roi_quick_pools_a_sixteenth_of_the_boxes():
     w = _roi("roi-fpn-grad-image")
     quick = w.quick()
-    assert quick.num_boxes == 128 and quick.name == w.name
-    assert "128 of its 1024 boxes" in quick.about
+    assert quick.num_boxes == 64 and quick.name == w.name
+    assert "64 of its 1024 boxes" in quick.about
     # The same boxes, the first ones.
-    np.testing.assert_array_equal(quick.problem()["boxes"], w.problem()["boxes"][:128])
+    np.testing.assert_array_equal(quick.problem()["boxes"], w.problem()["boxes"][:64])
 
 
 def _small(name, **changes):
     """A RoIAlign row of the real name on a small map (fast to measure)."""
-    changes = {"nchw": (2, 8, 12, 10), "num_boxes": 24, "box_sides": (8, 60), **changes}
+    changes = {"nchw": (2, 8, 12, 10), "num_boxes": 48, "box_sides": (8, 60), **changes}
     return _roi(name).variant(**changes)
 
 
@@ -386,7 +386,7 @@ def test_roi_rows_report_every_column(small_roi_fpn, tmp_path):
     }
     for row in result["workloads"]:
         name, times = row["name"], row["median_s"]
-        assert row["family"] == "roi_align" and row["num_boxes"] == 3  # 24 / 8
+        assert row["family"] == "roi_align" and row["num_boxes"] == 3  # 48 / 16
         assert set(times) == set(result["roi_columns"])
         for column in result["roi_columns"]:
             assert (times[column] is None) == (column in row["not_measured"]), column

@@ -78,7 +78,7 @@ rows in NCHW, the layout of torchvision and ONNX), then
 
 A column a row cannot have is None in ``median_s`` and explained in the
 row's ``not_measured``; ``same_bits`` says whether each reference's result
-had cropgrad's bits.  Under ``--quick`` a RoIAlign row pools an eighth of
+had cropgrad's bits.  Under ``--quick`` a RoIAlign row pools a sixteenth of
 its boxes.
 
 Noise: the columns are measured in rounds.  A round times each column once

@@ -141,7 +141,7 @@ class RoiWorkload(Workload):
         return RoiWorkload(**args)
 
     def quick(self):
-        """The ``--quick`` problem: an eighth of the boxes (at least one)."""
+        """The ``--quick`` problem: a sixteenth of the boxes (at least one)."""
         n = max(1, self.num_boxes // QUICK_BOX_DIVISOR)
         about = f"{self.about} (--quick: {n} of its {self.num_boxes} boxes)"
         return self.variant(num_boxes=n, about=about)
@@ -195,7 +195,7 @@ class RoiWorkload(Workload):
 
 
 # ``--quick`` pools this fraction of a RoIAlign row's boxes.
-QUICK_BOX_DIVISOR = 8
+QUICK_BOX_DIVISOR = 16
 
 
 def _roi_rows(name, about, **kwargs):
