@@ -26,6 +26,7 @@ from cropgrad._capi.gate cimport (
     fail,
     format_shape,
     index64,
+    layout_hint,
     memory_error,
     nbytes,
     nhwc,
@@ -123,13 +124,20 @@ cdef int check_grads(const int64_t* grads_shape, const int64_t* g, int arith,
     return CG_OK
 
 
-cdef int check_channels(int64_t image_channels, int64_t grads_channels,
-                        const char* image_name, cg_error* err) noexcept nogil:
-    if image_channels != grads_channels:
+cdef int check_channels(const int64_t* image_shape, const int64_t* grads_shape,
+                        int layout, const char* image_name,
+                        cg_error* err) noexcept nogil:
+    cdef int64_t s[4]
+    cdef int64_t g[4]
+    cdef char hint[128]
+    nhwc(image_shape, layout, s)
+    nhwc(grads_shape, layout, g)
+    if s[3] != g[3]:
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "%s and grads are incompatible: %s has %lld channels but grads "
-                 "has %lld", image_name, image_name, <long long>image_channels,
-                 <long long>grads_channels)
+                 "has %lld%s", image_name, image_name, <long long>s[3],
+                 <long long>g[3], hint)
         return fail(err, CG_ERR_VALUE, -1)
     return CG_OK
 
@@ -208,7 +216,7 @@ cdef int check_roi_align_grad_image(const int64_t* grads_shape, int grads_dtype,
                  "%s: batch and channels must be non-negative, got %s",
                  size_name, dims)
         return fail(err, CG_ERR_VALUE, -1)
-    if check_channels(s[3], g[3], size_name, err) != CG_OK:
+    if check_channels(image_size, grads_shape, layout, size_name, err) != CG_OK:
         return err.status
     # Outputs of another dtype are summed in the arithmetic type first.
     if check_size(image_size, max(ITEMSIZE[output_dtype], ITEMSIZE[arith]),
@@ -237,7 +245,7 @@ cdef int check_roi_align_grad_boxes(const int64_t* grads_shape, int grads_dtype,
     nhwc(image_shape, layout, s)
     if check_grads(grads_shape, g, arith, err) != CG_OK:
         return err.status
-    if check_channels(s[3], g[3], "image", err) != CG_OK:
+    if check_channels(image_shape, grads_shape, layout, "image", err) != CG_OK:
         return err.status
     return ok(err)
 
