@@ -22,9 +22,35 @@ code written against ``tf.raw_ops``.
 
 from cropgrad._runtime import wait_policy as _wait_policy
 
+
+def _unbuilt(exc):
+    """The ImportError of a source tree whose compiled modules are not built
+    (`exc`'s own for anything else)."""
+    import importlib.machinery
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    module = os.path.join(here, "_runtime", "parallel")
+    if any(
+        os.path.exists(module + suffix)
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    ):
+        return exc  # built: another cause
+    return ImportError(
+        f"cropgrad was imported from its source tree ({os.path.dirname(here)}), "
+        "whose compiled modules are not built.  Build them in place "
+        "(pip install -e . or python setup.py build_ext --inplace), or run "
+        "from another folder, or with python -P (which keeps the current "
+        "folder off sys.path), to import the installed cropgrad."
+    )
+
+
 # The first import of a compiled module loads the OpenMP runtime.
 with _wait_policy.loading():
-    from cropgrad._runtime import parallel  # noqa: F401
+    try:
+        from cropgrad._runtime import parallel as _parallel  # noqa: F401
+    except ImportError as _exc:
+        raise _unbuilt(_exc) from _exc
 
 from cropgrad._api.config import show_config  # noqa: E402
 from cropgrad._api.crop_and_resize import (  # noqa: E402

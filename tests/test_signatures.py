@@ -144,3 +144,24 @@ def test_binding_names_every_argument():
     assert bound.crop_size == 3 and bound.flush_denormals == 8
     with pytest.raises(TypeError, match="takes 9 arguments, got 2"):
         op.bind("torch", (1, 2))
+
+
+def test_a_binding_is_replaced_in_the_ops_order():
+    op = OPS["crop_and_resize"]
+    bound = op.bind("torch", tuple(range(len(op.names("torch")))))
+    moved = bound.replace(flush_denormals="last", image="first")
+    assert moved._fields == op.names("torch")
+    assert list(moved) == ["first", *range(1, 8), "last"]
+    assert bound.image == 0  # a copy
+    with pytest.raises(ValueError, match="colour"):
+        bound.replace(colour=1)
+
+
+def test_string_options_list_their_choices():
+    for op in OPS.values():
+        assert op.arg("data_format").choices == ("NHWC", "NCHW")
+        if op.name.startswith("crop_and_resize"):
+            assert "bilinear" in op.arg("method").choices
+    # Nearest sampling is piecewise constant in the boxes: no boxes derivative.
+    for name in ("crop_and_resize_grad_boxes", "crop_and_resize_jvp_boxes"):
+        assert OPS[name].arg("method").choices == ("bilinear",)

@@ -10,6 +10,8 @@ allocates the output and makes one call through the bridge, as the
 crop_and_resize family's do.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from cropgrad import _core
@@ -35,17 +37,90 @@ def _arithmetic(code):
     return _FLOAT64 if code == _F64 else _FLOAT32
 
 
+class _Options(NamedTuple):
+    """The options every RoIAlign op takes, converted."""
+
+    scale: float
+    ratio: int
+    aligned: bool
+    layout: int
+    threads: int
+    flush: bool
+
+
 def _options(
     spatial_scale, sampling_ratio, aligned, data_format, num_threads, flush_denormals
 ):
     """The options every RoIAlign op takes, checked in this order."""
-    return (
+    return _Options(
         _v.float_scalar(spatial_scale, "spatial_scale"),
         _v.int_scalar(sampling_ratio, "sampling_ratio"),
         _v.flag(aligned, "aligned"),
         _v.data_format(data_format),
         _v.threads(num_threads),
         _v.flag(flush_denormals, "flush_denormals"),
+    )
+
+
+class _Pooled(NamedTuple):
+    """The arguments of the forward op (and of the boxes JVP), converted and
+    checked, and the output to write."""
+
+    image: np.ndarray
+    image_code: int
+    boxes: np.ndarray
+    tangent: np.ndarray
+    index: np.ndarray
+    index_code: int
+    arith_code: int
+    out_h: int
+    out_w: int
+    result: np.ndarray
+    out_code: int
+
+
+def _pooled(
+    image, boxes, box_ind, output_size, dtype, out, o, data_format, boxes_tangent=None
+):
+    """Convert the pooled ops' arguments, run the gate, allocate the output."""
+    image, image_code = _v.image_array(image, data_format)
+    arith = _arithmetic(image_code)
+    arith_code = _v.dtype_code(arith)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
+    tangent = None
+    if boxes_tangent is not None:
+        tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0], arith)
+    out_h, out_w = _v.size_pair(output_size, "output_size", "[height, width]")
+    result_dtype = _result_dtype(dtype, image.dtype)
+    out_code = _v.dtype_code(result_dtype)
+    _core.check_roi_align(
+        image.shape,
+        image_code,
+        arith_code,
+        boxes.shape[0],
+        out_h,
+        out_w,
+        o.scale,
+        o.ratio,
+        o.layout,
+        out_code,
+        o.threads,
+    )
+    index, index_code = _v.native_index(box_ind)
+    shape = _pooled_shape(o.layout, image.shape, boxes.shape[0], out_h, out_w)
+    result = _v.output(out, shape, result_dtype)
+    return _Pooled(
+        image,
+        image_code,
+        boxes,
+        tangent,
+        index,
+        index_code,
+        arith_code,
+        out_h,
+        out_w,
+        result,
+        out_code,
     )
 
 
@@ -163,7 +238,7 @@ def roi_align(
     array([[ 5.  ,  6.75],
            [12.  , 13.75]], dtype=float32)
     """
-    scale, ratio, align, layout, nthreads, flush = _options(
+    o = _options(
         spatial_scale,
         sampling_ratio,
         aligned,
@@ -171,47 +246,26 @@ def roi_align(
         num_threads,
         flush_denormals,
     )
-    image, image_code = _v.image_array(image, data_format)
-    arith = _arithmetic(image_code)
-    boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
-    out_h, out_w = _v.size_pair(output_size, "output_size", "[height, width]")
-    result_dtype = _result_dtype(dtype, image.dtype)
-    out_code = _v.dtype_code(result_dtype)
-    _core.check_roi_align(
-        image.shape,
-        image_code,
-        _v.dtype_code(arith),
-        boxes.shape[0],
-        out_h,
-        out_w,
-        scale,
-        ratio,
-        layout,
-        out_code,
-        nthreads,
-    )
-    index, index_code = _v.native_index(box_ind)
-    shape = _pooled_shape(layout, image.shape, boxes.shape[0], out_h, out_w)
-    result = _v.output(out, shape, result_dtype)
+    a = _pooled(image, boxes, box_ind, output_size, dtype, out, o, data_format)
     _core.roi_align(
-        image,
-        image_code,
-        boxes,
-        _v.dtype_code(arith),
-        index,
-        index_code,
-        out_h,
-        out_w,
-        scale,
-        ratio,
-        align,
-        layout,
-        result,
-        out_code,
-        nthreads,
-        flush,
+        a.image,
+        a.image_code,
+        a.boxes,
+        a.arith_code,
+        a.index,
+        a.index_code,
+        a.out_h,
+        a.out_w,
+        o.scale,
+        o.ratio,
+        o.aligned,
+        o.layout,
+        a.result,
+        a.out_code,
+        o.threads,
+        o.flush,
     )
-    return result
+    return a.result
 
 
 def roi_align_grad_image(
@@ -272,7 +326,7 @@ def roi_align_grad_image(
            [0., 1., 0.],
            [0., 0., 0.]], dtype=float32)
     """
-    scale, ratio, align, layout, nthreads, flush = _options(
+    o = _options(
         spatial_scale,
         sampling_ratio,
         aligned,
@@ -282,23 +336,23 @@ def roi_align_grad_image(
     )
     raw = _v.real_array(grads, "grads", bfloat16=True)
     arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
+    arith_code = _v.dtype_code(arith)
     grads = _grads(raw, arith, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
     _v.same_num_boxes(boxes.shape[0], grads.shape)
     shape = _v.image_size(image_size, data_format)
     result_dtype = _result_dtype(dtype, raw.dtype)
     out_code = _v.dtype_code(result_dtype)
-    arith_code = _v.dtype_code(arith)
     _core.check_roi_align_grad_image(
         grads.shape,
         arith_code,
         arith_code,
         shape,
-        scale,
-        ratio,
-        layout,
+        o.scale,
+        o.ratio,
+        o.layout,
         out_code,
-        nthreads,
+        o.threads,
     )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, shape, result_dtype)
@@ -309,14 +363,14 @@ def roi_align_grad_image(
         index,
         index_code,
         shape,
-        scale,
-        ratio,
-        align,
-        layout,
+        o.scale,
+        o.ratio,
+        o.aligned,
+        o.layout,
         result,
         out_code,
-        nthreads,
-        flush,
+        o.threads,
+        o.flush,
     )
     return result
 
@@ -396,7 +450,7 @@ flush_denormals
     >>> cropgrad.roi_align_grad_boxes(grads, image, [[1, 1, 3, 3]], [0])
     array([[2., 0., 2., 0.]], dtype=float32)
     """
-    scale, ratio, align, layout, nthreads, flush = _options(
+    o = _options(
         spatial_scale,
         sampling_ratio,
         aligned,
@@ -416,10 +470,10 @@ flush_denormals
         image.shape,
         image_code,
         arith_code,
-        scale,
-        ratio,
-        layout,
-        nthreads,
+        o.scale,
+        o.ratio,
+        o.layout,
+        o.threads,
     )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, (boxes.shape[0], 4), arith)
@@ -431,13 +485,13 @@ flush_denormals
         arith_code,
         index,
         index_code,
-        scale,
-        ratio,
-        align,
-        layout,
+        o.scale,
+        o.ratio,
+        o.aligned,
+        o.layout,
         result,
-        nthreads,
-        flush,
+        o.threads,
+        o.flush,
     )
     return result
 
@@ -497,7 +551,7 @@ num_threads, flush_denormals
     array([[1., 1.],
            [1., 1.]], dtype=float32)
     """
-    scale, ratio, align, layout, nthreads, flush = _options(
+    o = _options(
         spatial_scale,
         sampling_ratio,
         aligned,
@@ -505,47 +559,26 @@ num_threads, flush_denormals
         num_threads,
         flush_denormals,
     )
-    image, image_code = _v.image_array(image, data_format)
-    arith = _arithmetic(image_code)
-    arith_code = _v.dtype_code(arith)
-    boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
-    tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0], arith)
-    out_h, out_w = _v.size_pair(output_size, "output_size", "[height, width]")
-    result_dtype = _result_dtype(dtype, image.dtype)
-    out_code = _v.dtype_code(result_dtype)
-    _core.check_roi_align(
-        image.shape,
-        image_code,
-        arith_code,
-        boxes.shape[0],
-        out_h,
-        out_w,
-        scale,
-        ratio,
-        layout,
-        out_code,
-        nthreads,
+    a = _pooled(
+        image, boxes, box_ind, output_size, dtype, out, o, data_format, boxes_tangent
     )
-    index, index_code = _v.native_index(box_ind)
-    shape = _pooled_shape(layout, image.shape, boxes.shape[0], out_h, out_w)
-    result = _v.output(out, shape, result_dtype)
     _core.roi_align_jvp_boxes(
-        image,
-        image_code,
-        boxes,
-        tangent,
-        arith_code,
-        index,
-        index_code,
-        out_h,
-        out_w,
-        scale,
-        ratio,
-        align,
-        layout,
-        result,
-        out_code,
-        nthreads,
-        flush,
+        a.image,
+        a.image_code,
+        a.boxes,
+        a.tangent,
+        a.arith_code,
+        a.index,
+        a.index_code,
+        a.out_h,
+        a.out_w,
+        o.scale,
+        o.ratio,
+        o.aligned,
+        o.layout,
+        a.result,
+        a.out_code,
+        o.threads,
+        o.flush,
     )
-    return result
+    return a.result

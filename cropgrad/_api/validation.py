@@ -203,6 +203,9 @@ def _output_dtype(dtype, name):
     original = dtype
     if hasattr(dtype, "as_numpy_dtype"):
         dtype = dtype.as_numpy_dtype
+    if type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
+        # torch.float64 and the rest: by name (torch.bfloat16 -> "bfloat16").
+        dtype = str(dtype).removeprefix("torch.")
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         dtype = _DTYPE_NAMES[dtype]
     if isinstance(dtype, str) and dtype == BFLOAT16_NAME:
@@ -230,12 +233,37 @@ def _output_dtype(dtype, name):
     return resolved
 
 
+def _framework_hint(value, name):
+    """A TypeError for a framework's tensor the NumPy API cannot take as it
+    is (a PyTorch tensor: its gradient would be lost, and NumPy cannot read
+    bfloat16 ones; a JAX tracer: the call is inside a transformation), with
+    the adapter to use; None for anything else."""
+    module = type(value).__module__.split(".")[0]
+    kind = type(value).__name__
+    if module == "torch" and kind in ("Tensor", "Parameter"):
+        return TypeError(
+            f"{name} is a torch.Tensor: the NumPy API takes arrays.  For tensors "
+            "use cropgrad.torch, whose functions take them in place and "
+            "differentiate; or pass tensor.detach().cpu().numpy()"
+        )
+    if module == "jax" and "Tracer" in kind:
+        return TypeError(
+            f"{name} is a JAX tracer: the NumPy API was called inside a JAX "
+            "transformation (jax.jit, jax.grad, jax.vmap, ...), which it cannot "
+            "trace.  Use cropgrad.jax, whose functions do"
+        )
+    return None
+
+
 def real_array(value, name, bfloat16=False):
     """``numpy.asarray(value)``, refusing anything but integers and floats
     (and, with `bfloat16`, bfloat16 floats)."""
     if isinstance(value, np.ndarray):
         arr = value
     else:
+        hint = _framework_hint(value, name)
+        if hint is not None:
+            raise hint
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as exc:
@@ -308,6 +336,8 @@ def boxes_and_index(boxes, box_ind, dtype=_FLOAT32, columns="[y1, x1, y2, x2]"):
     (or `dtype`) and the index.  `columns` names the boxes' columns."""
     boxes = float32_array(boxes, "boxes", dtype)
     boxes_shape(boxes.shape, columns)
+    if boxes.shape == (0,):
+        boxes = boxes.reshape(0, 4)  # an empty list is no boxes
     box_ind = real_array(box_ind, "box_ind")
     kind = box_ind.dtype.kind
     if kind == "f" and box_ind.size == 0:
@@ -322,6 +352,8 @@ def boxes_and_index(boxes, box_ind, dtype=_FLOAT32, columns="[y1, x1, y2, x2]"):
 def boxes_shape(shape, columns="[y1, x1, y2, x2]"):
     """Refuse a boxes shape other than ``(num_boxes, 4)`` (any array's)."""
     if len(shape) != 2 or shape[1] != 4:
+        if tuple(shape) == (0,):
+            return  # an empty list: no boxes (see boxes_and_index)
         raise ValueError(
             f"boxes must be 2-D with 4 columns {columns}, got shape {tuple(shape)}"
         )

@@ -23,6 +23,7 @@ from cropgrad._capi.gate cimport (
     fail,
     format_shape,
     index64,
+    layout_hint,
     memory_error,
     nbytes,
     nhwc,
@@ -120,6 +121,7 @@ cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
     """Shapes are in `layout`'s order (and so are those the messages show);
     `size_name` is what the caller calls `image_size` (JAX: image_shape)."""
     cdef char dims[128]
+    cdef char hint[128]
     cdef int64_t g[4]
     cdef int64_t s[4]
     if check_common(method, layout, num_threads, False, err) != CG_OK:
@@ -145,10 +147,11 @@ cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                  dims)
         return fail(err, CG_ERR_VALUE, -1)
     if g[3] != s[3]:
+        layout_hint(hint, sizeof(hint), grads_shape, image_size, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "%s and grads are incompatible: %s depth is %lld but grads "
-                 "depth is %lld", size_name, size_name, <long long>s[3],
-                 <long long>g[3])
+                 "depth is %lld%s", size_name, size_name, <long long>s[3],
+                 <long long>g[3], hint)
         return fail(err, CG_ERR_VALUE, -1)
     # float16 and bfloat16 outputs also need a float32 accumulator of the
     # same shape.
@@ -163,6 +166,7 @@ cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape
                           cg_error* err) noexcept nogil:
     cdef int64_t g[4]
     cdef int64_t s[4]
+    cdef char hint[128]
     if check_common(method, layout, num_threads, True, err) != CG_OK:
         return err.status
     nhwc(grads_shape, layout, g)
@@ -172,9 +176,10 @@ cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape
     if check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
     if g[3] != s[3]:
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image and grads must have the same depth, got %lld and %lld",
-                 <long long>s[3], <long long>g[3])
+                 "image and grads must have the same depth, got %lld and %lld%s",
+                 <long long>s[3], <long long>g[3], hint)
         return fail(err, CG_ERR_VALUE, -1)
     return ok(err)
 

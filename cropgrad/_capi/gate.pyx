@@ -20,6 +20,7 @@ from cropgrad.capi cimport (
     CG_INT32,
     CG_INT64,
     CG_MESSAGE_SIZE,
+    CG_NCHW,
     CG_NHWC,
     CG_UINT8,
 )
@@ -237,3 +238,23 @@ cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
         owned[0][b] = (<const int32_t*>box_ind)[b]
     index[0] = owned[0]
     return CG_OK
+
+
+cdef void layout_hint(char* buf, size_t size, const int64_t* a, const int64_t* b,
+                      int layout) noexcept nogil:
+    """`buf`: a sentence for a depth mismatch between shapes `a` and `b`
+    (given in `layout`'s order) when both would fit the other layout, or ""
+    (a common mistake: NHWC arrays passed as NCHW, or the reverse)."""
+    cdef int other = CG_NHWC if layout == CG_NCHW else CG_NCHW
+    cdef int64_t x[4]
+    cdef int64_t y[4]
+    buf[0] = 0
+    nhwc(a, other, x)
+    nhwc(b, other, y)
+    if x[3] == y[3]:
+        snprintf(buf, size, " (read as data_format '%s'; both fit '%s': pass "
+                 "data_format='%s', layout CG_%s in C)",
+                 <const char*>(b"NCHW" if layout == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"))

@@ -26,6 +26,7 @@ from cropgrad._capi.gate cimport (
     fail,
     format_shape,
     index64,
+    layout_hint,
     memory_error,
     nbytes,
     nhwc,
@@ -123,13 +124,20 @@ cdef int check_grads(const int64_t* grads_shape, const int64_t* g, int arith,
     return CG_OK
 
 
-cdef int check_channels(int64_t image_channels, int64_t grads_channels,
-                        const char* image_name, cg_error* err) noexcept nogil:
-    if image_channels != grads_channels:
+cdef int check_channels(const int64_t* image_shape, const int64_t* grads_shape,
+                        int layout, const char* image_name,
+                        cg_error* err) noexcept nogil:
+    cdef int64_t s[4]
+    cdef int64_t g[4]
+    cdef char hint[128]
+    nhwc(image_shape, layout, s)
+    nhwc(grads_shape, layout, g)
+    if s[3] != g[3]:
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "%s and grads are incompatible: %s has %lld channels but grads "
-                 "has %lld", image_name, image_name, <long long>image_channels,
-                 <long long>grads_channels)
+                 "has %lld%s", image_name, image_name, <long long>s[3],
+                 <long long>g[3], hint)
         return fail(err, CG_ERR_VALUE, -1)
     return CG_OK
 
@@ -208,7 +216,7 @@ cdef int check_roi_align_grad_image(const int64_t* grads_shape, int grads_dtype,
                  "%s: batch and channels must be non-negative, got %s",
                  size_name, dims)
         return fail(err, CG_ERR_VALUE, -1)
-    if check_channels(s[3], g[3], size_name, err) != CG_OK:
+    if check_channels(image_size, grads_shape, layout, size_name, err) != CG_OK:
         return err.status
     # Outputs of another dtype are summed in the arithmetic type first.
     if check_size(image_size, max(ITEMSIZE[output_dtype], ITEMSIZE[arith]),
@@ -237,7 +245,7 @@ cdef int check_roi_align_grad_boxes(const int64_t* grads_shape, int grads_dtype,
     nhwc(image_shape, layout, s)
     if check_grads(grads_shape, g, arith, err) != CG_OK:
         return err.status
-    if check_channels(s[3], g[3], "image", err) != CG_OK:
+    if check_channels(image_shape, grads_shape, layout, "image", err) != CG_OK:
         return err.status
     return ok(err)
 
@@ -315,11 +323,11 @@ cdef int run_roi_align(
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    return _forward_call(image, image_dtype, image_shape, boxes, NULL, boxes_dtype,
-                         box_ind, box_ind_dtype, num_boxes, output_height,
-                         output_width, spatial_scale, sampling_ratio, aligned,
-                         layout, output, output_dtype, num_threads,
-                         flush_denormals, err)
+    return _forward_call(False, image, image_dtype, image_shape, boxes, NULL,
+                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
+                         output_height, output_width, spatial_scale,
+                         sampling_ratio, aligned, layout, output, output_dtype,
+                         num_threads, flush_denormals, err)
 
 
 cdef int run_roi_align_jvp_boxes(
@@ -330,23 +338,25 @@ cdef int run_roi_align_jvp_boxes(
     int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
-    return _forward_call(image, image_dtype, image_shape, boxes, boxes_tangent,
-                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
-                         output_height, output_width, spatial_scale,
+    return _forward_call(True, image, image_dtype, image_shape, boxes,
+                         boxes_tangent, boxes_dtype, box_ind, box_ind_dtype,
+                         num_boxes, output_height, output_width, spatial_scale,
                          sampling_ratio, aligned, layout, output, output_dtype,
                          num_threads, flush_denormals, err)
 
 
 cdef int _forward_call(
-    const void* image, int image_dtype, const int64_t* image_shape,
+    bint jvp, const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, const void* tangent, int boxes_dtype, const void* box_ind,
     int box_ind_dtype, int64_t num_boxes, int64_t out_h, int64_t out_w,
     double spatial_scale, int sampling_ratio, int aligned, int layout,
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    """The forward op (`tangent` NULL) or the boxes JVP, whose arguments and
-    output are the forward op's with `tangent` beside the boxes."""
+    """The forward op or (`jvp`) the boxes JVP, whose arguments and output
+    are the forward op's with `tangent` beside the boxes.  `jvp` is not read
+    from `tangent`: a caller's NULL tangent is an array to check, not the
+    forward op."""
     cdef RoiProblem g
     cdef int64_t s[4]
     cdef Array arrays[5]
@@ -355,7 +365,6 @@ cdef int _forward_call(
     cdef int64_t box_size = ITEMSIZE[boxes_dtype]
     cdef size_t failed = 0
     cdef int status, n = 0
-    cdef bint jvp = tangent != NULL
     if check_boxes_args(box_ind_dtype, num_boxes, box_size, err) != CG_OK:
         return err.status
     nhwc(image_shape, layout, s)
