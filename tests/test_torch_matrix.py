@@ -7,9 +7,11 @@ boxes and both; crop_and_resize_grad_boxes with respect to grads, and in
 forward mode grads, the image and both) x {eager autograd, torch.compile,
 torch.export's program, torch.func.grad / vjp / jacrev, torch.func.jvp /
 jacfwd, torch.func.vmap} x {NCHW, NHWC}.  Reverse-mode results are compared
-with the NumPy API's bits on the same arrays, forward-mode results with the
-reverse-mode Jacobian the NumPy API gives (the same derivative, rounded in
-another order).  The derivatives cropgrad has no kernel for must raise.
+with the NumPy API's bits on the same arrays, and so are forward-mode ones:
+the jvp rules call the same kernels (the forward op on an image's tangent,
+the boxes JVP on the boxes', an op linear in an input on its tangent) and
+add the parts in float32, in the order the rule adds them.  The derivatives
+cropgrad has no kernel for must raise.
 
 The whole matrix runs in one process three times, in order, reversed and
 shuffled, so that nothing one call leaves behind (a compiled graph, a cached
@@ -52,9 +54,6 @@ pytestmark = [
 LAYOUTS = ("NCHW", "NHWC")
 CROP = (2, 3)
 BATCH, HEIGHT, WIDTH, DEPTH, NUM_BOXES = 2, 5, 4, 2, 3
-# Forward mode against the reverse-mode Jacobian: the same derivative with
-# float32 roundings in another order, of values of order 1.
-FORWARD_ATOL = 1e-5
 
 
 # --------------------------------------------------------------------------
@@ -103,9 +102,12 @@ def image_size(layout):
 
 class Op:
     def __init__(
-        self, name, inputs, call, reference, vjp, reverse, forward, linear=None
+        self, name, inputs, call, reference, vjp, reverse, forward, jvp, linear=None
     ):
         self.name = name
+        # (NHWC arrays, {input: NHWC tangent}) -> NHWC output tangent: the
+        # kernels the op's jvp rule calls, its parts added in its order.
+        self.jvp = jvp
         # For an input with no reverse-mode derivative the op is linear in:
         # (NHWC arrays, NHWC input) -> NHWC output, the Jacobian's columns.
         self.linear = linear or {}
@@ -132,6 +134,55 @@ def _forward_vjp(a, w):
             w, a["image"], a["boxes"], a["box_ind"]
         ),
     }
+
+
+def _sum(parts):
+    """The parts of a jvp rule added as it adds them: float32, in order."""
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def _forward_jvp(a, t):
+    parts = []
+    if "image" in t:  # the forward op is linear in the image, zero outside
+        parts.append(
+            cropgrad.crop_and_resize(
+                t["image"], a["boxes"], a["box_ind"], CROP, extrapolation_value=0.0
+            )
+        )
+    if "boxes" in t:
+        parts.append(
+            cropgrad.crop_and_resize_jvp_boxes(
+                a["image"], a["boxes"], a["box_ind"], t["boxes"], CROP
+            )
+        )
+    return _sum(parts)
+
+
+def _grad_image_jvp(a, t):
+    return cropgrad.crop_and_resize_grad_image(
+        t["grads"], a["boxes"], a["box_ind"], a["image"].shape
+    )
+
+
+def _grad_boxes_jvp(a, t):
+    # Linear in grads and in the image.
+    parts = []
+    if "grads" in t:
+        parts.append(
+            cropgrad.crop_and_resize_grad_boxes(
+                t["grads"], a["image"], a["boxes"], a["box_ind"]
+            )
+        )
+    if "image" in t:
+        parts.append(
+            cropgrad.crop_and_resize_grad_boxes(
+                a["grads"], t["image"], a["boxes"], a["box_ind"]
+            )
+        )
+    return _sum(parts)
 
 
 def _grad_image_call(t, layout):
@@ -179,6 +230,7 @@ OPS = {
             _forward_vjp,
             reverse=("image", "boxes"),
             forward=("image", "boxes"),
+            jvp=_forward_jvp,
         ),
         Op(
             "crop_and_resize_grad_image",
@@ -190,6 +242,7 @@ OPS = {
             _grad_image_vjp,
             reverse=("grads", "boxes"),
             forward=("grads",),
+            jvp=_grad_image_jvp,
         ),
         Op(
             "crop_and_resize_grad_boxes",
@@ -201,6 +254,7 @@ OPS = {
             _grad_boxes_vjp,
             reverse=("grads",),
             forward=("grads", "image"),
+            jvp=_grad_boxes_jvp,
             linear={
                 "image": lambda a, x: cropgrad.crop_and_resize_grad_boxes(
                     a["grads"], x, a["boxes"], a["box_ind"]
@@ -268,6 +322,27 @@ class Problem:
             c = to_nhwc(basis.reshape(out_layout.shape), self.layout)
             rows.append(to_torch(self.expected_vjp(name, c), self.layout).reshape(-1))
         return torch.stack(rows)
+
+    def expected_jvp(self, tangents):
+        """The output tangent for {input: tangent in the caller's layout}, in
+        the caller's layout (the NumPy API's bits).  PyTorch's forward mode
+        hands on the rule's -0.0 as +0.0, as if added to a zero tangent
+        (measured: torch.func.jvp and jacfwd alike, every other bit kept)."""
+        t = {name: to_nhwc(v, self.layout) for name, v in tangents.items()}
+        return to_torch(self.op.jvp(self.a, t) + np.float32(0.0), self.layout)
+
+    def forward_jacobian(self, names, name):
+        """What jacfwd over `names` gives for `name`: one jvp per element of
+        `name`, the other inputs' tangents zero (as jacfwd pushes them)."""
+        zeros = {n: torch.zeros_like(to_torch(self.a[n], self.layout)) for n in names}
+        x = zeros[name]
+        columns = []
+        for k in range(x.numel()):
+            basis = torch.zeros(x.numel())
+            basis[k] = 1
+            tangents = {**zeros, name: basis.reshape(x.shape)}
+            columns.append(self.expected_jvp(tangents).reshape(-1))
+        return torch.stack(columns, dim=1)
 
     def check_out(self, out):
         assert_same_bits(to_nhwc(out, self.layout), self.out)
@@ -370,14 +445,18 @@ def func_forward(p, names):
     ]
     out, tangent_out = torch.func.jvp(f, tuple(primals), tuple(tangents))
     p.check_out(out)
-    expected = sum(p.jacobian(n) @ t.reshape(-1) for n, t in zip(names, tangents))
-    torch.testing.assert_close(
-        tangent_out.reshape(-1), expected, rtol=0, atol=FORWARD_ATOL
-    )
+    expected = p.expected_jvp(dict(zip(names, tangents)))
+    assert_same_bits(tangent_out.numpy(), expected.numpy())
     jacobians = torch.func.jacfwd(f, tuple(range(len(names))))(*primals)
     for name, jac in zip(names, jacobians):
+        assert_same_bits(
+            jac.reshape(out.numel(), -1).numpy(),
+            p.forward_jacobian(names, name).numpy(),
+        )
+    # The same derivative as reverse mode's, rounded in another order.
+    for name, jac in zip(names, jacobians):
         torch.testing.assert_close(
-            jac.reshape(out.numel(), -1), p.jacobian(name), rtol=0, atol=FORWARD_ATOL
+            jac.reshape(out.numel(), -1), p.jacobian(name), rtol=0, atol=1e-5
         )
 
 
