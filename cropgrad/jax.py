@@ -3,8 +3,8 @@
 The three ops of cropgrad as JAX primitives.  They run eagerly and under
 `jax.jit`, `jax.vmap`, `jax.pmap`, `jax.shard_map`, `jax.lax.scan` and
 `jax.checkpoint` on CPU devices.  Each op is one XLA FFI call into the
-compiled kernels (``cropgrad._xla``), which read and write XLA's buffers in
-place: no Python callback, no copy, no GIL.
+compiled kernels (through ``cropgrad._jax.handlers``), which read and write
+XLA's buffers in place: no Python callback, no copy, no GIL.
 
 Derivatives: `crop_and_resize` is differentiable in forward and reverse
 mode with respect to the image (any number of times) and the boxes
@@ -68,8 +68,9 @@ except ImportError as _exc:  # not installed, or hidden
         'pip install "cropgrad[jax]"'
     ) from _exc
 
-from cropgrad import _core, _xla
+from cropgrad import _core
 from cropgrad._api import validation as _v
+from cropgrad._jax import handlers as _handlers
 
 __all__ = [
     "DEFAULT_THREADS",
@@ -138,7 +139,7 @@ def _register(name, capsule):
     except Exception as exc:
         import jaxlib
 
-        major, minor = _xla.FFI_API_VERSION
+        major, minor = _handlers.FFI_API_VERSION
         raise ImportError(
             f"cropgrad.jax cannot register its XLA handler {name!r} with "
             f"jaxlib {jaxlib.__version__}: the handlers use XLA FFI API "
@@ -148,7 +149,7 @@ def _register(name, capsule):
         ) from exc
 
 
-for _name, _capsule in _xla.handlers().items():
+for _name, _capsule in _handlers.handlers().items():
     _register(_name, _capsule)
 del _name, _capsule
 
@@ -174,7 +175,7 @@ def _threads(num_threads):
 
 @functools.cache
 def _layout_status(layout):
-    return _xla.layout_status(layout)
+    return _handlers.layout_status(layout)
 
 
 def _layout(data_format):
