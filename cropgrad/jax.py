@@ -185,11 +185,15 @@ def crop_and_resize(
     extrapolation_value = _checks.extrapolation_value(extrapolation_value)
     image = _checks.image(image, options["data_format"])
     boxes, box_ind = _checks.boxes_and_index(boxes, box_ind)
-    params = dict(
-        crop_size=crop_size, extrapolation_value=extrapolation_value, **options
+    return _bind(
+        "crop_and_resize",
+        image,
+        boxes,
+        box_ind,
+        crop_size=crop_size,
+        extrapolation_value=extrapolation_value,
+        **options,
     )
-    _checks.GATES["crop_and_resize"]({"image": image, "boxes": boxes}, params)
-    return _bind("crop_and_resize", image, boxes, box_ind, **params)
 
 
 def crop_and_resize_grad_image(
@@ -252,9 +256,15 @@ def crop_and_resize_grad_image(
     grads = _checks.grads(grads, options["data_format"])
     boxes, box_ind = _checks.boxes_and_index(boxes, box_ind, grads)
     image_shape = _checks.image_shape(image_shape, options["data_format"])
-    params = dict(image_shape=image_shape, dtype=dtype, **options)
-    _checks.GATES["crop_and_resize_grad_image"]({"grads": grads}, params)
-    return _bind("crop_and_resize_grad_image", grads, boxes, box_ind, **params)
+    return _bind(
+        "crop_and_resize_grad_image",
+        grads,
+        boxes,
+        box_ind,
+        image_shape=image_shape,
+        dtype=dtype,
+        **options,
+    )
 
 
 def crop_and_resize_grad_boxes(
@@ -312,7 +322,4 @@ def crop_and_resize_grad_boxes(
     grads = _checks.grads(grads, options["data_format"])
     image = _checks.image(image, options["data_format"])
     boxes, box_ind = _checks.boxes_and_index(boxes, box_ind, grads)
-    _checks.GATES["crop_and_resize_grad_boxes"](
-        {"grads": grads, "image": image}, options
-    )
     return _bind("crop_and_resize_grad_boxes", grads, image, boxes, box_ind, **options)

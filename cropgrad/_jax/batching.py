@@ -8,11 +8,15 @@ still indexes its own problem's image; an image gradient (``image_shape``)
 grows n times as well.  The op's ``fold`` parameter records each fold for
 the kernel's messages.
 
+The rule runs the op's gate on the call it was given, in the caller's
+shapes, before folding: the folded call's abstract evaluation does not.
+
 May import: JAX, cropgrad._jax.ops, cropgrad._jax.primitives.
 """
 
 import functools
 
+import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
 
@@ -45,8 +49,20 @@ def _unfold(out, n):
     return out.reshape(n, out.shape[0] // n if n else 0, *out.shape[1:])
 
 
+def _unmapped(x, d):
+    """The shape and dtype of `x` without its mapped axis `d` (if any)."""
+    aval = jax.typeof(x)
+    shape = aval.shape if d is None else aval.shape[:d] + aval.shape[d + 1 :]
+    return jax.ShapeDtypeStruct(shape, aval.dtype)
+
+
 def _rule(name, operands, dims, **params):
     op = _ops.OPS[name]
+    if op.gate is not None and not params["fold"]:
+        op.gate(
+            {k: _unmapped(x, d) for k, x, d in zip(op.operands, operands, dims)},
+            params,
+        )
     (n,) = {x.shape[d] for x, d in zip(operands, dims) if d is not None}
     out_image = "image_shape" in params
     image_batched = any(

@@ -8,8 +8,11 @@ Two kinds of check, both while a call is traced:
   NumPy API's exception and naming the argument;
 - the gate (`GATES`): the C-level API's metadata checks of one op call,
   through cropgrad._core, from its operands' shapes and dtypes and the
-  primitive's parameters, raising cropgrad's messages.  The handler runs
-  the gate again on every execution.
+  primitive's parameters, raising cropgrad's messages.  The primitives run
+  it in their abstract evaluation, which JAX caches per shapes and
+  parameters, and their batching rule (in the caller's shapes, before the
+  fold), so that an eager call runs it when first traced rather than every
+  time; the handler runs the gate again on every execution.
 
 Errors in the data (a non-finite box, a box index out of range) are the
 kernel's to find, when the call runs.

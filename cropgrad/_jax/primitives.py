@@ -1,8 +1,10 @@
 """The primitives: binding, abstract evaluation, eager evaluation, lowering.
 
 Each row of the op table (ops.py) becomes a JAX primitive lowered to one
-XLA FFI call whose attributes are the parameters (`_attributes`).  Eager
-evaluation compiles the primitive alone
+XLA FFI call whose attributes are the parameters (`_attributes`).  Its
+abstract evaluation runs the op's gate (checks.py) before giving the
+result's shape; JAX caches it per shapes and parameters, so the gate runs
+once per traced signature.  Eager evaluation compiles the primitive alone
 with `jax.jit` (cached per parameters), so that it runs the same XLA call.
 
 The vmap, JVP and transpose rules are batching.py's and derivatives.py's.
@@ -50,6 +52,9 @@ def _varying_axes(x):
 
 def _abstract_eval(op, *avals, **params):
     operands = dict(zip(op.operands, avals))
+    # A folded call was checked in the caller's shapes, by the vmap rule.
+    if op.gate is not None and not params["fold"]:
+        op.gate(operands, params)
     shape, dtype = _shapes.result(op.result, operands, params)
     # `bind` made the operands vary over the same mesh axes.
     mat = avals[0].mat
