@@ -10,6 +10,10 @@ from cropgrad._api.crop_and_resize import (
 from cropgrad._api.crop_and_resize import (
     crop_and_resize_jvp_boxes as crop_and_resize_jvp_boxes,
 )
+from cropgrad._api.roi_align import roi_align as roi_align
+from cropgrad._api.roi_align import roi_align_grad_boxes as roi_align_grad_boxes
+from cropgrad._api.roi_align import roi_align_grad_image as roi_align_grad_image
+from cropgrad._api.roi_align import roi_align_jvp_boxes as roi_align_jvp_boxes
 from cropgrad._version import __version__ as __version__
 
 __all__ = [
@@ -19,6 +23,10 @@ __all__ = [
     "crop_and_resize_jvp_boxes",
     "get_include",
     "raw_ops",
+    "roi_align",
+    "roi_align_grad_boxes",
+    "roi_align_grad_image",
+    "roi_align_jvp_boxes",
     "show_config",
 ]
 

@@ -4,7 +4,7 @@
 Two kinds of function, one per op each:
 
 - the gate (``check_*``): the C-level API's metadata checks
-  (cropgrad/_capi/gate.pxd, shapes in the caller's layout) on Python ints,
+  (cropgrad/_capi, shapes in the caller's layout) on Python ints,
   raising the exception the NumPy API documents with the C-level API's
   message.  The NumPy API runs it before it allocates the output;
   cropgrad.jax at trace time and cropgrad.torch whenever the shapes are
@@ -13,7 +13,7 @@ Two kinds of function, one per op each:
 - the bridge (``crop_and_resize`` ...): takes the buffers of arrays that
   the Python layer has converted (C-contiguous, of the dtype their code
   names) and whose metadata the gate has passed, releases the GIL for the
-  op's call (cropgrad/_capi/calls.pxd: the checks that need the data, then
+  op's call (cropgrad/_capi: the checks that need the data, then
   the kernel; the metadata is not checked again), and turns its error
   record into the exception.  Only ever called after the gate, with the
   shapes and codes the gate saw.
@@ -33,10 +33,8 @@ from cropgrad._runtime.openmp cimport CROPGRAD_HAVE_OPENMP
 cdef extern from "cg_pages.h":
     int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil
 
-from cropgrad._capi cimport calls
-from cropgrad._capi.gate cimport check_forward as _check_forward
-from cropgrad._capi.gate cimport check_grad_boxes as _check_grad_boxes
-from cropgrad._capi.gate cimport check_grad_image as _check_grad_image
+from cropgrad._capi cimport crop_and_resize as cr
+from cropgrad._capi cimport roi_align as ra
 from cropgrad.capi cimport (
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
@@ -81,8 +79,8 @@ def check_forward(image_shape, int image_dtype, int64_t num_boxes,
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, False, &err) != CG_OK:
+    if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                        layout, num_threads, False, &err) != CG_OK:
         _raise(&err)
 
 
@@ -93,8 +91,8 @@ def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
-    if _check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                      layout, num_threads, True, &err) != CG_OK:
+    if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
+                        layout, num_threads, True, &err) != CG_OK:
         _raise(&err)
 
 
@@ -108,8 +106,8 @@ def check_grad_image(grads_shape, image_size, int output_dtype, int method,
     cdef bytes name = size_name.encode("utf-8")
     _shape4(g, grads_shape)
     _shape4(s, image_size)
-    if _check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
-                         &err) != CG_OK:
+    if cr.check_grad_image(g, s, output_dtype, method, layout, num_threads, name,
+                           &err) != CG_OK:
         _raise(&err)
 
 
@@ -121,8 +119,57 @@ def check_grad_boxes(grads_shape, image_shape, int image_dtype, int method,
     cdef int64_t s[4]
     _shape4(g, grads_shape)
     _shape4(s, image_shape)
-    if _check_grad_boxes(g, s, image_dtype, method, layout, num_threads,
-                         &err) != CG_OK:
+    if cr.check_grad_boxes(g, s, image_dtype, method, layout, num_threads,
+                           &err) != CG_OK:
+        _raise(&err)
+
+
+def check_roi_align(image_shape, int image_dtype, int boxes_dtype,
+                    int64_t num_boxes, int64_t output_height, int64_t output_width,
+                    double spatial_scale, int sampling_ratio, int layout,
+                    int output_dtype, int num_threads):
+    """Raise what `cg_roi_align` (and `cg_roi_align_jvp_boxes`) would for
+    these shapes, codes and options."""
+    cdef cg_error err
+    cdef int64_t s[4]
+    _shape4(s, image_shape)
+    if ra.check_roi_align(s, image_dtype, boxes_dtype, num_boxes, output_height,
+                          output_width, spatial_scale, sampling_ratio, layout,
+                          output_dtype, num_threads, &err) != CG_OK:
+        _raise(&err)
+
+
+def check_roi_align_grad_image(grads_shape, int grads_dtype, int boxes_dtype,
+                               image_size, double spatial_scale,
+                               int sampling_ratio, int layout, int output_dtype,
+                               int num_threads, str size_name="image_size"):
+    """Raise what `cg_roi_align_grad_image` would (`size_name`: the
+    caller's name of `image_size`)."""
+    cdef cg_error err
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    cdef bytes name = size_name.encode("utf-8")
+    _shape4(g, grads_shape)
+    _shape4(s, image_size)
+    if ra.check_roi_align_grad_image(g, grads_dtype, boxes_dtype, s, spatial_scale,
+                                     sampling_ratio, layout, output_dtype,
+                                     num_threads, name, &err) != CG_OK:
+        _raise(&err)
+
+
+def check_roi_align_grad_boxes(grads_shape, int grads_dtype, image_shape,
+                               int image_dtype, int boxes_dtype,
+                               double spatial_scale, int sampling_ratio,
+                               int layout, int num_threads):
+    """Raise what `cg_roi_align_grad_boxes` would."""
+    cdef cg_error err
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    _shape4(g, grads_shape)
+    _shape4(s, image_shape)
+    if ra.check_roi_align_grad_boxes(g, grads_dtype, s, image_dtype, boxes_dtype,
+                                     spatial_scale, sampling_ratio, layout,
+                                     num_threads, &err) != CG_OK:
         _raise(&err)
 
 
@@ -134,6 +181,10 @@ cdef enum Op:
     GRAD_IMAGE
     GRAD_BOXES
     JVP_BOXES
+    ROI_ALIGN
+    ROI_GRAD_IMAGE
+    ROI_GRAD_BOXES
+    ROI_JVP_BOXES
 
 
 ctypedef struct Call:
@@ -154,30 +205,62 @@ ctypedef struct Call:
     float extrapolation_value
     int num_threads
     int flush
+    # RoIAlign's: the arithmetic type of boxes (and grads, tangents), the
+    # bins and the sampling.
+    int boxes_dtype
+    int64_t out_h
+    int64_t out_w
+    double spatial_scale
+    int sampling_ratio
+    int aligned
 
 
 cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
     if c.op == FORWARD:
-        return calls.run_crop_and_resize(
+        return cr.run_crop_and_resize(
             c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
             c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
             c.num_threads, c.flush, err)
     if c.op == GRAD_IMAGE:
-        return calls.run_grad_image(
+        return cr.run_grad_image(
             <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
             c.method, c.layout, c.num_threads, c.flush, err)
     if c.op == GRAD_BOXES:
-        return calls.run_grad_boxes(
+        return cr.run_grad_boxes(
             <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
             c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
             <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
-    return calls.run_jvp_boxes(
-        c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
-        <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
-        c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],
-        c.num_threads, c.flush, err)
+    if c.op == JVP_BOXES:
+        return cr.run_jvp_boxes(
+            c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
+            <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
+            c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],
+            c.num_threads, c.flush, err)
+    if c.op == ROI_ALIGN:
+        return ra.run_roi_align(
+            c.data[0], c.image_dtype, c.image_shape, c.data[1], c.boxes_dtype,
+            c.data[2], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
+            c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[3],
+            c.output_dtype, c.num_threads, c.flush, err)
+    if c.op == ROI_GRAD_IMAGE:
+        return ra.run_roi_align_grad_image(
+            c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.boxes_dtype,
+            c.data[2], c.box_ind_dtype, c.image_shape, c.spatial_scale,
+            c.sampling_ratio, c.aligned, c.layout, c.data[3], c.output_dtype,
+            c.num_threads, c.flush, err)
+    if c.op == ROI_GRAD_BOXES:
+        return ra.run_roi_align_grad_boxes(
+            c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.image_dtype,
+            c.image_shape, c.data[2], c.boxes_dtype, c.data[3], c.box_ind_dtype,
+            c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],
+            c.num_threads, c.flush, err)
+    return ra.run_roi_align_jvp_boxes(
+        c.data[0], c.image_dtype, c.image_shape, c.data[1], c.data[2],
+        c.boxes_dtype, c.data[3], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
+        c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],
+        c.output_dtype, c.num_threads, c.flush, err)
 
 
 cdef _run(Call* c, tuple arrays):
@@ -268,6 +351,81 @@ def jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
     cdef Call c
     _common(&c, JVP_BOXES, box_ind_dtype, method, layout, num_threads, flush)
     _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
+    _run(&c, (image, boxes, boxes_tangent, box_ind, out))
+
+
+cdef inline void _roi(Call* c, int boxes_dtype, double spatial_scale,
+                      int sampling_ratio, bint aligned) noexcept:
+    """The arguments RoIAlign's ops share."""
+    c.boxes_dtype = boxes_dtype
+    c.spatial_scale = spatial_scale
+    c.sampling_ratio = sampling_ratio
+    c.aligned = aligned
+
+
+def roi_align(image, int image_dtype, boxes, int boxes_dtype, box_ind,
+              int box_ind_dtype, int64_t output_height, int64_t output_width,
+              double spatial_scale, int sampling_ratio, bint aligned, int layout,
+              out, int output_dtype, int num_threads, bint flush):
+    """`cg_roi_align` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, ROI_ALIGN, box_ind_dtype, 0, layout, num_threads, flush)
+    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    c.num_boxes = boxes.shape[0]
+    c.out_h = output_height
+    c.out_w = output_width
+    c.output_dtype = output_dtype
+    _run(&c, (image, boxes, box_ind, out))
+
+
+def roi_align_grad_image(grads, boxes, int boxes_dtype, box_ind,
+                         int box_ind_dtype, image_size, double spatial_scale,
+                         int sampling_ratio, bint aligned, int layout, out,
+                         int output_dtype, int num_threads, bint flush):
+    """`cg_roi_align_grad_image` on NumPy arrays (grads and boxes in the
+    arithmetic type `boxes_dtype`); raises on error."""
+    cdef Call c
+    _common(&c, ROI_GRAD_IMAGE, box_ind_dtype, 0, layout, num_threads, flush)
+    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
+    _shape4(c.grads_shape, grads.shape)
+    _shape4(c.image_shape, image_size)
+    c.output_dtype = output_dtype
+    _run(&c, (grads, boxes, box_ind, out))
+
+
+def roi_align_grad_boxes(grads, image, int image_dtype, boxes, int boxes_dtype,
+                         box_ind, int box_ind_dtype, double spatial_scale,
+                         int sampling_ratio, bint aligned, int layout, out,
+                         int num_threads, bint flush):
+    """`cg_roi_align_grad_boxes` on NumPy arrays (grads, boxes and the
+    result in the arithmetic type `boxes_dtype`); raises on error."""
+    cdef Call c
+    _common(&c, ROI_GRAD_BOXES, box_ind_dtype, 0, layout, num_threads, flush)
+    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
+    _shape4(c.grads_shape, grads.shape)
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    _run(&c, (grads, image, boxes, box_ind, out))
+
+
+def roi_align_jvp_boxes(image, int image_dtype, boxes, boxes_tangent,
+                        int boxes_dtype, box_ind, int box_ind_dtype,
+                        int64_t output_height, int64_t output_width,
+                        double spatial_scale, int sampling_ratio, bint aligned,
+                        int layout, out, int output_dtype, int num_threads,
+                        bint flush):
+    """`cg_roi_align_jvp_boxes` on NumPy arrays; raises on error."""
+    cdef Call c
+    _common(&c, ROI_JVP_BOXES, box_ind_dtype, 0, layout, num_threads, flush)
+    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
+    _shape4(c.image_shape, image.shape)
+    c.image_dtype = image_dtype
+    c.num_boxes = boxes.shape[0]
+    c.out_h = output_height
+    c.out_w = output_width
+    c.output_dtype = output_dtype
     _run(&c, (image, boxes, boxes_tangent, box_ind, out))
 
 

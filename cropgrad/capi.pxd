@@ -1,6 +1,7 @@
 # cython: language_level=3
 #
-# cropgrad's C-level API: the three ops and the boxes JVP for compiled code.
+# cropgrad's C-level API: its ops for compiled code (1.0: crop_and_resize
+# and its gradients; 1.1: RoIAlign and its gradients).
 #
 #     from cropgrad cimport capi
 #
@@ -45,7 +46,7 @@ from libc.stdint cimport int64_t
 # major.minor runs with any runtime of the same major and minor >= its own).
 cdef enum:
     CG_API_VERSION_MAJOR = 1
-    CG_API_VERSION_MINOR = 0
+    CG_API_VERSION_MINOR = 1
 
 
 # Status codes: the Python exception each one becomes.
@@ -164,6 +165,109 @@ cdef int cg_crop_and_resize_jvp_boxes(
     int method,                  # CG_BILINEAR only
     int layout,                  # CG_NHWC or CG_NCHW
     float* output,               # OUT [num_boxes, crop_h, crop_w, depth] or NCHW
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+# --------------------------------------------------------------------------
+# 1.1: RoIAlign (torchvision's roi_align, average pooling, and ONNX's
+# RoiAlign), its image gradient, and its boxes gradient and JVP.  The
+# arithmetic type is double for CG_FLOAT64 data (the image; the gradient
+# for the image gradient) and float otherwise: boxes, grads, tangents and
+# the boxes gradient have it, their dtype codes (CG_FLOAT32 or CG_FLOAT64)
+# saying which.  Boxes are [x1, y1, x2, y2] in the input image's
+# coordinates, which `spatial_scale` maps to the feature map;
+# `sampling_ratio` <= 0 is adaptive (ceil of the bin's size), at most 4096;
+# `aligned` non-zero shifts by half a pixel.  Outputs: CG_FLOAT16,
+# CG_BFLOAT16 (from float arithmetic only), CG_FLOAT32 or CG_FLOAT64,
+# rounded once.  A box whose adaptive grid would put more than 2**24
+# samples in a bin is refused (CG_ERR_VALUE) before any work.
+
+cdef int cg_roi_align(
+    const void* image,           # IN  [batch, C, H, W] (CG_NCHW) or [batch, H, W, C]
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const void* boxes,           # IN  [num_boxes, 4] x1, y1, x2, y2
+    int boxes_dtype,             # the arithmetic type
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                  # CG_NHWC or CG_NCHW
+    void* output,                # OUT [num_boxes, C, out_h, out_w] or NHWC
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+cdef int cg_roi_align_grad_image(
+    const void* grads,           # IN  [num_boxes, C, out_h, out_w] or NHWC
+    int grads_dtype,             # CG_FLOAT32 or CG_FLOAT64: the arithmetic type
+    const int64_t* grads_shape,  # IN  4 values, in the layout's order
+    const void* boxes,           # IN  [num_boxes, 4], grads_dtype
+    int boxes_dtype,
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    const int64_t* image_size,   # IN  4 values: the output shape, layout order
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                  # CG_NHWC or CG_NCHW
+    void* output,                # OUT image_size, of output_dtype
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+cdef int cg_roi_align_grad_boxes(
+    const void* grads,           # IN  [num_boxes, C, out_h, out_w] or NHWC
+    int grads_dtype,             # the arithmetic type
+    const int64_t* grads_shape,  # IN  4 values, in the layout's order
+    const void* image,           # IN  [batch, C, H, W] or NHWC
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const void* boxes,           # IN  [num_boxes, 4]
+    int boxes_dtype,             # the arithmetic type
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                  # CG_NHWC or CG_NCHW
+    void* output,                # OUT [num_boxes, 4] d/d[x1, y1, x2, y2], boxes_dtype
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil
+
+# The derivative of cg_roi_align along a tangent of the boxes, whose
+# transpose cg_roi_align_grad_boxes is; boxes_tangent (boxes_dtype) may hold
+# any values.
+cdef int cg_roi_align_jvp_boxes(
+    const void* image,           # IN  [batch, C, H, W] or NHWC
+    int image_dtype,             # CG_UINT8 ... CG_BFLOAT16
+    const int64_t* image_shape,  # IN  4 values, in the layout's order
+    const void* boxes,           # IN  [num_boxes, 4]
+    const void* boxes_tangent,   # IN  [num_boxes, 4]
+    int boxes_dtype,             # the arithmetic type, of both
+    const void* box_ind,         # IN  [num_boxes]
+    int box_ind_dtype,           # CG_INT32 or CG_INT64
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                  # CG_NHWC or CG_NCHW
+    void* output,                # OUT as cg_roi_align's
+    int output_dtype,
     int num_threads,
     int flush_denormals,
     cg_error* error,

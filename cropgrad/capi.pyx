@@ -2,8 +2,8 @@
 """cropgrad's C-level API (see capi.pxd and docs/capi.md).
 
 Each function declared in ``capi.pxd`` runs the gate's metadata checks
-(cropgrad/_capi/gate.pyx, the one definition of a valid call), then the op's
-call (cropgrad/_capi/calls.pyx: the checks that need the data, such as
+(cropgrad/_capi, the one definition of a valid call: its family's module
+and gate.pyx), then the op's call (the checks that need the data, such as
 finite boxes and ``box_ind`` in range, then the kernel), filling the
 caller's error record, all without the GIL.  The NumPy API reaches the same
 gate and calls through its bridge, cropgrad/_core.pyx, which turns an error
@@ -13,7 +13,9 @@ record into the exception the NumPy API documents.
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int64_t, uintptr_t
 
-from cropgrad._capi cimport calls, gate
+from cropgrad._capi cimport crop_and_resize as cr
+from cropgrad._capi cimport gate
+from cropgrad._capi cimport roi_align as ra
 from cropgrad._runtime.parallel cimport resolve_threads
 
 
@@ -40,11 +42,11 @@ cdef int cg_crop_and_resize(
     if error == NULL:
         error = &local
     if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_forward(image_shape, image_dtype, num_boxes, crop_height,
-                                  crop_width, method, layout, num_threads, False,
-                                  error) != CG_OK):
+            or cr.check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                                crop_width, method, layout, num_threads, False,
+                                error) != CG_OK):
         return error.status
-    return calls.run_crop_and_resize(
+    return cr.run_crop_and_resize(
         image, image_dtype, image_shape, boxes, box_ind, box_ind_dtype, num_boxes,
         crop_height, crop_width, method, extrapolation_value, layout, crops,
         num_threads, flush_denormals, error)
@@ -61,11 +63,11 @@ cdef int cg_crop_and_resize_grad_image(
         error = &local
     if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
             or gate.check_shape_pointer(image_size, "image_size", error) != CG_OK
-            or gate.check_grad_image(grads_shape, image_size, output_dtype, method,
-                                     layout, num_threads, "image_size",
-                                     error) != CG_OK):
+            or cr.check_grad_image(grads_shape, image_size, output_dtype, method,
+                                   layout, num_threads, "image_size",
+                                   error) != CG_OK):
         return error.status
-    return calls.run_grad_image(
+    return cr.run_grad_image(
         grads, grads_shape, boxes, box_ind, box_ind_dtype, image_size, output,
         output_dtype, method, layout, num_threads, flush_denormals, error)
 
@@ -81,10 +83,10 @@ cdef int cg_crop_and_resize_grad_boxes(
         error = &local
     if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
             or gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_grad_boxes(grads_shape, image_shape, image_dtype, method,
-                                     layout, num_threads, error) != CG_OK):
+            or cr.check_grad_boxes(grads_shape, image_shape, image_dtype, method,
+                                   layout, num_threads, error) != CG_OK):
         return error.status
-    return calls.run_grad_boxes(
+    return cr.run_grad_boxes(
         grads, grads_shape, image, image_dtype, image_shape, boxes, box_ind,
         box_ind_dtype, output, method, layout, num_threads, flush_denormals, error)
 
@@ -100,13 +102,107 @@ cdef int cg_crop_and_resize_jvp_boxes(
     if error == NULL:
         error = &local
     if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
-            or gate.check_forward(image_shape, image_dtype, num_boxes, crop_height,
-                                  crop_width, method, layout, num_threads, True,
-                                  error) != CG_OK):
+            or cr.check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                                crop_width, method, layout, num_threads, True,
+                                error) != CG_OK):
         return error.status
-    return calls.run_jvp_boxes(
+    return cr.run_jvp_boxes(
         image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
         box_ind_dtype, num_boxes, crop_height, crop_width, method, layout, output,
+        num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    int64_t num_boxes, int64_t output_height, int64_t output_width,
+    double spatial_scale, int sampling_ratio, int aligned, int layout,
+    void* output, int output_dtype, int num_threads, int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
+            or ra.check_roi_align(image_shape, image_dtype, boxes_dtype, num_boxes,
+                                  output_height, output_width, spatial_scale,
+                                  sampling_ratio, layout, output_dtype,
+                                  num_threads, error) != CG_OK):
+        return error.status
+    return ra.run_roi_align(
+        image, image_dtype, image_shape, boxes, boxes_dtype, box_ind,
+        box_ind_dtype, num_boxes, output_height, output_width, spatial_scale,
+        sampling_ratio, aligned, layout, output, output_dtype, num_threads,
+        flush_denormals, error)
+
+
+cdef int cg_roi_align_grad_image(
+    const void* grads, int grads_dtype, const int64_t* grads_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    const int64_t* image_size, double spatial_scale, int sampling_ratio,
+    int aligned, int layout, void* output, int output_dtype, int num_threads,
+    int flush_denormals, cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
+            or gate.check_shape_pointer(image_size, "image_size", error) != CG_OK
+            or ra.check_roi_align_grad_image(
+                grads_shape, grads_dtype, boxes_dtype, image_size, spatial_scale,
+                sampling_ratio, layout, output_dtype, num_threads, "image_size",
+                error) != CG_OK):
+        return error.status
+    return ra.run_roi_align_grad_image(
+        grads, grads_dtype, grads_shape, boxes, boxes_dtype, box_ind,
+        box_ind_dtype, image_size, spatial_scale, sampling_ratio, aligned, layout,
+        output, output_dtype, num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align_grad_boxes(
+    const void* grads, int grads_dtype, const int64_t* grads_shape,
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    double spatial_scale, int sampling_ratio, int aligned, int layout,
+    void* output, int num_threads, int flush_denormals, cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if (gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK
+            or gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
+            or ra.check_roi_align_grad_boxes(
+                grads_shape, grads_dtype, image_shape, image_dtype, boxes_dtype,
+                spatial_scale, sampling_ratio, layout, num_threads,
+                error) != CG_OK):
+        return error.status
+    return ra.run_roi_align_grad_boxes(
+        grads, grads_dtype, grads_shape, image, image_dtype, image_shape, boxes,
+        boxes_dtype, box_ind, box_ind_dtype, spatial_scale, sampling_ratio,
+        aligned, layout, output, num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align_jvp_boxes(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, const void* boxes_tangent, int boxes_dtype,
+    const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+    int64_t output_height, int64_t output_width, double spatial_scale,
+    int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
+    int num_threads, int flush_denormals, cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if (gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK
+            or ra.check_roi_align(image_shape, image_dtype, boxes_dtype, num_boxes,
+                                  output_height, output_width, spatial_scale,
+                                  sampling_ratio, layout, output_dtype,
+                                  num_threads, error) != CG_OK):
+        return error.status
+    return ra.run_roi_align_jvp_boxes(
+        image, image_dtype, image_shape, boxes, boxes_tangent, boxes_dtype,
+        box_ind, box_ind_dtype, num_boxes, output_height, output_width,
+        spatial_scale, sampling_ratio, aligned, layout, output, output_dtype,
         num_threads, flush_denormals, error)
 
 
@@ -149,6 +245,22 @@ ctypedef int (*grad_boxes_fn)(
 ctypedef int (*jvp_boxes_fn)(
     const void*, int, const int64_t*, const float*, const float*, const void*, int,
     int64_t, int64_t, int64_t, int, int, float*, int, int, cg_error*) noexcept nogil
+ctypedef int (*roi_align_fn)(
+    const void*, int, const int64_t*, const void*, int, const void*, int, int64_t,
+    int64_t, int64_t, double, int, int, int, void*, int, int, int,
+    cg_error*) noexcept nogil
+ctypedef int (*roi_align_grad_image_fn)(
+    const void*, int, const int64_t*, const void*, int, const void*, int,
+    const int64_t*, double, int, int, int, void*, int, int, int,
+    cg_error*) noexcept nogil
+ctypedef int (*roi_align_grad_boxes_fn)(
+    const void*, int, const int64_t*, const void*, int, const int64_t*,
+    const void*, int, const void*, int, double, int, int, int, void*, int, int,
+    cg_error*) noexcept nogil
+ctypedef int (*roi_align_jvp_boxes_fn)(
+    const void*, int, const int64_t*, const void*, const void*, int, const void*,
+    int, int64_t, int64_t, int64_t, double, int, int, int, void*, int, int, int,
+    cg_error*) noexcept nogil
 
 ctypedef struct ApiTable:
     int version_major
@@ -160,6 +272,11 @@ ctypedef struct ApiTable:
     grad_image_fn crop_and_resize_grad_image
     grad_boxes_fn crop_and_resize_grad_boxes
     jvp_boxes_fn crop_and_resize_jvp_boxes
+    # 1.1
+    roi_align_fn roi_align
+    roi_align_grad_image_fn roi_align_grad_image
+    roi_align_grad_boxes_fn roi_align_grad_boxes
+    roi_align_jvp_boxes_fn roi_align_jvp_boxes
 
 cdef ApiTable TABLE
 TABLE.version_major = CG_API_VERSION_MAJOR
@@ -170,6 +287,10 @@ TABLE.crop_and_resize = cg_crop_and_resize
 TABLE.crop_and_resize_grad_image = cg_crop_and_resize_grad_image
 TABLE.crop_and_resize_grad_boxes = cg_crop_and_resize_grad_boxes
 TABLE.crop_and_resize_jvp_boxes = cg_crop_and_resize_jvp_boxes
+TABLE.roi_align = cg_roi_align
+TABLE.roi_align_grad_image = cg_roi_align_grad_image
+TABLE.roi_align_grad_boxes = cg_roi_align_grad_boxes
+TABLE.roi_align_jvp_boxes = cg_roi_align_jvp_boxes
 
 # The capsule's name is part of the API: capi.h's CROPGRAD_CAPSULE_NAME.
 _C_API = PyCapsule_New(&TABLE, b"cropgrad.capi._C_API", NULL)
@@ -217,4 +338,8 @@ def function_addresses():
         "cg_crop_and_resize_grad_image": <uintptr_t><void*>t.crop_and_resize_grad_image,
         "cg_crop_and_resize_grad_boxes": <uintptr_t><void*>t.crop_and_resize_grad_boxes,
         "cg_crop_and_resize_jvp_boxes": <uintptr_t><void*>t.crop_and_resize_jvp_boxes,
+        "cg_roi_align": <uintptr_t><void*>t.roi_align,
+        "cg_roi_align_grad_image": <uintptr_t><void*>t.roi_align_grad_image,
+        "cg_roi_align_grad_boxes": <uintptr_t><void*>t.roi_align_grad_boxes,
+        "cg_roi_align_jvp_boxes": <uintptr_t><void*>t.roi_align_jvp_boxes,
     }

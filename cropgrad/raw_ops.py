@@ -135,8 +135,17 @@ def _size_input(value, name):
     """image_size or crop_size, converted as TensorFlow converts it to int32.
 
     TensorFlow wraps a size beyond int32 around (2**32 + 3 becomes 3):
-    refused here instead, before any allocation is tried.
+    refused here instead, before any allocation is tried.  A bare int (which
+    the NumPy API takes for a square crop) is refused, as TensorFlow
+    refuses a scalar.
     """
+    if isinstance(value, (int, np.integer)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0
+    ):
+        raise ValueError(
+            f"{name} must be a 1-D sequence of integers, as in TensorFlow, got "
+            f"the scalar {value!r}"
+        )
     value = _int_input(value, name, ValueError)
     if not isinstance(value, (list, tuple, np.ndarray)):
         return value

@@ -10,6 +10,7 @@ times the examples, random) or ``quick`` (a twentieth, for runs under
 valgrind).
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -304,3 +305,18 @@ def big_problems(draw, widths=WIDTHS, depths=DEPTHS):
         f"boxes={num_boxes} crop=({crop_h}, {crop_w}) spread={spread}"
     )
     return grads, boxes, box_ind, [batch, height, width, depth]
+
+
+@contextlib.contextmanager
+def starting_teams():
+    """Calls start a thread team however small their work (the serial
+    threshold lowered to 0; the bits never depend on it).  Yields the
+    runtime's parallel module: its ``last_team()`` is the size of the team
+    the last call ran."""
+    from cropgrad._runtime import parallel
+
+    previous = parallel.use_serial_work(0)
+    try:
+        yield parallel
+    finally:
+        parallel.use_serial_work(previous)

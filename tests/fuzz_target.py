@@ -331,8 +331,9 @@ def _depth_mismatch(grads, depth, axis):
     return False if len(shape) == 4 and shape[axis] != depth else None
 
 
-def size_arg(src, values, positive, nonneg):
-    """image_size or crop_size: valid ints, or broken entries, length, type."""
+def size_arg(src, values, positive, nonneg, square=False):
+    """image_size or crop_size: valid ints, or broken entries, length, type
+    (with `square`, a positive int is valid: the NumPy API's square crop)."""
     values = list(values)
     mode = src.below(6 if src.strict else 12)
     if mode <= 5:
@@ -365,9 +366,10 @@ def size_arg(src, values, positive, nonneg):
             ),
             False,
         )
-    return Arg(
-        src.pick([None, 4, "1234", b"12", np.int64(3), [[1, 2], 3, 4, 5]]), False
-    )
+    value = src.pick([None, 4, "1234", b"12", np.int64(3), [[1, 2], 3, 4, 5]])
+    if square and isinstance(value, (int, np.integer)):
+        return Arg(value, True, ints=[int(value)] * 2)
+    return Arg(value, False)
 
 
 def box_values(src, n):
@@ -762,7 +764,16 @@ def decode(data):
         if image.valid and image.info.get("shape"):
             effective_batch = image.info["shape"][0]
     if op.endswith("forward"):
-        add("crop_size", size_arg(src, (crop_h, crop_w), positive=(0, 1), nonneg=()))
+        add(
+            "crop_size",
+            size_arg(
+                src,
+                (crop_h, crop_w),
+                positive=(0, 1),
+                nonneg=(),
+                square=not op.startswith("raw"),
+            ),
+        )
 
     box_ind = args["box_ind"]
     if box_ind.valid and "values" in box_ind.info:
@@ -1015,7 +1026,7 @@ def expected_result(call):
             fill = kw.get("extrapolation_value", 0.0)
             if isinstance(fill, np.ndarray):
                 fill = fill[()]
-            crop = [int(v) for v in _array(kw["crop_size"]).tolist()]
+            crop = np.broadcast_to(_array(kw["crop_size"]), (2,)).tolist()
             crops = reference.crop_and_resize(
                 nhwc("image"),
                 boxes,

@@ -47,12 +47,33 @@ SIGNATURES = {
     ),
     "cg_default_threads": "int (void)",
     "cg_api_version": "int (void)",
+    # 1.1
+    "cg_roi_align": (
+        "int (void const *, int, int64_t const *, void const *, int, void const *, "
+        "int, int64_t, int64_t, int64_t, double, int, int, int, void *, int, int, "
+        f"int, {ERROR})"
+    ),
+    "cg_roi_align_grad_image": (
+        "int (void const *, int, int64_t const *, void const *, int, void const *, "
+        "int, int64_t const *, double, int, int, int, void *, int, int, int, "
+        f"{ERROR})"
+    ),
+    "cg_roi_align_grad_boxes": (
+        "int (void const *, int, int64_t const *, void const *, int, "
+        "int64_t const *, void const *, int, void const *, int, double, int, int, "
+        f"int, void *, int, int, {ERROR})"
+    ),
+    "cg_roi_align_jvp_boxes": (
+        "int (void const *, int, int64_t const *, void const *, void const *, int, "
+        "void const *, int, int64_t, int64_t, int64_t, double, int, int, int, "
+        f"void *, int, int, int, {ERROR})"
+    ),
 }
 
 # The version of the C-level API this release provides (docs/capi.md): a
 # release that adds names raises the minor, one that changed a name would
 # raise the major.
-API_VERSION = (1, 0)
+API_VERSION = (1, 1)
 
 # The codes of capi.pxd: numbers compiled into consumers, so never changed.
 CODES = {
@@ -125,6 +146,10 @@ def test_table_capsule():
         "cg_crop_and_resize_grad_image",
         "cg_crop_and_resize_grad_boxes",
         "cg_crop_and_resize_jvp_boxes",
+        "cg_roi_align",
+        "cg_roi_align_grad_image",
+        "cg_roi_align_grad_boxes",
+        "cg_roi_align_jvp_boxes",
     ]
     pointers = (ctypes.c_void_p * len(names)).from_address(table + 8)
     addresses = cropgrad.capi.function_addresses()

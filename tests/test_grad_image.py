@@ -79,7 +79,7 @@ def test_callers_flush_mode_does_not_leak_into_the_result(op):
     # A caller whose thread computes with flush-to-zero (XLA's and
     # TensorFlow's threads do) still gets IEEE arithmetic by default, on
     # every thread of the team: the bits must not depend on the thread count.
-    from cropgrad import _testing
+    from cropgrad._kernels import testing as _testing
 
     rng = np.random.default_rng(5)
     # Many subnormal gradients spread over many rows: with two threads both

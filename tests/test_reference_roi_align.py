@@ -1,6 +1,6 @@
 """The RoIAlign NumPy reference against torchvision's bits and against calculus.
 
-The reference (``cropgrad/_reference/roi_align.py``) is written from
+The reference (``cropgrad/_reference/roi_align``) is written from
 torchvision's arithmetic, independently of any kernel; the kernels' tests
 will trust it.  Here it earns that trust: in its exact mode it reproduces
 every committed torchvision fixture (``tests/data/roi_align.npz``) bit for
@@ -180,8 +180,12 @@ def test_float64_yardstick_is_close_to_the_exact_bits():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(ref, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 10 and result.failed == 0
+    attempted = 0
+    for module in (ref, ref.forward, ref.boxes, ref.pyramid):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 10
 
 
 # --------------------------------------------------------------------------

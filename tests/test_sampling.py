@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cropgrad import _reference as reference
-from cropgrad import _testing
+from cropgrad._kernels import testing as _testing
 
 
 def _boxes(rng, n=64):

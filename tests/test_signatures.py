@@ -47,7 +47,11 @@ def _dtypes(api):
 def _public(api):
     """The public functions of `api` by op name (ops it exposes only)."""
     module = cropgrad if api == "numpy" else _adapter(api)
-    return {name: getattr(module, name) for name in OPS if hasattr(module, name)}
+    return {
+        name: getattr(module, name)
+        for name, op in OPS.items()
+        if api in op.apis and hasattr(module, name)
+    }
 
 
 def test_every_op_has_a_public_numpy_function():
@@ -83,19 +87,31 @@ def _stub_signatures(path):
 
 
 @pytest.mark.parametrize(
-    "api, stub",
+    "api, stubs",
     [
-        ("numpy", os.path.join("_api", "crop_and_resize.pyi")),
-        ("jax", "jax.pyi"),
+        (
+            "numpy",
+            [
+                os.path.join("_api", "crop_and_resize.pyi"),
+                os.path.join("_api", "roi_align.pyi"),
+            ],
+        ),
+        ("jax", ["jax.pyi"]),
     ],
 )
-def test_stubs_follow_the_table(api, stub):
+def test_stubs_follow_the_table(api, stubs):
     # (cropgrad.torch is typed inline: its functions are checked above.)
-    stubs = _stub_signatures(os.path.join(PACKAGE, stub))
+    stub = ", ".join(stubs)
+    stubs = {
+        name: signature
+        for path in stubs
+        for name, signature in _stub_signatures(os.path.join(PACKAGE, path)).items()
+    }
     checked = 0
     for name, op in OPS.items():
-        if name not in stubs:
+        if api not in op.apis:
             continue
+        assert name in stubs, (stub, name)
         expected = [
             (
                 a.renamed.get(api, a.name),
@@ -114,6 +130,8 @@ def test_the_schemas_are_the_tables():
     import torch
 
     for name, op in OPS.items():
+        if "torch" not in op.apis:
+            continue
         registered = getattr(torch.ops.cropgrad, name).default._schema
         expected = torch._C.parse_schema(f"cropgrad::{name}{op.schema()}")
         assert str(registered) == str(expected)
@@ -125,3 +143,24 @@ def test_binding_names_every_argument():
     assert bound.crop_size == 3 and bound.flush_denormals == 8
     with pytest.raises(TypeError, match="takes 9 arguments, got 2"):
         op.bind("torch", (1, 2))
+
+
+def test_a_binding_is_replaced_in_the_ops_order():
+    op = OPS["crop_and_resize"]
+    bound = op.bind("torch", tuple(range(len(op.names("torch")))))
+    moved = bound.replace(flush_denormals="last", image="first")
+    assert moved._fields == op.names("torch")
+    assert list(moved) == ["first", *range(1, 8), "last"]
+    assert bound.image == 0  # a copy
+    with pytest.raises(ValueError, match="colour"):
+        bound.replace(colour=1)
+
+
+def test_string_options_list_their_choices():
+    for op in OPS.values():
+        assert op.arg("data_format").choices == ("NHWC", "NCHW")
+        if op.name.startswith("crop_and_resize"):
+            assert "bilinear" in op.arg("method").choices
+    # Nearest sampling is piecewise constant in the boxes: no boxes derivative.
+    for name in ("crop_and_resize_grad_boxes", "crop_and_resize_jvp_boxes"):
+        assert OPS[name].arg("method").choices == ("bilinear",)

@@ -6,6 +6,8 @@ Skipped when PyTorch is not installed, unless CROPGRAD_REQUIRE_ADAPTERS=1
 """
 
 import doctest
+import functools
+import inspect
 import os
 import re
 import subprocess
@@ -17,6 +19,8 @@ import pytest
 from _helpers import assert_same_bits
 
 import cropgrad
+from cropgrad import _core
+from cropgrad._api.validation import LAYOUT_CODES
 
 try:
     import torch
@@ -328,17 +332,20 @@ def test_flush_denormals_reaches_the_kernel():
 
 
 class Spy:
-    """Records the arrays the NumPy API receives (then calls it)."""
+    """Records the arguments, by name, that the bridge of cropgrad._core
+    receives (then calls it): what the kernel reads and writes."""
 
     def __init__(self, monkeypatch, name):
         self.calls = []
-        original = getattr(cropgrad, name)
+        original = getattr(_core, name)
+        signature = inspect.signature(original)
 
+        @functools.wraps(original)  # the kernels read its signature
         def spy(*args, **kwargs):
-            self.calls.append((args, kwargs))
+            self.calls.append(signature.bind(*args, **kwargs).arguments)
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(cropgrad, name, spy)
+        monkeypatch.setattr(_core, name, spy)
 
 
 def pointer(array):
@@ -354,19 +361,19 @@ def test_forward_reads_the_image_in_place(monkeypatch, layout):
     b = torch.from_numpy(boxes)
     i = torch.from_numpy(box_ind.astype(np.int64))
     crops = cgt.crop_and_resize(x, b, i, (4, 3), data_format=data_format(layout))
-    ((args, kwargs),) = spy.calls
+    (args,) = spy.calls
     # channels_last NCHW is NHWC in memory: the NHWC kernel reads it.
-    assert kwargs["data_format"] == ("NCHW" if layout == "NCHW" else "NHWC")
-    assert pointer(args[0]) == x.data_ptr()
-    assert pointer(args[1]) == b.data_ptr()
-    assert pointer(args[2]) == i.data_ptr()
-    assert pointer(kwargs["out"]) == crops.data_ptr()
+    assert args["layout"] == LAYOUT_CODES["NCHW" if layout == "NCHW" else "NHWC"]
+    assert pointer(args["image"]) == x.data_ptr()
+    assert pointer(args["boxes"]) == b.data_ptr()
+    assert pointer(args["box_ind"]) == i.data_ptr()
+    assert pointer(args["out"]) == crops.data_ptr()
 
 
 @needs_torch
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_grad_image_reads_grads_in_place(monkeypatch, layout):
-    spy = Spy(monkeypatch, "crop_and_resize_grad_image")
+    spy = Spy(monkeypatch, "grad_image")
     _, grads, boxes, box_ind = problem(seed=8)
     g = as_torch(grads, layout)
     out = cgt.crop_and_resize_grad_image(
@@ -377,30 +384,70 @@ def test_grad_image_reads_grads_in_place(monkeypatch, layout):
         torch.float16,
         data_format=data_format(layout),
     )
-    ((args, kwargs),) = spy.calls
-    assert kwargs["data_format"] == ("NCHW" if layout == "NCHW" else "NHWC")
-    assert pointer(args[0]) == g.data_ptr()
-    assert pointer(kwargs["out"]) == out.data_ptr()
+    (args,) = spy.calls
+    assert args["layout"] == LAYOUT_CODES["NCHW" if layout == "NCHW" else "NHWC"]
+    assert pointer(args["grads"]) == g.data_ptr()
+    assert pointer(args["out"]) == out.data_ptr()
     if layout == "channels_last":
         assert out.is_contiguous(memory_format=torch.channels_last)
 
 
 @needs_torch
 def test_nhwc_view_of_nchw_memory_goes_to_the_nchw_kernel(monkeypatch):
-    spy = Spy(monkeypatch, "crop_and_resize_grad_boxes")
+    spy = Spy(monkeypatch, "grad_boxes")
     image, grads, boxes, box_ind = problem(seed=9)
     x = torch.from_numpy(image).permute(TO_NCHW).contiguous().permute(TO_NHWC)
     g = torch.from_numpy(grads).permute(TO_NCHW).contiguous().permute(TO_NHWC)
     out = cgt.crop_and_resize_grad_boxes(
         g, x, torch.from_numpy(boxes), torch.from_numpy(box_ind), data_format="NHWC"
     )
-    ((args, kwargs),) = spy.calls
-    assert kwargs["data_format"] == "NCHW"
-    assert pointer(args[0]) == g.data_ptr()
-    assert pointer(args[1]) == x.data_ptr()
-    assert pointer(kwargs["out"]) == out.data_ptr()
+    (args,) = spy.calls
+    assert args["layout"] == LAYOUT_CODES["NCHW"]
+    assert pointer(args["grads"]) == g.data_ptr()
+    assert pointer(args["image"]) == x.data_ptr()
+    assert pointer(args["out"]) == out.data_ptr()
     expected = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind)
     assert_same_bits(out.numpy(), expected)
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_eager_call_checks_its_metadata_once(monkeypatch, layout):
+    # The plan runs the gate; the kernel then calls the bridge, which checks
+    # only the data.
+    gates = []
+
+    def counted(check):
+        def run(*args):
+            gates.append(check.__name__)
+            return check(*args)
+
+        return run
+
+    for name in (
+        "check_forward",
+        "check_jvp_boxes",
+        "check_grad_image",
+        "check_grad_boxes",
+    ):
+        monkeypatch.setattr(_core, name, counted(getattr(_core, name)))
+    image, grads, boxes, box_ind = problem(seed=11)
+    x, g = as_torch(image, layout), as_torch(grads, layout)
+    b, i = torch.from_numpy(boxes), torch.from_numpy(box_ind)
+    fmt = data_format(layout)
+    size = nchw_size([2, 9, 7, 5], layout)
+    calls = [
+        lambda: cgt.crop_and_resize(x, b, i, (4, 3), data_format=fmt),
+        lambda: cgt.crop_and_resize_grad_image(g, b, i, size, data_format=fmt),
+        lambda: cgt.crop_and_resize_grad_boxes(g, x, b, i, data_format=fmt),
+        lambda: torch.ops.cropgrad.crop_and_resize_jvp_boxes(
+            x, b, i, b, [4, 3], "bilinear", fmt
+        ),
+    ]
+    for call in calls:
+        gates.clear()
+        call()
+        assert len(gates) == 1, gates
 
 
 @needs_torch

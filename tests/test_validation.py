@@ -588,7 +588,6 @@ for value, exc, label in [
     ([CROP_H], ValueError, "1-value"),
     ([CROP_H, CROP_W, 1], ValueError, "3-values"),
     (np.array([[CROP_H, CROP_W]]), ValueError, "2d"),
-    (3, ValueError, "int"),
     (None, ValueError, "None"),
     ([3.0, 2.0], TypeError, "floats"),
     (np.array([CROP_H, CROP_W], complex), TypeError, "complex"),
@@ -603,6 +602,9 @@ for value, exc, label in [
 ]:
     ops = public(FORWARD_OPS) if label == "bool" else FORWARD_OPS
     case(ops + JVP_OPS, {"crop_size": value}, exc, "crop_size", id=f"crop_size-{label}")
+# An int is a square crop in the NumPy API; raw_ops keep TensorFlow's two
+# ints.
+case(raw(FORWARD_OPS), {"crop_size": 3}, ValueError, "crop_size", id="crop_size-int")
 for value, label in [
     (np.array([CROP_H, np.inf]), "float-inf"),
     (np.array([0.5, CROP_W]), "float-truncates-to-0"),

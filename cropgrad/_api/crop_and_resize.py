@@ -34,7 +34,9 @@ def _options(method, allowed, data_format, num_threads, flush_denormals):
 
 
 def _crop_size(crop_size):
-    return _v.int_vector(crop_size, 2, "crop_size", "[crop_height, crop_width]")
+    """``[crop_height, crop_width]``; an int is a square (raw_ops keeps
+    TensorFlow's two ints)."""
+    return _v.size_pair(crop_size, "crop_size", "[crop_height, crop_width]")
 
 
 def _index_and_crops(box_ind, out, layout, image, num_boxes, crop_h, crop_w):
@@ -200,8 +202,8 @@ def crop_and_resize(
         Finite ``[y1, x1, y2, x2]`` in normalized coordinates (float32).
     box_ind : array_like of int, shape (num_boxes,)
         Image of each box, in ``[0, batch)``.
-    crop_size : sequence of 2 ints
-        ``[crop_height, crop_width]``, both positive.
+    crop_size : int or sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive; an int is a square.
     method : {"bilinear", "nearest"}, default "bilinear"
     extrapolation_value : float, default 0.0
         Value of samples that fall outside the image.
@@ -390,8 +392,8 @@ def crop_and_resize_jvp_boxes(
     boxes_tangent : array_like of shape (num_boxes, 4)
         Direction of the boxes' motion, ``[dy1, dx1, dy2, dx2]`` per box,
         converted to float32; NaN and infinities are allowed and propagate.
-    crop_size : sequence of 2 ints
-        ``[crop_height, crop_width]``, both positive.
+    crop_size : int or sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive; an int is a square.
     method : {"bilinear"}
         Only bilinear sampling has a boxes derivative.
     out : ndarray, optional

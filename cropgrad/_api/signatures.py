@@ -23,6 +23,7 @@ Examples
 'NHWC'
 """
 
+import collections
 import dataclasses
 import inspect
 from collections.abc import Mapping
@@ -65,6 +66,9 @@ class Arg:
         The APIs that take it.
     renamed : Mapping[str, str]
         Its name in an API that spells it otherwise.
+    choices : tuple of str
+        The values a string option may take (empty: any), in the order a
+        message lists them.
     """
 
     name: str
@@ -73,26 +77,48 @@ class Arg:
     keyword_only: bool = False
     apis: tuple = APIS
     renamed: Mapping = dataclasses.field(default_factory=dict)
+    choices: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-    """An op: its name, its arguments in order, its default layout per API."""
+    """An op: its name, its arguments in order, its default layout per API,
+    the APIs that have it."""
 
     name: str
     args: tuple
     layouts: Mapping
+    apis: tuple = APIS
+    # What the methods below compute from `args`, kept: the PyTorch
+    # adapter asks for it on every call of an op.
+    _memo: dict = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def _kept(self, key, compute):
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
     def args_of(self, api):
         """The arguments `api` takes, in order."""
-        return tuple(a for a in self.args if api in a.apis)
+        return self._kept(
+            ("args", api), lambda: tuple(a for a in self.args if api in a.apis)
+        )
 
     def names(self, api):
         """The names of the arguments `api` takes, in order, as it spells them."""
-        return tuple(a.renamed.get(api, a.name) for a in self.args_of(api))
+        return self._kept(
+            ("names", api),
+            lambda: tuple(a.renamed.get(api, a.name) for a in self.args_of(api)),
+        )
 
     def arg(self, name):
-        return next(a for a in self.args if a.name == name)
+        return self._kept(
+            ("arg", name), lambda: next(a for a in self.args if a.name == name)
+        )
 
     def default(self, name, api, dtypes=None):
         """The default of argument `name` in `api` (`dtypes`: the API's
@@ -100,7 +126,7 @@ class Op:
         arg = self.arg(name)
         if arg.name == "data_format":
             return self.layouts[api]
-        if arg.kind == "dtype" and dtypes is not None:
+        if arg.kind == "dtype" and dtypes is not None and arg.default is not None:
             return dtypes[arg.default]
         return arg.default
 
@@ -134,27 +160,31 @@ class Op:
             parts.append(text)
         return "(" + ", ".join(parts) + ") -> Tensor"
 
+    def call_type(self, api):
+        """The named tuple of a call of `api` (see `bind`)."""
+        return self._kept(
+            ("call", api),
+            lambda: _call_type(self.name, [a.name for a in self.args_of(api)]),
+        )
+
     def bind(self, api, args):
         """`args` (every argument `api` takes, positionally, as the
-        dispatcher passes them) as a namespace of names."""
-        names = [a.name for a in self.args_of(api)]
-        if len(args) != len(names):
+        dispatcher passes them) as a named tuple: ``bound.image``,
+        ``bound.replace(image=...)`` a copy with some of them replaced, and
+        ``bound._op`` the op's name."""
+        call = self.call_type(api)
+        if len(args) != len(call._fields):
             raise TypeError(
-                f"{self.name} takes {len(names)} arguments, got {len(args)}"
+                f"{self.name} takes {len(call._fields)} arguments, got {len(args)}"
             )
-        return _Bound(zip(names, args))
+        return call(*args)
 
 
-class _Bound(dict):
-    """A dict whose items are also attributes (``bound.image``)."""
-
-    __slots__ = ()
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+def _call_type(name, fields):
+    """The named tuple of a call of op `name` (a tuple: it is passed on as
+    the positional arguments it holds)."""
+    base = collections.namedtuple(name, fields)
+    return type(name, (base,), {"__slots__": (), "replace": base._replace, "_op": name})
 
 
 def _schema_value(value):
@@ -172,11 +202,20 @@ def _arg(name, kind, default=REQUIRED, **kw):
     return Arg(name, kind, default, **kw)
 
 
+_BOTH_METHODS = ("bilinear", "nearest")
+# The boxes derivatives: nearest sampling is piecewise constant in the boxes.
+_BILINEAR = ("bilinear",)
+
+
+def _method(choices):
+    return _arg("method", "str", "bilinear", choices=choices)
+
+
 # The options every op of the crop_and_resize family ends with.
 def _options(flush=True):
     return (
         _arg("out", "out", None, keyword_only=True, apis=("numpy",)),
-        _arg("data_format", "str", keyword_only=True),
+        _arg("data_format", "str", keyword_only=True, choices=("NHWC", "NCHW")),
         _arg("num_threads", "threads", None, keyword_only=True),
         _arg(
             "flush_denormals",
@@ -190,6 +229,20 @@ def _options(flush=True):
 
 # TensorFlow's layout by default, but PyTorch's in cropgrad.torch.
 _CROP_AND_RESIZE_LAYOUTS = {"numpy": "NHWC", "jax": "NHWC", "torch": "NCHW"}
+# torchvision's and ONNX's everywhere.
+_ROI_ALIGN_LAYOUTS = {"numpy": "NCHW", "jax": "NCHW", "torch": "NCHW"}
+
+
+def _roi_options(dtype=True):
+    """RoIAlign's sampling options, the output dtype, then the usual tail."""
+    return (
+        _arg("spatial_scale", "float", 1.0, keyword_only=True),
+        _arg("sampling_ratio", "int", -1, keyword_only=True),
+        _arg("aligned", "bool", False, keyword_only=True),
+        *((_arg("dtype", "dtype", None, keyword_only=True),) if dtype else ()),
+        *_options(),
+    )
+
 
 OPS = {
     op.name: op
@@ -201,7 +254,7 @@ OPS = {
                 _arg("boxes", "array"),
                 _arg("box_ind", "array"),
                 _arg("crop_size", "ints"),
-                _arg("method", "str", "bilinear"),
+                _method(_BOTH_METHODS),
                 _arg("extrapolation_value", "float", 0.0),
                 *_options(),
             ),
@@ -215,7 +268,7 @@ OPS = {
                 _arg("box_ind", "array"),
                 _arg("image_size", "ints", renamed={"jax": "image_shape"}),
                 _arg("dtype", "dtype", "float32"),
-                _arg("method", "str", "bilinear"),
+                _method(_BOTH_METHODS),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
@@ -227,7 +280,7 @@ OPS = {
                 _arg("image", "array"),
                 _arg("boxes", "array"),
                 _arg("box_ind", "array"),
-                _arg("method", "str", "bilinear"),
+                _method(_BILINEAR),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
@@ -240,10 +293,61 @@ OPS = {
                 _arg("box_ind", "array"),
                 _arg("boxes_tangent", "array"),
                 _arg("crop_size", "ints"),
-                _arg("method", "str", "bilinear"),
+                _method(_BILINEAR),
                 *_options(),
             ),
             _CROP_AND_RESIZE_LAYOUTS,
+            # JAX and PyTorch run it inside their derivative rules only.
+            ("numpy", "torch"),
+        ),
+        Op(
+            "roi_align",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("output_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_grad_image",
+            (
+                _arg("grads", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("image_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_grad_boxes",
+            (
+                _arg("grads", "array"),
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                *_roi_options(dtype=False),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
+        ),
+        Op(
+            "roi_align_jvp_boxes",
+            (
+                _arg("image", "array"),
+                _arg("boxes", "array"),
+                _arg("box_ind", "array"),
+                _arg("boxes_tangent", "array"),
+                _arg("output_size", "ints"),
+                *_roi_options(),
+            ),
+            _ROI_ALIGN_LAYOUTS,
+            ("numpy",),
         ),
     )
 }

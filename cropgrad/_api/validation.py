@@ -49,6 +49,11 @@ _GRADS_AXES = {
     "NHWC": "[num_boxes, crop_height, crop_width, depth]",
     "NCHW": "[num_boxes, depth, crop_height, crop_width]",
 }
+# RoIAlign's pooled outputs and their gradients.
+POOLED_AXES = {
+    "NHWC": "[num_boxes, out_height, out_width, channels]",
+    "NCHW": "[num_boxes, channels, out_height, out_width]",
+}
 _IMAGE_AXES = {
     "NHWC": "[batch, image_height, image_width, depth]",
     "NCHW": "[batch, depth, image_height, image_width]",
@@ -198,6 +203,9 @@ def _output_dtype(dtype, name):
     original = dtype
     if hasattr(dtype, "as_numpy_dtype"):
         dtype = dtype.as_numpy_dtype
+    if type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
+        # torch.float64 and the rest: by name (torch.bfloat16 -> "bfloat16").
+        dtype = str(dtype).removeprefix("torch.")
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         dtype = _DTYPE_NAMES[dtype]
     if isinstance(dtype, str) and dtype == BFLOAT16_NAME:
@@ -225,12 +233,37 @@ def _output_dtype(dtype, name):
     return resolved
 
 
+def _framework_hint(value, name):
+    """A TypeError for a framework's tensor the NumPy API cannot take as it
+    is (a PyTorch tensor: its gradient would be lost, and NumPy cannot read
+    bfloat16 ones; a JAX tracer: the call is inside a transformation), with
+    the adapter to use; None for anything else."""
+    module = type(value).__module__.split(".")[0]
+    kind = type(value).__name__
+    if module == "torch" and kind in ("Tensor", "Parameter"):
+        return TypeError(
+            f"{name} is a torch.Tensor: the NumPy API takes arrays.  For tensors "
+            "use cropgrad.torch, whose functions take them in place and "
+            "differentiate; or pass tensor.detach().cpu().numpy()"
+        )
+    if module == "jax" and "Tracer" in kind:
+        return TypeError(
+            f"{name} is a JAX tracer: the NumPy API was called inside a JAX "
+            "transformation (jax.jit, jax.grad, jax.vmap, ...), which it cannot "
+            "trace.  Use cropgrad.jax, whose functions do"
+        )
+    return None
+
+
 def real_array(value, name, bfloat16=False):
     """``numpy.asarray(value)``, refusing anything but integers and floats
     (and, with `bfloat16`, bfloat16 floats)."""
     if isinstance(value, np.ndarray):
         arr = value
     else:
+        hint = _framework_hint(value, name)
+        if hint is not None:
+            raise hint
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as exc:
@@ -244,18 +277,19 @@ def real_array(value, name, bfloat16=False):
     return arr
 
 
-def float32_array(value, name):
-    """A C-contiguous float32 view of `value`, copied only when needed."""
-    arr = real_array(value, name)
+def float32_array(value, name, dtype=_FLOAT32, bfloat16=False):
+    """A C-contiguous float32 (or `dtype`) view of `value`, copied only when
+    needed (`bfloat16`: bfloat16 arrays are taken too, and converted)."""
+    arr = real_array(value, name, bfloat16)
     # `is`: NumPy's native float32 dtype is one object, and comparing a
     # dtype with `==` costs more than the rest of a small call's checks.
-    if (arr.dtype is _FLOAT32 or arr.dtype == _FLOAT32) and arr.flags.c_contiguous:
+    if (arr.dtype is dtype or arr.dtype == dtype) and arr.flags.c_contiguous:
         return arr
     # Values beyond float32 become infinities (the documented conversion):
     # a box is then refused by the C-level API's checks, a gradient propagates as IEEE
     # arithmetic does.  NumPy's overflow warning would only repeat that.
     with np.errstate(over="ignore"):
-        return np.ascontiguousarray(arr, dtype=np.float32)
+        return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def grads_array(grads, data_format="NHWC"):
@@ -297,10 +331,13 @@ def image_array(image, data_format="NHWC"):
     return image, code
 
 
-def boxes_and_index(boxes, box_ind):
-    """Check ``boxes`` and ``box_ind`` shapes; return float32 boxes and the index."""
-    boxes = float32_array(boxes, "boxes")
-    boxes_shape(boxes.shape)
+def boxes_and_index(boxes, box_ind, dtype=_FLOAT32, columns="[y1, x1, y2, x2]"):
+    """Check ``boxes`` and ``box_ind`` shapes; return the boxes as float32
+    (or `dtype`) and the index.  `columns` names the boxes' columns."""
+    boxes = float32_array(boxes, "boxes", dtype)
+    boxes_shape(boxes.shape, columns)
+    if boxes.shape == (0,):
+        boxes = boxes.reshape(0, 4)  # an empty list is no boxes
     box_ind = real_array(box_ind, "box_ind")
     kind = box_ind.dtype.kind
     if kind == "f" and box_ind.size == 0:
@@ -312,12 +349,13 @@ def boxes_and_index(boxes, box_ind):
     return boxes, box_ind
 
 
-def boxes_shape(shape):
+def boxes_shape(shape, columns="[y1, x1, y2, x2]"):
     """Refuse a boxes shape other than ``(num_boxes, 4)`` (any array's)."""
     if len(shape) != 2 or shape[1] != 4:
+        if tuple(shape) == (0,):
+            return  # an empty list: no boxes (see boxes_and_index)
         raise ValueError(
-            "boxes must be 2-D with 4 columns [y1, x1, y2, x2], got shape "
-            f"{tuple(shape)}"
+            f"boxes must be 2-D with 4 columns {columns}, got shape {tuple(shape)}"
         )
 
 
@@ -340,13 +378,14 @@ def same_num_boxes(num_boxes, grads_shape):
         )
 
 
-def boxes_tangent(value, num_boxes):
-    """``boxes_tangent`` as C-contiguous float32 of the shape of boxes.
+def boxes_tangent(value, num_boxes, dtype=_FLOAT32):
+    """``boxes_tangent`` as C-contiguous float32 (or `dtype`) of the shape of
+    boxes.
 
     Converted as boxes are (a value beyond float32 becomes an infinity) but
     not checked for finiteness: a tangent's NaN or infinity propagates.
     """
-    tangent = float32_array(value, "boxes_tangent")
+    tangent = float32_array(value, "boxes_tangent", dtype)
     if tangent.shape != (num_boxes, 4):
         raise ValueError(
             f"boxes_tangent must have the shape of boxes ({num_boxes}, 4), "
@@ -483,3 +522,46 @@ def output(out, shape, dtype):
     if not out.flags.writeable:
         raise ValueError("out is read-only")
     return out
+
+
+def size_pair(value, name, what):
+    """An int (a square) or 2 ints, as ``(height, width)``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        n = operator.index(value)
+        values = [n, n]
+    else:
+        values = int_vector(value, 2, name, what)
+    if min(values) < -sys.maxsize or max(values) > sys.maxsize:
+        raise ValueError(
+            f"{name} {values} has a value beyond the largest array "
+            f"dimension ({sys.maxsize})"
+        )
+    return tuple(values)
+
+
+def int_scalar(value, name, lo=-(2**31), hi=2**31 - 1):
+    """An integer (a Python or NumPy int, not a bool) within ``[lo, hi]``."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    n = operator.index(value)
+    if not lo <= n <= hi:
+        raise ValueError(f"{name} must be from {lo} to {hi}, got {n}")
+    return n
+
+
+def float_scalar(value, name):
+    """A real number (a 0-d array of one too) as a Python float."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} = {value!r} is too large for float64") from None

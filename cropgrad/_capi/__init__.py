@@ -1,16 +1,19 @@
 """The C-level API's body (private, compiled): the gate and the ops' calls.
 
-``gate`` is the one definition of a valid call: each op's metadata checks
+The gate is the one definition of a valid call: each op's metadata checks
 (shapes, dtype codes, options; no data read) and the checks that need the
 arrays (NULL and overlapping pointers, box indices in range, finite boxes),
-each filling a ``cg_error`` record.  ``calls`` runs an op once its metadata
+each filling a ``cg_error`` record.  An op's call runs it once its metadata
 has passed: the array and data checks, the kernels' geometry, the kernel.
+One module per op family holds its ops' checks and calls
+(``crop_and_resize``, ``roi_align``); ``gate`` the record and the checks
+they share.
 
 Who runs what, so that every call passes the gate once::
 
-    cropgrad.capi.cg_*          gate.check_<op>  ->  calls.run_<op>
-    cropgrad._core (NumPy API)  gate.check_<op> (before the output is
-                                allocated)       ->  calls.run_<op>
+    cropgrad.capi.cg_*          <family>.check_<op>  ->  <family>.run_<op>
+    cropgrad._core (NumPy API)  <family>.check_<op> (before the output is
+                                allocated)           ->  <family>.run_<op>
     cropgrad._xla (JAX)         cropgrad.capi.cg_* on XLA's buffers
 
 It cimports the kernels (cropgrad/_kernels) and the runtime

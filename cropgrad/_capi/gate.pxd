@@ -1,26 +1,35 @@
 # cython: language_level=3
 #
 # The gate: the one definition of a valid call of the C-level API (private;
-# cropgrad.capi, cropgrad._core and the XLA handlers cimport it).  Two kinds
-# of check, every one filling the caller's error record:
+# cropgrad.capi, cropgrad._core and the XLA handlers cimport it).  Each op
+# family's module here (crop_and_resize, roi_align) holds its ops' metadata
+# checks and calls; this one the record and the checks they share.  Two
+# kinds of check, every one filling the caller's error record:
 #
-# - the metadata checks of each op (`check_forward`, `check_grad_image`,
-#   `check_grad_boxes`): shapes, dtype codes and options, no data read.  The
-#   C-level API runs them first; cropgrad._core runs them alone, on Python
-#   ints, before the Python layer allocates an output, so that the NumPy API,
-#   the JAX and PyTorch adapters and C callers refuse the same calls with
-#   the same words.
+# - the metadata checks of each op (shapes, dtype codes and options, no
+#   data read).  The C-level API runs them first; cropgrad._core runs them
+#   alone, on Python ints, before the Python layer allocates an output, so
+#   that the NumPy API, the JAX and PyTorch adapters and C callers refuse
+#   the same calls with the same words.
 # - the checks that need the arrays (`check_arrays`: NULL and overlapping
-#   pointers; `check_data`: box indices in range, finite boxes), which the
-#   ops' calls (cropgrad/_capi/calls.pyx) run once the metadata has passed.
+#   pointers; `check_index`, `check_finite`: box indices in range, finite
+#   boxes), which an op's call runs once its metadata has passed.
 #
 # Shapes are 4 int64 values in the caller's layout.  Each check returns the
 # status (CG_OK or a CG_ERR_* code) and, on an error, has written the
 # message; the record's `position` is the offending box or -1.
 
+from libc.math cimport isfinite
 from libc.stdint cimport int64_t
+from libc.stdio cimport snprintf
 
-from cropgrad.capi cimport CG_NCHW, CG_OK, cg_error
+from cropgrad.capi cimport (
+    CG_ERR_VALUE,
+    CG_MESSAGE_SIZE,
+    CG_NCHW,
+    CG_OK,
+    cg_error,
+)
 
 # The largest thread count a call may ask for.
 cdef enum:
@@ -59,6 +68,9 @@ cdef inline void nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept 
         dims[3] = shape[3]
 
 
+cdef void format_shape(char* buf, size_t size, const int64_t* shape) noexcept nogil
+cdef void layout_hint(char* buf, size_t size, const int64_t* a, const int64_t* b,
+                      int layout) noexcept nogil
 cdef int memory_error(cg_error* err, const char* op, size_t nbytes,
                       const char* what) noexcept nogil
 
@@ -85,35 +97,52 @@ cdef inline void array(Array* a, const void* data, int64_t nbytes,
     a.name = name
 
 
-# Checks shared by the ops.
+# Checks every family shares.
 
 cdef int bad_dtype(cg_error* err, const char* argument, const char* allowed,
                    int code) noexcept nogil
-cdef int check_common(int method, int layout, int num_threads, bint bilinear_only,
-                      cg_error* err) noexcept nogil
+cdef int check_options(int layout, int num_threads, cg_error* err) noexcept nogil
 cdef int check_size(const int64_t* shape, int64_t itemsize, const char* name,
                     cg_error* err) noexcept nogil
 cdef int check_image(const int64_t* image_shape, int image_dtype, int layout,
                      cg_error* err) noexcept nogil
 cdef int check_shape_pointer(const int64_t* shape, const char* name,
                              cg_error* err) noexcept nogil
-cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes,
+cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes, int64_t itemsize,
                           cg_error* err) noexcept nogil
 cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil
+cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+                     int64_t batch, cg_error* err) noexcept nogil
 cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
                     int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil
+cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+                 const int64_t** index, int64_t** owned,
+                 cg_error* err) noexcept nogil
 
 
-# The metadata checks of each op.
+ctypedef fused box_t:
+    float
+    double
 
-cdef int check_forward(const int64_t* image_shape, int image_dtype,
-                       int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-                       int method, int layout, int num_threads, bint bilinear_only,
-                       cg_error* err) noexcept nogil
-cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
-                          int output_dtype, int method, int layout,
-                          int num_threads, const char* size_name,
-                          cg_error* err) noexcept nogil
-cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
-                          int image_dtype, int method, int layout, int num_threads,
-                          cg_error* err) noexcept nogil
+
+cdef inline int check_finite(const box_t* boxes, int64_t num_boxes,
+                             cg_error* err) noexcept nogil:
+    """Every box coordinate finite."""
+    cdef int64_t b
+    for b in range(num_boxes):
+        if not (isfinite(boxes[4 * b]) and isfinite(boxes[4 * b + 1])
+                and isfinite(boxes[4 * b + 2]) and isfinite(boxes[4 * b + 3])):
+            if box_t is float:
+                snprintf(err.message, CG_MESSAGE_SIZE,
+                         "boxes must be finite: boxes[%lld] = [%.9g, %.9g, %.9g, "
+                         "%.9g] has a NaN or infinite coordinate", <long long>b,
+                         <double>boxes[4 * b], <double>boxes[4 * b + 1],
+                         <double>boxes[4 * b + 2], <double>boxes[4 * b + 3])
+            else:
+                snprintf(err.message, CG_MESSAGE_SIZE,
+                         "boxes must be finite: boxes[%lld] = [%.17g, %.17g, "
+                         "%.17g, %.17g] has a NaN or infinite coordinate",
+                         <long long>b, boxes[4 * b], boxes[4 * b + 1],
+                         boxes[4 * b + 2], boxes[4 * b + 3])
+            return fail(err, CG_ERR_VALUE, b)
+    return CG_OK

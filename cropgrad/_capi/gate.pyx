@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The gate: the one definition of a valid call (see gate.pxd).
+"""The gate's checks every op family shares (see gate.pxd).
 
 The NumPy API passes only codes and values its Python layer has checked,
 so the messages about dtype codes, methods and layouts here are the
@@ -7,24 +7,20 @@ C-level API's own (docs/capi.md lists them); the ones about shapes and
 data are what every entry point says.
 """
 
-from libc.math cimport isfinite
 from libc.stdint cimport INT64_MAX, int32_t, uintptr_t
 from libc.stdio cimport snprintf
+from libc.stdlib cimport malloc
 
 from cropgrad.capi cimport (
     CG_BFLOAT16,
-    CG_BILINEAR,
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
     CG_ERR_TYPE,
     CG_ERR_VALUE,
-    CG_FLOAT16,
-    CG_FLOAT32,
-    CG_FLOAT64,
     CG_INT32,
     CG_INT64,
     CG_MESSAGE_SIZE,
-    CG_NEAREST,
+    CG_NCHW,
     CG_NHWC,
     CG_UINT8,
 )
@@ -79,19 +75,12 @@ cdef int bad_dtype(cg_error* err, const char* argument, const char* allowed,
     return fail(err, CG_ERR_TYPE, -1)
 
 
-cdef int check_common(int method, int layout, int num_threads, bint bilinear_only,
-                      cg_error* err) noexcept nogil:
-    """Method, layout and thread count; returns a status.
+cdef int check_options(int layout, int num_threads, cg_error* err) noexcept nogil:
+    """Layout and thread count; returns a status.
 
     The NumPy API passes only codes it has checked, so these messages are
     the C-level API's own (docs/capi.md lists them).
     """
-    if method != CG_BILINEAR and (bilinear_only or method != CG_NEAREST):
-        snprintf(err.message, CG_MESSAGE_SIZE, "method must be %s, got %d",
-                 <const char*>(b"CG_BILINEAR (0): the only method this op has"
-                               if bilinear_only
-                               else b"CG_BILINEAR (0) or CG_NEAREST (1)"), method)
-        return fail(err, CG_ERR_VALUE, -1)
     if layout != CG_NHWC and layout != CG_NCHW:
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "layout must be CG_NHWC (0) or CG_NCHW (1), got %d", layout)
@@ -159,13 +148,14 @@ cdef int check_shape_pointer(const int64_t* shape, const char* name,
     return CG_OK
 
 
-cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes,
+cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes, int64_t itemsize,
                           cg_error* err) noexcept nogil:
-    """box_ind's dtype code; boxes [num_boxes, 4] indexable (num_boxes >= 0)."""
+    """box_ind's dtype code; boxes [num_boxes, 4] of `itemsize` bytes each
+    indexable (num_boxes >= 0)."""
     if box_ind_dtype != CG_INT32 and box_ind_dtype != CG_INT64:
         return bad_dtype(err, "box_ind_dtype", "CG_INT32 or CG_INT64",
                          box_ind_dtype)
-    if num_boxes > INT64_MAX // 16:
+    if num_boxes > INT64_MAX // (4 * itemsize):
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "boxes of shape [%lld, 4] is too large: more bytes than this "
                  "platform can index", <long long>num_boxes)
@@ -202,12 +192,10 @@ cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept no
     return CG_OK
 
 
-cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
-                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
-    """Every box_ind value within [0, batch), every box coordinate finite.
-
-    After `check_arrays` (box_ind_dtype is a code it takes).
-    """
+cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+                     int64_t batch, cg_error* err) noexcept nogil:
+    """Every box_ind value within [0, batch) (after `check_arrays`:
+    box_ind_dtype is a code it takes)."""
     cdef int64_t b, v
     for b in range(num_boxes):
         if box_ind_dtype == CG_INT32:
@@ -220,125 +208,53 @@ cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
                      "box_ind[%lld] = %lld", <long long>batch, <long long>b,
                      <long long>v)
             return fail(err, CG_ERR_INDEX, b)
+    return CG_OK
+
+
+cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
+                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
+    """Every box_ind value within [0, batch), every box coordinate finite."""
+    if check_index(box_ind, box_ind_dtype, num_boxes, batch, err) != CG_OK:
+        return err.status
+    return check_finite(boxes, num_boxes, err)
+
+
+cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+                 const int64_t** index, int64_t** owned,
+                 cg_error* err) noexcept nogil:
+    """`box_ind` as int64: itself, or a copy (freed by the caller) of int32."""
+    cdef int64_t b
+    owned[0] = NULL
+    if box_ind_dtype == CG_INT64 or num_boxes == 0:
+        index[0] = <const int64_t*>box_ind
+        return CG_OK
+    owned[0] = <int64_t*>malloc(<size_t>num_boxes * sizeof(int64_t))
+    if owned[0] == NULL:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "could not allocate %lld bytes for box_ind as int64",
+                 <long long>(num_boxes * 8))
+        return fail(err, CG_ERR_MEMORY, -1)
     for b in range(num_boxes):
-        if not (isfinite(boxes[4 * b]) and isfinite(boxes[4 * b + 1])
-                and isfinite(boxes[4 * b + 2]) and isfinite(boxes[4 * b + 3])):
-            snprintf(err.message, CG_MESSAGE_SIZE,
-                     "boxes must be finite: boxes[%lld] = [%.9g, %.9g, %.9g, %.9g] "
-                     "has a NaN or infinite coordinate", <long long>b,
-                     <double>boxes[4 * b], <double>boxes[4 * b + 1],
-                     <double>boxes[4 * b + 2], <double>boxes[4 * b + 3])
-            return fail(err, CG_ERR_VALUE, b)
+        owned[0][b] = (<const int32_t*>box_ind)[b]
+    index[0] = owned[0]
     return CG_OK
 
 
-cdef int check_grads(const int64_t* grads_shape, const int64_t* g,
-                     cg_error* err) noexcept nogil:
-    """grads indexable, its crops not empty (`g`: its shape as NHWC)."""
-    if check_size(grads_shape, 4, "grads", err) != CG_OK:
-        return err.status
-    if g[1] == 0 or g[2] == 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads dimensions must be positive: crop_height and crop_width "
-                 "are %lld and %lld", <long long>g[1], <long long>g[2])
-        return fail(err, CG_ERR_VALUE, -1)
-    return CG_OK
-
-
-# --------------------------------------------------------------------------
-# The metadata checks of each op (no data read)
-
-cdef int check_forward(const int64_t* image_shape, int image_dtype,
-                       int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-                       int method, int layout, int num_threads, bint bilinear_only,
-                       cg_error* err) noexcept nogil:
-    """The forward op's checks; also the boxes JVP's (`bilinear_only`), whose
-    arguments and output are the forward op's."""
-    cdef int64_t crops_shape[4]
-    if check_common(method, layout, num_threads, bilinear_only, err) != CG_OK:
-        return err.status
-    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
-        return err.status
-    if num_boxes < 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "boxes: num_boxes must be non-negative, got %lld",
-                 <long long>num_boxes)
-        return fail(err, CG_ERR_VALUE, -1)
-    if crop_height <= 0 or crop_width <= 0:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "crop dimensions must be positive, got crop_size = [%lld, %lld]",
-                 <long long>crop_height, <long long>crop_width)
-        return fail(err, CG_ERR_VALUE, -1)
-    crops_shape[0] = num_boxes
-    crops_shape[1] = crop_height
-    crops_shape[2] = crop_width
-    crops_shape[3] = image_shape[1] if layout == CG_NCHW else image_shape[3]
-    if check_size(crops_shape, 4, "the output", err) != CG_OK:
-        return err.status
-    return ok(err)
-
-
-cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
-                          int output_dtype, int method, int layout,
-                          int num_threads, const char* size_name,
-                          cg_error* err) noexcept nogil:
-    """Shapes are in `layout`'s order (and so are those the messages show);
-    `size_name` is what the caller calls `image_size` (JAX: image_shape)."""
-    cdef char dims[128]
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    if check_common(method, layout, num_threads, False, err) != CG_OK:
-        return err.status
-    nhwc(grads_shape, layout, g)
-    nhwc(image_size, layout, s)
-    if output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32 \
-            and output_dtype != CG_FLOAT64 and output_dtype != CG_BFLOAT16:
-        return bad_dtype(err, "output_dtype",
-                         "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
-                         output_dtype)
-    if check_grads(grads_shape, g, err) != CG_OK:
-        return err.status
-    if s[1] <= 0 or s[2] <= 0:
-        format_shape(dims, sizeof(dims), image_size)
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image dimensions must be positive: %s = %s", size_name, dims)
-        return fail(err, CG_ERR_VALUE, -1)
-    if s[0] < 0 or s[3] < 0:
-        format_shape(dims, sizeof(dims), image_size)
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "%s: batch and depth must be non-negative, got %s", size_name,
-                 dims)
-        return fail(err, CG_ERR_VALUE, -1)
-    if g[3] != s[3]:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "%s and grads are incompatible: %s depth is %lld but grads "
-                 "depth is %lld", size_name, size_name, <long long>s[3],
-                 <long long>g[3])
-        return fail(err, CG_ERR_VALUE, -1)
-    # float16 and bfloat16 outputs also need a float32 accumulator of the
-    # same shape.
-    if check_size(image_size, 4 if ITEMSIZE[output_dtype] == 2 else
-                  ITEMSIZE[output_dtype], "the output", err) != CG_OK:
-        return err.status
-    return ok(err)
-
-
-cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape,
-                          int image_dtype, int method, int layout, int num_threads,
-                          cg_error* err) noexcept nogil:
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    if check_common(method, layout, num_threads, True, err) != CG_OK:
-        return err.status
-    nhwc(grads_shape, layout, g)
-    nhwc(image_shape, layout, s)
-    if check_grads(grads_shape, g, err) != CG_OK:
-        return err.status
-    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
-        return err.status
-    if g[3] != s[3]:
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "image and grads must have the same depth, got %lld and %lld",
-                 <long long>s[3], <long long>g[3])
-        return fail(err, CG_ERR_VALUE, -1)
-    return ok(err)
+cdef void layout_hint(char* buf, size_t size, const int64_t* a, const int64_t* b,
+                      int layout) noexcept nogil:
+    """`buf`: a sentence for a depth mismatch between shapes `a` and `b`
+    (given in `layout`'s order) when both would fit the other layout, or ""
+    (a common mistake: NHWC arrays passed as NCHW, or the reverse)."""
+    cdef int other = CG_NHWC if layout == CG_NCHW else CG_NCHW
+    cdef int64_t x[4]
+    cdef int64_t y[4]
+    buf[0] = 0
+    nhwc(a, other, x)
+    nhwc(b, other, y)
+    if x[3] == y[3]:
+        snprintf(buf, size, " (read as data_format '%s'; both fit '%s': pass "
+                 "data_format='%s', layout CG_%s in C)",
+                 <const char*>(b"NCHW" if layout == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
+                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"))

@@ -9,7 +9,6 @@ cdef extern from "cg_build.h" nogil:
     const char* CG_COMPILER
     const char* CG_CFLAGS
     void cg_prefetch(const void* p)
-    void cg_prefetch_outer(const void* p)
     # Cache lines to ask for a few at a time: `runs` runs of `length`
     # floats, `lane` apart; the next is run `run`, float `pos`.
     ctypedef struct cg_ahead:
@@ -134,12 +133,14 @@ cdef extern from "cg_lerp.h" nogil:
                      float extrapolation, Py_ssize_t n)
 
 cdef extern from "cg_simd.h" nogil:
-    # The clones of the two headers above in use in this module: the
-    # instruction set chosen by cg_simd_select (x86-64: sse2, avx2 or
-    # avx512; elsewhere "baseline").  -1: this CPU cannot run `target`.
-    # cg_simd_choice: the name it would choose (NULL for -1).
+    # Which clones of the inner loops above (cg_scatter.h, cg_terms.h,
+    # cg_lerp.h, cg_planes.h, and the F16C rounding of cg_half.h) this
+    # module runs: cg_simd_select points them at a target (x86-64: sse2,
+    # avx2 or avx512; AArch64: neon or baseline; elsewhere baseline) and
+    # returns -1 when this CPU cannot run it.  cg_simd_supported: whether it
+    # can; cg_simd_choice: the name cg_simd_select would choose for a
+    # request (NULL or "auto": the widest; NULL when it cannot run it).
     const char* CG_SIMD_BASELINE
-    const char* cg_simd_target
     int cg_simd_supported(const char* target)
     const char* cg_simd_choice(const char* target)
     int cg_simd_select(const char* target)

@@ -5,9 +5,10 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
+from cropgrad.capi cimport CG_BFLOAT16, CG_FLOAT16
+
 from .cdefs cimport cg_bfloat16_to_float, cg_half_to_float
 from .types cimport image_t
-from cropgrad.capi cimport CG_BFLOAT16, CG_FLOAT16
 
 
 cdef inline float load(const image_t* image, Py_ssize_t i, int half) noexcept nogil:

@@ -1,6 +1,6 @@
 # cython: language_level=3
 #
-# The one parallel driver of the three ops, and the thread policy.
+# The one parallel driver of every op, and the thread policy.
 #
 # An op cuts its work into independent tasks (each writing its own part of
 # the output) and hands them to `run_tasks`, which runs them on the calling
@@ -12,7 +12,9 @@
 ctypedef void (*task_fn)(void* ctx, Py_ssize_t task, int thread) noexcept nogil
 
 # Below this many element updates a call runs on the calling thread without
-# entering OpenMP: waking a thread team costs more than the work.
+# entering OpenMP: waking a thread team costs more than the work.  Read it
+# through `serial_work()`, which the tests lower (use_serial_work) so that
+# small problems start teams too.
 cdef enum:
     SERIAL_WORK = 1 << 17
 
@@ -21,6 +23,7 @@ cdef enum:
     SCHEDULE_STATIC = 0    # tasks of equal cost
     SCHEDULE_DYNAMIC = 1   # tasks of uneven cost, handed out one by one
 
+cdef Py_ssize_t serial_work() noexcept nogil
 cdef int resolve_threads(int num_threads) noexcept nogil
 cdef int team_size(int requested, Py_ssize_t units) noexcept nogil
 cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,

@@ -81,6 +81,16 @@ from cropgrad._runtime import wait_policy as _wait_policy
 
 cdef bint short_wait = not _wait_policy.user_policy
 
+# The serial threshold in use (see parallel.pxd), and the size of the last
+# team a call ran (1: the calling thread), for the tests.
+cdef Py_ssize_t _serial_work = SERIAL_WORK
+cdef int _last_team = 1
+
+
+cdef Py_ssize_t serial_work() noexcept nogil:
+    """Below this many element updates a call runs on the calling thread."""
+    return _serial_work
+
 
 cdef int resolve_threads(int num_threads) noexcept nogil:
     """The thread count a call asking for `num_threads` (0: default) gets."""
@@ -119,7 +129,7 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
     nthreads : int
         Upper bound on the team (already resolved by `resolve_threads`).
     work : Py_ssize_t
-        Element updates of the whole call: below ``SERIAL_WORK`` the tasks
+        Element updates of the whole call: below `serial_work()` the tasks
         run on the calling thread.
     flush : bool
         Run every task with flush-to-zero and denormals-are-zero.
@@ -127,8 +137,10 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
     """
     cdef Py_ssize_t t
     cdef int team = 1
-    if nthreads > 1 and work >= SERIAL_WORK:
+    global _last_team
+    if nthreads > 1 and work >= _serial_work:
         team = team_size(nthreads, num_tasks)
+    _last_team = team
     if team <= 1:
         cg_fpenv_enter(flush)
         for t in range(num_tasks):
@@ -151,6 +163,23 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
             for t in prange(num_tasks, schedule="static"):
                 fn(ctx, t, threadid())
             cg_fpenv_leave(flush)
+
+
+def use_serial_work(Py_ssize_t work):
+    """Run calls of fewer than `work` element updates on the calling thread
+    from now on (``SERIAL_WORK``: the default); returns the previous value.
+    For the tests, which lower it so that small problems start teams: the
+    bits never depend on it.  Not thread-safe: no call may run meanwhile."""
+    global _serial_work
+    previous = _serial_work
+    _serial_work = max(work, 0)
+    return previous
+
+
+def last_team():
+    """The threads of the last team a call ran (1: the calling thread), for
+    the tests (a call on another thread may have changed it)."""
+    return _last_team
 
 
 def default_threads():

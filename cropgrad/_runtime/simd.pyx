@@ -11,14 +11,20 @@ gradient's terms, the forward op's samples, the plane transposes).
 """
 
 from libc.stdlib cimport getenv
+from libc.string cimport strcmp
 
 from cropgrad._kernels.cdefs cimport CG_SIMD_BASELINE, cg_simd_choice, cg_simd_supported
 
 
+# Every target's name, in static storage (the choice may come from the
+# environment, whose strings can change later).
+cdef const char* _NAMES[4]
+_NAMES[:] = [CG_SIMD_BASELINE, b"avx2", b"avx512", b"neon"]
+
+
 def simd_targets():
     """The instruction sets of the inner loops this CPU can run."""
-    return [t for t in (CG_SIMD_BASELINE.decode(), "avx2", "avx512", "neon")
-            if cg_simd_supported(t.encode())]
+    return [_NAMES[i].decode() for i in range(4) if cg_simd_supported(_NAMES[i])]
 
 
 def simd_target():
@@ -27,6 +33,7 @@ def simd_target():
 
 
 cdef const char* _select() except NULL:
+    cdef int i
     cdef const char* requested = getenv(b"CROPGRAD_SIMD")
     cdef const char* chosen = cg_simd_choice(requested)
     if chosen == NULL:
@@ -34,7 +41,10 @@ cdef const char* _select() except NULL:
             f"CROPGRAD_SIMD={requested.decode(errors='replace')!r}: this CPU "
             f"cannot run it; choose from {simd_targets()} or 'auto'"
         )
-    return chosen
+    for i in range(4):
+        if strcmp(chosen, _NAMES[i]) == 0:
+            return _NAMES[i]
+    raise ImportError(f"cropgrad: unknown SIMD target {chosen.decode()!r}")
 
 
 cdef const char* _chosen = _select()

@@ -214,7 +214,7 @@ static PyObject *header_facts(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     return Py_BuildValue(
-        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsKsK}}",
+        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsKsKsKsKsKsK}}",
         "version", CG_API_VERSION_MAJOR, CG_API_VERSION_MINOR,
         "runtime_version", cg_api_version(),
         "error_layout", (Py_ssize_t)sizeof(cg_error),
@@ -229,7 +229,14 @@ static PyObject *header_facts(PyObject *self, PyObject *unused) {
         "cg_crop_and_resize_grad_boxes",
         (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_grad_boxes,
         "cg_crop_and_resize_jvp_boxes",
-        (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_jvp_boxes);
+        (unsigned long long)(uintptr_t)cropgrad_api->crop_and_resize_jvp_boxes,
+        "cg_roi_align", (unsigned long long)(uintptr_t)cropgrad_api->roi_align,
+        "cg_roi_align_grad_image",
+        (unsigned long long)(uintptr_t)cropgrad_api->roi_align_grad_image,
+        "cg_roi_align_grad_boxes",
+        (unsigned long long)(uintptr_t)cropgrad_api->roi_align_grad_boxes,
+        "cg_roi_align_jvp_boxes",
+        (unsigned long long)(uintptr_t)cropgrad_api->roi_align_jvp_boxes);
 }
 
 static PyObject *default_threads(PyObject *self, PyObject *unused) {

@@ -12,7 +12,7 @@ root:
 
 Options: ``--outdir DIR`` writes the file elsewhere (default: this script's
 folder); ``--check`` compares the file bit for bit with the NumPy reference
-(``cropgrad/_reference/roi_align.py``, loaded from its file, so no compiled
+(``cropgrad/_reference/roi_align``, loaded from its file, so no compiled
 cropgrad is needed) and, when ``onnx`` and ``onnxruntime`` are installed,
 with ONNX Runtime's ``RoiAlign`` (``tests/_onnx_roi_align.py``);
 ``--report`` prints facts measured with torchvision (supported dtypes,
@@ -78,16 +78,27 @@ DTYPE_SUFFIX = {F32: "f32", F64: "f64"}
 
 
 def load_by_path(name, *parts):
-    """A module loaded from its file, without importing its package."""
+    """A package loaded from its folder, without importing the package that
+    holds it (cropgrad, which would need its compiled modules)."""
+    folder = os.path.join(ROOT, *parts)
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_file(name, *parts):
+    """A module loaded from its file."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *parts))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-reference = load_by_path(
-    "roi_align_reference", "cropgrad", "_reference", "roi_align.py"
-)
+reference = load_by_path("roi_align_reference", "cropgrad", "_reference", "roi_align")
 
 
 def rng_for(name):
@@ -905,7 +916,7 @@ def check_onnx(cases):
     except ImportError:
         print("onnx/onnxruntime not installed: ONNX Runtime not compared")
         return True
-    ort = load_by_path("onnx_roi_align", "tests", "_onnx_roi_align.py")
+    ort = load_file("onnx_roi_align", "tests", "_onnx_roi_align.py")
     print(
         "ONNX Runtime %s, onnx %s, opset 16:"
         % (onnxruntime.__version__, onnx.__version__)

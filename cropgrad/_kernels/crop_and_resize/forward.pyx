@@ -1,22 +1,24 @@
 # cython: language_level=3
 """The forward op, CropAndResize (private kernel).
 
-Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
-finiteness first.  Every crop row is written by exactly one task, so the
+Trusts its arguments: the gate (cropgrad/_capi) checks shapes, box indices
+and finiteness first.  Every crop row is written by exactly one task, so the
 result does not depend on the number of threads.  NCHW problems go to
-`_forward_nchw`, which computes each element by the same float32
+`forward_nchw`, which computes each element by the same float32
 expression: the NCHW crops are the NHWC crops transposed, bit for bit.
 """
 
 from libc.stdint cimport int64_t
 
-from ..cdefs cimport cg_lerp_row, cg_simd_select
-from .forward_nchw cimport crop_and_resize_nchw
-from ..pixels cimport load
-from cropgrad._runtime.simd cimport chosen_target
 from cropgrad._runtime.parallel cimport SCHEDULE_STATIC, run_tasks
-from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from cropgrad._runtime.simd cimport chosen_target
+
+from ..cdefs cimport cg_lerp_row, cg_simd_select
+from ..pixels cimport load
 from ..types cimport Geometry, image_t
+
+from .forward_nchw cimport crop_and_resize_nchw
+from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 
 include "../image_dtypes.pxi"
 

@@ -3,6 +3,7 @@ from libc.stdint cimport int64_t
 
 from ..types cimport Geometry
 
+
 cdef int crop_and_resize_nchw(const Geometry* geo, const void* image,
                               int image_dtype, const float* boxes,
                               const int64_t* box_ind, float* crops,

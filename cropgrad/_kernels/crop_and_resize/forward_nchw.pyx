@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The forward op in NCHW: image [batch, depth, height, width], crops
-[num_boxes, depth, crop_h, crop_w] (private kernel, run by `_forward`).
+[num_boxes, depth, crop_h, crop_w] (private kernel, run by `forward`).
 
 A crop row reads a few pixels of every plane, a plane apart: read where
 they are, every pixel is a scalar load from a cache line of its own (and a
@@ -25,6 +25,10 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from cropgrad._runtime import tuning as _tuning
+
+from cropgrad._runtime.parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
+from cropgrad._runtime.simd cimport chosen_target
+
 from ..aligned cimport align64, round64
 from ..box_groups cimport group_boxes
 from ..cdefs cimport (
@@ -37,10 +41,9 @@ from ..cdefs cimport (
     cg_simd_select,
 )
 from ..pixels cimport load
-from cropgrad._runtime.simd cimport chosen_target
-from cropgrad._runtime.parallel cimport SCHEDULE_DYNAMIC, run_tasks, team_size
-from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 from ..types cimport Geometry, image_t
+
+from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 
 include "../image_dtypes.pxi"
 

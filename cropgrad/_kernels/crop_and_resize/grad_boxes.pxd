@@ -3,6 +3,7 @@ from libc.stdint cimport int64_t
 
 from ..types cimport Geometry
 
+
 cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
                     int image_dtype, const float* boxes, const int64_t* box_ind,
                     float* out, int nthreads, bint flush,

@@ -1,12 +1,12 @@
 # cython: language_level=3
 """The boxes gradient, CropAndResizeGradBoxes (private kernel).
 
-Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
-finiteness first.  Each box's four sums belong to one task and are added
+Trusts its arguments: the gate (cropgrad/_capi) checks shapes, box indices
+and finiteness first.  Each box's four sums belong to one task and are added
 in the serial order (crop row, crop column, channel), so the result does
 not depend on the number of threads.
 
-NCHW problems go to `_grad_boxes_nchw`, which adds the same terms in the
+NCHW problems go to `grad_boxes_nchw`, which adds the same terms in the
 same order: its result is the NHWC result on the transposed arrays, bit
 for bit.
 """
@@ -15,19 +15,21 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from ..cdefs cimport cg_prefetch, cg_simd_select, cg_sum_terms, cg_terms
-from .grad_boxes_nchw cimport grad_boxes_nchw
-from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
-from ..pixels cimport load
-from cropgrad._runtime.simd cimport chosen_target
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
-    SERIAL_WORK,
     run_tasks,
+    serial_work,
     team_size,
 )
-from .sampling cimport crop_ratio, linear_taps, sample_coord
+from cropgrad._runtime.simd cimport chosen_target
+
+from ..cdefs cimport cg_prefetch, cg_simd_select, cg_sum_terms, cg_terms
+from ..pixels cimport load
 from ..types cimport Geometry, image_t, nhwc_t
+
+from .grad_boxes_nchw cimport grad_boxes_nchw
+from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
+from .sampling cimport crop_ratio, linear_taps, sample_coord
 
 include "../image_dtypes.pxi"
 
@@ -202,7 +204,7 @@ cdef int grad_boxes(const Geometry* geo, const float* grads, const void* image,
     else:
         num_tasks = (N + GROUP - 1) // GROUP
     work = N * geo.crop_h * geo.crop_w * geo.depth * 8
-    team = team_size(nthreads, num_tasks) if work >= SERIAL_WORK else 1
+    team = team_size(nthreads, num_tasks) if work >= serial_work() else 1
     nbytes = <size_t>team * GROUP * 4 * geo.crop_w * geo.depth * sizeof(float)
     p.terms = <float*>malloc(nbytes)
     if p.terms == NULL:

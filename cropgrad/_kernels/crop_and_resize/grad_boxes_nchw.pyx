@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The boxes gradient in NCHW: grads [num_boxes, depth, crop_h, crop_w],
-image [batch, depth, height, width] (private kernel, run by `_grad_boxes`).
+image [batch, depth, height, width] (private kernel, run by `grad_boxes`).
 
 It keeps NHWC's order and arithmetic, so its result is the NHWC result on
 the transposed arrays, bit for bit, for any thread count.  A crop row's two
@@ -22,6 +22,15 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
+from cropgrad._runtime.parallel cimport (
+    SCHEDULE_DYNAMIC,
+    run_tasks,
+    serial_work,
+    team_size,
+)
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad.capi cimport CG_FLOAT32
+
 from ..aligned cimport align64, round64
 from ..cdefs cimport (
     cg_ahead,
@@ -31,18 +40,11 @@ from ..cdefs cimport (
     cg_sum_terms,
     cg_terms,
 )
-from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
 from ..pixels cimport load
-from cropgrad._runtime.simd cimport chosen_target
-from cropgrad._runtime.parallel cimport (
-    SCHEDULE_DYNAMIC,
-    SERIAL_WORK,
-    run_tasks,
-    team_size,
-)
-from .sampling cimport crop_ratio, linear_taps, sample_coord
 from ..types cimport Geometry, image_t, nchw_t
-from cropgrad.capi cimport CG_FLOAT32
+
+from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
+from .sampling cimport crop_ratio, linear_taps, sample_coord
 
 include "../image_dtypes.pxi"
 
@@ -186,7 +188,7 @@ cdef Py_ssize_t _row_terms(const BoxesGradNchwPlan* p, const image_t* image,
                            Staged* staged) noexcept nogil:
     """The terms crop row `y` of box `b` adds to its four box gradients.
 
-    As NHWC's `_row_terms` (_grad_boxes.pyx): ``terms[4 * i + k]`` for term
+    As NHWC's `_row_terms` (grad_boxes.pyx): ``terms[4 * i + k]`` for term
     i in the serial (column, channel) order and accumulator k (dy1, dx1,
     dy2, dx2); returns the number of terms.  The pixels and grads are read
     from `staged`, where `_stage` puts them with the channels side by side
@@ -305,7 +307,7 @@ cdef int grad_boxes_nchw(const Geometry* geo, const float* grads, const void* im
                          int image_dtype, const float* boxes,
                          const int64_t* box_ind, float* out, int nthreads,
                          bint flush, size_t* failed) noexcept nogil:
-    """`_grad_boxes.grad_boxes` for ``geo.nchw``: the same arguments, in
+    """`grad_boxes.grad_boxes` for ``geo.nchw``: the same arguments, in
     NCHW; ``depth > 0`` and ``batch > 0``.
 
     Returns
@@ -325,7 +327,7 @@ cdef int grad_boxes_nchw(const Geometry* geo, const float* grads, const void* im
     else:
         num_tasks = (N + GROUP - 1) // GROUP
     work = N * geo.crop_h * geo.crop_w * geo.depth * 8
-    team = team_size(nthreads, num_tasks) if work >= SERIAL_WORK else 1
+    team = team_size(nthreads, num_tasks) if work >= serial_work() else 1
     terms_bytes = <size_t>team * GROUP * 4 * geo.crop_w * geo.depth * sizeof(float)
     # Groups: each thread's GROUP Staged, their rows and grads.
     p.staged_each = 0

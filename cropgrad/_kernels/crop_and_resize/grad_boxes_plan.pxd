@@ -1,16 +1,16 @@
 # cython: language_level=3
 #
 # The plan of a boxes-gradient call and its one-row or one-column boxes,
-# shared by its NHWC tasks (_grad_boxes.pyx) and its NCHW tasks
-# (_grad_boxes_nchw.pyx): both layouts add the same terms the same way.
+# shared by its NHWC tasks (grad_boxes.pyx) and its NCHW tasks
+# (grad_boxes_nchw.pyx): both layouts add the same terms the same way.
 
 from libc.stdint cimport int64_t
 
 from ..cdefs cimport CG_SUM_GROUP
 from ..pixels cimport load
-from .sampling cimport crop_ratio, linear_taps, sample_coord
 from ..types cimport Geometry, image_t, layout_t, nchw_t
 
+from .sampling cimport crop_ratio, linear_taps, sample_coord
 
 # Boxes per task (bilinear crops of more than one row and column): their
 # sums advance together (cg_sum_terms).

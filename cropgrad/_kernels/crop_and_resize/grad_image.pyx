@@ -1,8 +1,8 @@
 # cython: language_level=3
 """The image gradient, CropAndResizeGradImage (private kernel).
 
-Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
-finiteness first.
+Trusts its arguments: the gate (cropgrad/_capi) checks shapes, box indices
+and finiteness first.
 
 Determinism
 -----------
@@ -18,7 +18,7 @@ same machine code for any banding (even the bits of NaN results agree).
 
 The planning (sampling tables, bands) serves both layouts; the NCHW part
 of the plan (tiles or planes, `plan_nchw`) and the NCHW tasks are in
-`_grad_image_nchw`.
+`grad_image_nchw`.
 """
 
 from libc.stdint cimport int64_t, uint16_t
@@ -26,6 +26,17 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from cropgrad._runtime import tuning as _tuning
+
+from cropgrad._runtime.parallel cimport (
+    SCHEDULE_DYNAMIC,
+    run_tasks,
+    serial_work,
+    team_size,
+)
+from cropgrad._runtime.simd cimport chosen_target
+from cropgrad.capi cimport CG_BFLOAT16, CG_FLOAT16, CG_FLOAT64
+
+from ..aligned cimport Carving, carve, carve_allocate, carve_count, round64
 from ..box_groups cimport group_boxes
 from ..cdefs cimport (
     cg_fpenv_enter,
@@ -34,14 +45,8 @@ from ..cdefs cimport (
     cg_shallow_rows_f,
     cg_simd_select,
 )
-from cropgrad._runtime.simd cimport chosen_target
-from cropgrad._runtime.parallel cimport (
-    SCHEDULE_DYNAMIC,
-    SERIAL_WORK,
-    run_tasks,
-    team_size,
-)
-from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
+from ..types cimport Geometry, acc_t
+
 from .grad_image_nchw cimport (
     plan_nchw,
     planes_task,
@@ -50,15 +55,18 @@ from .grad_image_nchw cimport (
 )
 from .grad_image_plan cimport (
     GradImagePlan,
+    MAX_BUCKETS,
+    cap_bands,
+    plan_bands,
+    plan_taps,
     round_half,
     scatter_one,
     scatter_row,
 )
-from ..types cimport Geometry, acc_t
-from cropgrad.capi cimport CG_BFLOAT16, CG_FLOAT16, CG_FLOAT32, CG_FLOAT64
 
-# The machine-dependent sizes (cropgrad/_runtime/tuning.py, from the cache sizes,
-# read once at import).  None of them changes the bits.
+# The machine-dependent sizes (cropgrad/_runtime/tuning.py, from the cache
+# sizes, read when this module is imported; grad_image_nchw reads its own).
+# None of them changes the bits.
 #
 # Bands per thread of a team: more, smaller bands balance better (they are
 # handed out dynamically) at the cost of walking the boxes again.
@@ -77,9 +85,6 @@ cdef Py_ssize_t PREFETCH_MIN_DEPTH = 128
 # Channel ranges per thread when a problem has fewer rows than that.
 cdef enum:
     SPLITS_PER_THREAD = 4
-# Cost histogram resolution: at most this many buckets of output rows.
-cdef enum:
-    MAX_BUCKETS = 1 << 16
 # Channel ranges of split tasks are multiples of this many elements, so two
 # threads never write the same 64-byte cache line within a pixel.
 cdef enum:
@@ -100,151 +105,27 @@ def tuning():
             "prefetch_min_depth": PREFETCH_MIN_DEPTH, "tile_bytes": tile_bytes}
 
 
-def use_tuning(sizes):
-    """Use `sizes` (the keys of `tuning`) from now on; returns the previous
-    ones.  For the tests and for measuring other choices: no choice changes
-    the bits.  Not thread-safe: no call may run meanwhile."""
+cdef void _use_sizes(sizes) except *:
+    """This module's sizes from `sizes` (the keys of `tuning`)."""
     global BAND_BYTES, TASKS_PER_THREAD, PREFETCH_BYTES, PREFETCH_MIN_DEPTH
-    previous = tuning()
     BAND_BYTES = max(<size_t>sizes["band_bytes"], <size_t>1)
     TASKS_PER_THREAD = max(<Py_ssize_t>sizes["tasks_per_thread"], 1)
     PREFETCH_BYTES = max(<Py_ssize_t>sizes["prefetch_bytes"], 0)
     PREFETCH_MIN_DEPTH = max(<Py_ssize_t>sizes["prefetch_min_depth"], 1)
+
+
+def use_tuning(sizes):
+    """Use `sizes` (the keys of `tuning`, the NCHW tiles' too) from now on;
+    returns the previous ones.  For the tests and for measuring other
+    choices: no choice changes the bits.  Not thread-safe: no call may run
+    meanwhile."""
+    previous = tuning()
+    _use_sizes(sizes)
     use_tile_bytes(<size_t>sizes["tile_bytes"])
     return previous
 
 
-use_tuning(_tuning.tuning())
-
-
-cdef void _plan_taps(GradImagePlan* p, const float* boxes) noexcept nogil:
-    """Fill the per-box row and column tables of `p` from `boxes`."""
-    cdef Py_ssize_t b, i, k, lo, hi
-    cdef Py_ssize_t ch = p.g.crop_h, cw = p.g.crop_w, H = p.g.height, W = p.g.width
-    cdef bint nearest = p.g.nearest
-    cdef float y1, x1, y2, x2, scale, coord, lerp
-    for b in range(p.g.num_boxes):
-        y1 = boxes[4 * b]
-        x1 = boxes[4 * b + 1]
-        y2 = boxes[4 * b + 2]
-        x2 = boxes[4 * b + 3]
-        p.box_row_min[b] = H
-        p.box_row_max[b] = -1
-        scale = crop_scale(y1, y2, H, ch)
-        for i in range(ch):
-            k = b * ch + i
-            coord = sample_coord(y1, y2, scale, H, ch, i)
-            p.row_lo[k] = -1
-            if nearest:
-                if nearest_tap(coord, H, &lo):
-                    p.row_lo[k] = lo
-                    p.row_hi[k] = lo
-            elif linear_taps(coord, H, &lo, &hi, &lerp):
-                p.row_lo[k] = lo
-                p.row_hi[k] = hi
-                p.row_w_lo[k] = <float>1 - lerp
-                p.row_w_hi[k] = lerp
-            if p.row_lo[k] >= 0:
-                if p.row_lo[k] < p.box_row_min[b]:
-                    p.box_row_min[b] = p.row_lo[k]
-                if p.row_hi[k] > p.box_row_max[b]:
-                    p.box_row_max[b] = p.row_hi[k]
-        p.box_cols[b] = 0
-        scale = crop_scale(x1, x2, W, cw)
-        for i in range(cw):
-            k = b * cw + i
-            coord = sample_coord(x1, x2, scale, W, cw, i)
-            p.col_lo[k] = -1
-            if nearest:
-                if nearest_tap(coord, W, &lo):
-                    p.col_lo[k] = lo
-                    p.col_hi[k] = lo
-            elif linear_taps(coord, W, &lo, &hi, &lerp):
-                p.col_lo[k] = lo
-                p.col_hi[k] = hi
-                p.col_w_lo[k] = <float>1 - lerp
-                p.col_w_hi[k] = lerp
-            if p.col_lo[k] >= 0:
-                p.box_cols[b] += 1
-
-
-cdef Py_ssize_t _plan_bands(GradImagePlan* p, Py_ssize_t num_bands,
-                            int64_t* cost) noexcept nogil:
-    """Cut the output rows into `num_bands` bands of about equal work.
-
-    Output rows are numbered globally, ``image * height + row``.  The work
-    of a row is the number of crop samples scattered into it plus the cost
-    of zeroing it, histogrammed into at most ``MAX_BUCKETS`` buckets of
-    rows.  Fills ``p.bounds`` (``num_bands + 1`` global row numbers) and
-    returns the total work, in element updates per channel.  `cost` is
-    scratch of ``min(rows, MAX_BUCKETS)`` entries.
-    """
-    cdef Py_ssize_t rows = p.g.batch * p.g.height, shift = 0, nbuckets, i, j
-    cdef Py_ssize_t b, bi, k, first, last
-    cdef int64_t total = 0, running = 0, per_sample
-    cdef Py_ssize_t* bounds = p.bounds
-    while ((rows - 1) >> shift) >= MAX_BUCKETS:
-        shift += 1
-    nbuckets = ((rows - 1) >> shift) + 1
-    for i in range(nbuckets):
-        first = i << shift
-        last = min((i + 1) << shift, rows)
-        # Zeroing a row is one store per element: about a quarter of the
-        # four read-modify-writes of a bilinear sample.
-        cost[i] = (last - first) * p.g.width
-    for bi in range(p.g.batch):
-        for j in range(p.starts[bi], p.starts[bi + 1]):
-            b = p.order[j]
-            per_sample = p.box_cols[b] * (1 if p.g.nearest else 2) * 4
-            for k in range(b * p.g.crop_h, (b + 1) * p.g.crop_h):
-                if p.row_lo[k] < 0:
-                    continue
-                cost[(bi * p.g.height + p.row_lo[k]) >> shift] += per_sample
-                if not p.g.nearest:
-                    cost[(bi * p.g.height + p.row_hi[k]) >> shift] += per_sample
-    for i in range(nbuckets):
-        total += cost[i]
-    bounds[0] = 0
-    j = 1
-    for i in range(nbuckets):
-        running += cost[i]
-        while j < num_bands and running * num_bands >= total * j:
-            bounds[j] = min((i + 1) << shift, rows)
-            j += 1
-    while j <= num_bands:
-        bounds[j] = rows
-        j += 1
-    return total
-
-
-cdef Py_ssize_t _cap_bands(Py_ssize_t* bounds, Py_ssize_t num_bands,
-                           Py_ssize_t max_rows) noexcept nogil:
-    """Drop empty bands and cut every band of more than `max_rows` rows
-    into equal parts, in place; returns the new number of bands (at most
-    ``num_bands + rows // max_rows``, where `bounds` must have room; and
-    never more than the rows, so the tasks never outnumber a team sized
-    for the rows)."""
-    cdef Py_ssize_t k, total = 0, parts, i, j = 0, start, length
-    for k in range(1, num_bands + 1):
-        if bounds[k] != bounds[j]:
-            j += 1
-            bounds[j] = bounds[k]
-    num_bands = j
-    for k in range(num_bands):
-        total += (bounds[k + 1] - bounds[k] + max_rows - 1) // max_rows
-    # From the last band back, so that no bound is overwritten unread.
-    j = total
-    for k in range(num_bands - 1, -1, -1):
-        start = bounds[k]
-        length = bounds[k + 1] - start
-        parts = (length + max_rows - 1) // max_rows
-        bounds[j] = bounds[k + 1]
-        for i in range(parts - 1, 0, -1):
-            j -= 1
-            bounds[j] = start + length * i // parts
-        j -= 1
-    bounds[0] = 0
-    return total
+_use_sizes(_tuning.tuning())
 
 
 cdef void _shallow_rows(acc_t* top, Py_ssize_t top_step,
@@ -399,6 +280,152 @@ cdef void _task(void* ctx, Py_ssize_t t, int thread) noexcept nogil:
                        acc + (pixel - row0 * W) * D + c0, c1 - c0)
 
 
+ctypedef struct Tasks:
+    # How the output is cut into tasks (chosen by _plan_tasks).
+    bint tiles                # NCHW tiles of channel groups (else planes, or NHWC)
+    Py_ssize_t channels       # NCHW: channels per group
+    Py_ssize_t groups         # NCHW: channel groups (1 otherwise)
+    size_t tile_each          # NCHW tiles: scratch per thread
+    int nthreads              # upper bound on the team
+    int team                  # threads that will run
+    Py_ssize_t num_bands      # bands of output rows
+    Py_ssize_t max_rows       # float16/bfloat16 NHWC: rows per band at most (0: any)
+    Py_ssize_t extra          # bands that cap may add
+    Py_ssize_t slots          # entries of the plan's `splits`
+
+
+cdef void _plan_tasks(GradImagePlan* p, Tasks* k, bint half,
+                      size_t acc_size) noexcept nogil:
+    """Bands (and NCHW channel groups) for `k.nthreads` threads, the scratch
+    pixels of each thread; fills `k` and ``p.spare_each``."""
+    cdef const Geometry* geo = &p.g
+    cdef Py_ssize_t rows = geo.batch * geo.height, per_thread
+    cdef size_t out_bytes = <size_t>(rows * geo.width * geo.depth) * acc_size
+    # Bands small enough that the rows being accumulated stay in cache, and
+    # enough of them to balance the threads.  Tiles bound their own working
+    # set, and their channel groups are tasks too: they take one task per
+    # thread (the bands balanced by their samples), since every band walks
+    # the boxes and gathers the crop rows it touches again (dense workload,
+    # 2 threads: 4 bands per thread cost 1.15 times one).
+    per_thread = 1 if k.tiles else TASKS_PER_THREAD
+    # A call whose work is surely below serial_work() (every sample counted
+    # on two rows, plus the zeroing) runs on the calling thread anyway:
+    # plan it for one thread, without the bands a team would need.
+    if (<int64_t>geo.num_boxes * geo.crop_h * geo.crop_w * 16
+            + rows * geo.width) * geo.depth < serial_work():
+        k.nthreads = 1
+    k.num_bands = <Py_ssize_t>(out_bytes // BAND_BYTES) if not k.tiles else 1
+    if (k.nthreads > 1
+            and k.num_bands * k.groups < <Py_ssize_t>k.nthreads * per_thread):
+        k.num_bands = (<Py_ssize_t>k.nthreads * per_thread + k.groups - 1) // k.groups
+    k.num_bands = max(1, min(k.num_bands, rows))
+    k.team = team_size(k.nthreads, rows * geo.depth)
+    # float16 and bfloat16 NHWC: bands of at most about BAND_BYTES of
+    # float32, each accumulated in its thread's scratch, so that the scratch
+    # stays small however large the output.
+    k.max_rows = 0
+    if half and not geo.nchw:
+        k.max_rows = max(<Py_ssize_t>(BAND_BYTES // (<size_t>(geo.width * geo.depth)
+                                                     * sizeof(float))), 1)
+        if k.max_rows >= rows:
+            k.max_rows = 0
+    p.spare_each = 0
+    if k.tiles:
+        p.spare_each = k.tile_each
+    elif ((k.num_bands > 1 or k.max_rows > 0) and not geo.nearest
+          and geo.depth > 4):
+        # With several bands, each thread gets two pixels of scratch for
+        # deep samples (bilinear, more than 4 channels) whose crop row has
+        # a row outside the task's band.  Where those would outweigh the
+        # output (a few huge pixels), one band instead: channel ranges
+        # still split it.  Whole cache lines per thread: no false sharing.
+        p.spare_each = round64(2 * geo.depth * acc_size)
+        if p.spare_each * k.team > out_bytes:
+            k.num_bands = 1
+            p.spare_each = 0
+            k.max_rows = 0
+    k.extra = rows // k.max_rows + 1 if k.max_rows > 0 else 0
+    k.slots = max(2 * k.nthreads + 2, k.groups + 1)
+
+
+cdef void _lay_out(GradImagePlan* p, Carving* c, const Tasks* k,
+                   int64_t** cost) noexcept nogil:
+    """Carve the plan's tables out of `c`: 4 entries per (box, crop row),
+    4 per (box, crop column), 3 per box, the grouping of boxes, the band and
+    split bounds, the cost histogram (`cost`) and the scratch pixels."""
+    cdef Py_ssize_t N = p.g.num_boxes, rows = p.g.batch * p.g.height
+    cdef size_t n_rows = <size_t>(N * p.g.crop_h), n_cols = <size_t>(N * p.g.crop_w)
+    p.row_lo = <Py_ssize_t*>carve(c, n_rows * sizeof(Py_ssize_t))
+    p.row_hi = <Py_ssize_t*>carve(c, n_rows * sizeof(Py_ssize_t))
+    p.col_lo = <Py_ssize_t*>carve(c, n_cols * sizeof(Py_ssize_t))
+    p.col_hi = <Py_ssize_t*>carve(c, n_cols * sizeof(Py_ssize_t))
+    p.row_w_lo = <float*>carve(c, n_rows * sizeof(float))
+    p.row_w_hi = <float*>carve(c, n_rows * sizeof(float))
+    p.col_w_lo = <float*>carve(c, n_cols * sizeof(float))
+    p.col_w_hi = <float*>carve(c, n_cols * sizeof(float))
+    p.box_row_min = <Py_ssize_t*>carve(c, <size_t>N * sizeof(Py_ssize_t))
+    p.box_row_max = <Py_ssize_t*>carve(c, <size_t>N * sizeof(Py_ssize_t))
+    p.box_cols = <Py_ssize_t*>carve(c, <size_t>N * sizeof(Py_ssize_t))
+    p.bounds = <Py_ssize_t*>carve(
+        c, <size_t>(k.num_bands + k.extra + 1) * sizeof(Py_ssize_t))
+    p.splits = <Py_ssize_t*>carve(c, <size_t>k.slots * sizeof(Py_ssize_t))
+    p.order = <int64_t*>carve(c, <size_t>N * sizeof(int64_t))
+    p.starts = <int64_t*>carve(c, <size_t>(p.g.batch + 1) * sizeof(int64_t))
+    cost[0] = <int64_t*>carve(c, <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t))
+    p.spare = <char*>carve(c, p.spare_each * k.team) if p.spare_each > 0 else NULL
+
+
+cdef void* _half_accumulator(GradImagePlan* p, Tasks* k,
+                             size_t* nbytes) noexcept nogil:
+    """The float32 accumulator of a float16 or bfloat16 NHWC output: per
+    thread, of the longest band, or (where that is no smaller) of the whole
+    output.  NULL when it cannot be allocated (`nbytes` says how much)."""
+    cdef Py_ssize_t longest = 0, b
+    cdef size_t whole = <size_t>(p.g.batch * p.g.height * p.g.width * p.g.depth)
+    nbytes[0] = whole * sizeof(float)
+    if k.max_rows > 0:
+        k.num_bands = cap_bands(p.bounds, k.num_bands, k.max_rows)
+        for b in range(k.num_bands):
+            longest = max(longest, p.bounds[b + 1] - p.bounds[b])
+        p.acc_each = round64(<size_t>(longest * p.g.width * p.g.depth) * sizeof(float))
+        if p.acc_each * k.team < nbytes[0]:
+            nbytes[0] = p.acc_each * k.team
+        else:
+            p.acc_each = 0
+    return malloc(nbytes[0])
+
+
+cdef void _run(GradImagePlan* p, const Tasks* k, Py_ssize_t work,
+               bint flush) noexcept nogil:
+    """The tasks: bands times channel ranges (NHWC) or channel groups
+    (NCHW tiles or planes)."""
+    cdef const Geometry* geo = &p.g
+    cdef Py_ssize_t rows = geo.batch * geo.height, s
+    if geo.nchw:
+        # Channel groups of tiles (one group of every plane otherwise).
+        p.num_splits = k.groups
+        for s in range(k.groups + 1):
+            p.splits[s] = min(s * k.channels, geo.depth)
+        run_tasks(tiles_task if k.tiles else planes_task, p,
+                  k.num_bands * k.groups, k.nthreads, work, flush,
+                  SCHEDULE_DYNAMIC)
+        return
+    # Few rows but deep pixels: split channels too, in aligned ranges.
+    p.num_splits = 1
+    if k.nthreads > 1 and rows < <Py_ssize_t>k.nthreads * SPLITS_PER_THREAD:
+        p.num_splits = min(
+            (<Py_ssize_t>k.nthreads * SPLITS_PER_THREAD + rows - 1) // rows,
+            geo.depth // CHANNEL_ALIGN,
+            2 * k.nthreads + 1)
+        if p.num_splits < 1:
+            p.num_splits = 1
+    for s in range(p.num_splits + 1):
+        p.splits[s] = (geo.depth * s // p.num_splits) // CHANNEL_ALIGN * CHANNEL_ALIGN
+    p.splits[p.num_splits] = geo.depth
+    run_tasks(_task, p, k.num_bands * p.num_splits, k.nthreads, work, flush,
+              SCHEDULE_DYNAMIC)
+
+
 cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
                     const int64_t* box_ind, void* out, int out_dtype,
                     int nthreads, bint flush, size_t* failed) noexcept nogil:
@@ -411,9 +438,10 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
         ([num_boxes, depth, crop_h, crop_w] when ``geo.nchw``)
     boxes : float32 [num_boxes, 4], finite
     box_ind : int64 [num_boxes], within [0, batch)
-    out : [batch, height, width, depth] of `out_dtype`; overwritten.
-        ([batch, depth, height, width] when ``geo.nchw``: see
-        _grad_image_nchw)
+    out : [batch, height, width, depth] of `out_dtype` (CG_FLOAT32,
+        CG_FLOAT64, or CG_FLOAT16 and CG_BFLOAT16: accumulated in float32,
+        rounded once); overwritten.  ([batch, depth, height, width] when
+        ``geo.nchw``: see grad_image_nchw)
     nthreads : upper bound on the team (resolved).
     flush : flush-to-zero and denormals-are-zero.
     failed : out: the bytes that could not be allocated, on failure.
@@ -423,183 +451,74 @@ cdef int grad_image(const Geometry* geo, const float* grads, const float* boxes,
     int
         0, or -1 when scratch memory could not be allocated (nothing was
         written then).
+
+    The steps: the tasks (`_plan_tasks`), the tables (`_lay_out`, one
+    allocation), the sampling tables and bands (`plan_taps`,
+    `plan_bands`), the float32 accumulator of a float16 or bfloat16 output
+    (`_half_accumulator`), the tasks run (`_run`).
     """
     cdef GradImagePlan p
-    cdef Py_ssize_t N = geo.num_boxes, rows = geo.batch * geo.height
-    cdef Py_ssize_t num_bands, s, work, team, slots, channels = 0, groups = 1
-    cdef Py_ssize_t per_thread, max_rows = 0, extra = 0, longest, k
+    cdef Tasks k
+    cdef Carving tables
+    cdef int64_t* cost
+    cdef Py_ssize_t work
+    cdef size_t acc_bytes = 0
     cdef bint half = out_dtype == CG_FLOAT16 or out_dtype == CG_BFLOAT16
     cdef size_t acc_size = sizeof(double) if out_dtype == CG_FLOAT64 else sizeof(float)
-    cdef size_t out_elems = <size_t>(rows * geo.width * geo.depth)
-    cdef size_t spare_each = 0, n_rows, n_cols, nbytes, acc_bytes = 0, tile_each = 0
-    cdef int64_t* cost
-    cdef char* tables
-    cdef bint tiles = False
-    if N == 0:
+    cdef size_t out_elems = <size_t>(geo.batch * geo.height * geo.width * geo.depth)
+    if geo.num_boxes == 0:
         # No sample: zeros, without the tables or the float32 accumulator of
         # a float16 or bfloat16 output (for a huge image, a whole image of
         # scratch).  All-zero bytes are +0.0 in every output dtype, the bits
         # the tasks' zeroing and rounding give.
-        memset(out, 0, out_elems * (acc_size if out_dtype == CG_FLOAT32
-                                    or out_dtype == CG_FLOAT64 else 2))
+        memset(out, 0, out_elems * (2 if half else acc_size))
         return 0
     p.g = geo[0]
     p.acc_double = out_dtype == CG_FLOAT64
     p.grads = grads
-    p.grads_size = N * geo.crop_h * geo.crop_w * geo.depth
+    p.grads_size = geo.num_boxes * geo.crop_h * geo.crop_w * geo.depth
     p.tile_rows = 0
     p.stage_rows = 0
-    if geo.nchw:
-        # Tiles of channel groups (more than 4 channels) or whole planes:
-        # _grad_image_nchw plans them.
-        tiles = plan_nchw(&p, acc_size, &channels, &groups, &tile_each)
-
-    # Bands small enough that the rows being accumulated stay in cache, and
-    # enough of them to balance the threads.  Tiles bound their own working
-    # set, and their channel groups are tasks too: they take one task per
-    # thread (the bands balanced by their samples), since every band walks
-    # the boxes and gathers the crop rows it touches again (dense workload,
-    # 2 threads: 4 bands per thread cost 1.15 times one).
-    per_thread = 1 if tiles else TASKS_PER_THREAD
-    # A call whose work is surely below SERIAL_WORK (every sample counted
-    # on two rows, plus the zeroing) runs on the calling thread anyway:
-    # plan it for one thread, without the bands a team would need.
-    if (<int64_t>N * geo.crop_h * geo.crop_w * 16 + rows * geo.width) * geo.depth \
-            < SERIAL_WORK:
-        nthreads = 1
-    num_bands = <Py_ssize_t>((out_elems * acc_size) // BAND_BYTES) if not tiles else 1
-    if nthreads > 1 and num_bands * groups < <Py_ssize_t>nthreads * per_thread:
-        num_bands = (<Py_ssize_t>nthreads * per_thread + groups - 1) // groups
-    num_bands = max(1, min(num_bands, rows))
-    team = team_size(nthreads, rows * geo.depth)
-    # float16 and bfloat16 NHWC: bands of at most about BAND_BYTES of
-    # float32, each accumulated in its thread's scratch, so that the scratch
-    # stays small however large the output.
-    if half and not geo.nchw:
-        max_rows = max(<Py_ssize_t>(BAND_BYTES // (<size_t>(geo.width * geo.depth)
-                                                   * sizeof(float))), 1)
-        if max_rows >= rows:
-            max_rows = 0
-    if tiles:
-        spare_each = tile_each
-    elif (num_bands > 1 or max_rows > 0) and not geo.nearest and geo.depth > 4:
-        # With several bands, each thread gets two pixels of scratch for
-        # deep samples (bilinear, more than 4 channels) whose crop row has
-        # a row outside the task's band.  Where those would outweigh the
-        # output (a few huge pixels), one band instead: channel ranges
-        # still split it.  Whole cache lines per thread: no false sharing.
-        spare_each = (2 * geo.depth * acc_size + 63) // 64 * 64
-        if spare_each * team > out_elems * acc_size:
-            num_bands = 1
-            spare_each = 0
-            max_rows = 0
-    if max_rows > 0:
-        extra = rows // max_rows + 1
-    slots = max(2 * nthreads + 2, groups + 1)
-
-    # One allocation for every table: 4 entries per (box, crop row), 4 per
-    # (box, crop column), 3 per box, the grouping of boxes, the band and
-    # split bounds, the cost histogram and the scratch pixels (64-byte
-    # aligned); then the float32 accumulator of a float16 output.
-    n_rows = <size_t>(N * geo.crop_h)
-    n_cols = <size_t>(N * geo.crop_w)
-    nbytes = (
-        (n_rows + n_cols) * (2 * sizeof(Py_ssize_t) + 2 * sizeof(float))
-        + <size_t>N * (3 * sizeof(Py_ssize_t) + sizeof(int64_t))
-        + <size_t>(geo.batch + 1) * sizeof(int64_t)
-        + <size_t>(num_bands + extra + 1 + slots) * sizeof(Py_ssize_t)
-        + <size_t>min(rows, MAX_BUCKETS) * sizeof(int64_t)
-        + spare_each * team + 64
-    )
-    tables = <char*>malloc(nbytes)
-    if tables == NULL:
-        failed[0] = nbytes
-        return -1
     p.acc = out
+    p.acc_each = 0
     p.half_out = NULL
     p.bfloat16_out = out_dtype == CG_BFLOAT16
-    if out_dtype == CG_FLOAT16 or out_dtype == CG_BFLOAT16:
+    if half:
         p.half_out = <uint16_t*>out
-        # Tiles round into the output as they write it.
+        # NCHW tiles round into the output as they write it; NHWC
+        # accumulates in float32 scratch (_half_accumulator).
         p.acc = NULL
-    p.acc_each = 0
+    k.tiles = False
+    k.channels = 0
+    k.groups = 1
+    k.tile_each = 0
+    k.nthreads = nthreads
+    if geo.nchw:
+        # Tiles of channel groups (more than 4 channels) or whole planes:
+        # grad_image_nchw plans them.
+        k.tiles = plan_nchw(&p, acc_size, &k.channels, &k.groups, &k.tile_each)
+    _plan_tasks(&p, &k, half, acc_size)
 
-    p.row_lo = <Py_ssize_t*>tables
-    p.row_hi = p.row_lo + n_rows
-    p.col_lo = p.row_hi + n_rows
-    p.col_hi = p.col_lo + n_cols
-    p.box_row_min = p.col_hi + n_cols
-    p.box_row_max = p.box_row_min + N
-    p.box_cols = p.box_row_max + N
-    p.bounds = p.box_cols + N
-    p.splits = p.bounds + num_bands + extra + 1
-    p.order = <int64_t*>(p.splits + slots)
-    p.starts = p.order + N
-    cost = p.starts + geo.batch + 1
-    p.row_w_lo = <float*>(cost + min(rows, MAX_BUCKETS))
-    p.row_w_hi = p.row_w_lo + n_rows
-    p.col_w_lo = p.row_w_hi + n_rows
-    p.col_w_hi = p.col_w_lo + n_cols
-    p.spare_each = spare_each
-    p.spare = NULL
-    if spare_each > 0:
-        p.spare = <char*>(p.col_w_hi + n_cols)
-        p.spare = p.spare + (64 - <size_t>p.spare % 64) % 64
+    carve_count(&tables)
+    _lay_out(&p, &tables, &k, &cost)
+    if carve_allocate(&tables) != 0:
+        failed[0] = tables.size
+        return -1
+    _lay_out(&p, &tables, &k, &cost)
 
-    group_boxes(box_ind, N, geo.batch, p.order, p.starts)
+    group_boxes(box_ind, geo.num_boxes, geo.batch, p.order, p.starts)
     cg_fpenv_enter(flush)
-    _plan_taps(&p, boxes)
+    plan_taps(&p, boxes)
     cg_fpenv_leave(flush)
-    work = _plan_bands(&p, num_bands, cost) * geo.depth
-    if half and not tiles:
-        # The float32 accumulator: per thread, of the longest band, or
-        # (where that is no smaller) of the whole output.
-        acc_bytes = out_elems * sizeof(float)
-        if max_rows > 0:
-            num_bands = _cap_bands(p.bounds, num_bands, max_rows)
-            longest = 0
-            for k in range(num_bands):
-                longest = max(longest, p.bounds[k + 1] - p.bounds[k])
-            p.acc_each = (<size_t>(longest * geo.width * geo.depth) * sizeof(float)
-                          + 63) // 64 * 64
-            if p.acc_each * team < acc_bytes:
-                acc_bytes = p.acc_each * team
-            else:
-                p.acc_each = 0
-        p.acc = malloc(acc_bytes)
+    work = plan_bands(&p, k.num_bands, cost) * geo.depth
+    if half and not k.tiles:
+        p.acc = _half_accumulator(&p, &k, &acc_bytes)
         if p.acc == NULL:
-            free(tables)
+            free(tables.block)
             failed[0] = acc_bytes
             return -1
-
-    if geo.nchw:
-        # Channel groups of tiles (one group of every plane otherwise).
-        p.num_splits = groups
-        for s in range(groups + 1):
-            p.splits[s] = min(s * channels, geo.depth)
-        run_tasks(tiles_task if tiles else planes_task, &p, num_bands * groups,
-                  nthreads, work, flush, SCHEDULE_DYNAMIC)
-        if acc_bytes > 0:
-            free(p.acc)
-        free(tables)
-        return 0
-
-    # Few rows but deep pixels: split channels too, in aligned ranges.
-    p.num_splits = 1
-    if nthreads > 1 and rows < <Py_ssize_t>nthreads * SPLITS_PER_THREAD:
-        p.num_splits = min(
-            (<Py_ssize_t>nthreads * SPLITS_PER_THREAD + rows - 1) // rows,
-            geo.depth // CHANNEL_ALIGN,
-            2 * nthreads + 1)
-        if p.num_splits < 1:
-            p.num_splits = 1
-    for s in range(p.num_splits + 1):
-        p.splits[s] = (geo.depth * s // p.num_splits) // CHANNEL_ALIGN * CHANNEL_ALIGN
-    p.splits[p.num_splits] = geo.depth
-
-    run_tasks(_task, &p, num_bands * p.num_splits, nthreads, work, flush,
-              SCHEDULE_DYNAMIC)
+    _run(&p, &k, work, flush)
     if acc_bytes > 0:
         free(p.acc)
-    free(tables)
+    free(tables.block)
     return 0

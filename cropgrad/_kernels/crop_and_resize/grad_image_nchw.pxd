@@ -1,5 +1,5 @@
 # cython: language_level=3
-# The NCHW plan and tasks of the image gradient (see _grad_image_nchw.pyx).
+# The NCHW plan and tasks of the image gradient (see grad_image_nchw.pyx).
 
 from .grad_image_plan cimport GradImagePlan
 

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The image gradient in NCHW: the plan of the tiles or planes
-(`plan_nchw`) and the tasks `_grad_image.grad_image` runs when the output
+(`plan_nchw`) and the tasks `grad_image.grad_image` runs when the output
 is ``[batch, depth, height, width]`` (private kernel).
 
 Each (image, channel) plane of the output is independent work: its elements
@@ -41,8 +41,11 @@ tiles (depth above 4)
 
 from libc.string cimport memset
 
-from ..aligned cimport round64
+from cropgrad._runtime import tuning as _tuning
+
 from cropgrad._runtime.simd cimport chosen_target
+
+from ..aligned cimport round64
 from ..cdefs cimport (
     cg_planes_gather,
     cg_planes_scatter_bf,
@@ -55,13 +58,14 @@ from ..cdefs cimport (
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
+from ..types cimport Geometry, acc_t
+
 from .grad_image_plan cimport (
     GradImagePlan,
     round_half,
     scatter_one,
     scatter_row,
 )
-from ..types cimport Geometry, acc_t
 
 # Channels of a tile: enough for the vector loop over them to run at full
 # width, few enough to leave tasks for the threads.
@@ -69,9 +73,10 @@ cdef enum:
     TILE_CHANNELS = 64
 # Bytes of a tile: it stays in the core's (L2) cache while the task walks
 # the boxes.  Whole images of a channel group where they fit: then a box's
-# grads are gathered once per group.  Set from the cache sizes at import
-# (use_tile_bytes, from _grad_image); it never changes the bits.
-cdef size_t TILE_BYTES = 1 << 20
+# grads are gathered once per group.  From the cache sizes, read when this
+# module is imported (cropgrad/_runtime/tuning.py; use_tile_bytes changes
+# it, for the tests); it never changes the bits.
+cdef size_t TILE_BYTES = max(<size_t>_tuning.tuning()["tile_bytes"], <size_t>1)
 # Bytes of grads gathered at a time: the crop rows of a box that touch the
 # tile, read plane by plane as contiguous runs.
 cdef enum:

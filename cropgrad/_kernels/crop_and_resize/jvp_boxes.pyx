@@ -2,11 +2,11 @@
 """The boxes JVP: crop_and_resize's derivative along a tangent of the boxes
 (private kernel).
 
-Trusts its arguments: `cropgrad.capi` checks shapes, box indices and
-finiteness first.  Each crop element is the image's slope at the sample
+Trusts its arguments: the gate (cropgrad/_capi) checks shapes, box indices
+and finiteness first.  Each crop element is the image's slope at the sample
 along y and x times how fast the sample's coordinates move
 (`coord_tangent`), with the sampling coordinates, slopes and factors of
-the boxes gradient (`_grad_boxes`), which is therefore this map's
+the boxes gradient (`grad_boxes`), which is therefore this map's
 transpose.  Every crop row is written by one task and no element is a sum
 over tasks, so the result does not depend on the number of threads.  NCHW
 computes every element by the same expression, with NCHW strides: its
@@ -15,10 +15,12 @@ result is the NHWC result transposed, bit for bit.
 
 from libc.stdint cimport int64_t
 
-from ..pixels cimport load
 from cropgrad._runtime.parallel cimport SCHEDULE_STATIC, run_tasks
-from .sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
+
+from ..pixels cimport load
 from ..types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
+
+from .sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
 
 include "../image_dtypes.pxi"
 

@@ -1,4 +1,4 @@
-/* cropgrad's C-level API for C and C++: the three ops on raw pointers.
+/* cropgrad's C-level API for C and C++: its ops on raw pointers.
  *
  * The whole contract is in docs/capi.md; this header declares it.  An
  * extension module needs nothing else (no Cython, no OpenMP flags):
@@ -45,7 +45,7 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define CG_API_VERSION_MAJOR 1
-#define CG_API_VERSION_MINOR 0
+#define CG_API_VERSION_MINOR 1
 /* What cg_api_version() returns: (major << 16) | minor. */
 #define CG_API_VERSION ((CG_API_VERSION_MAJOR << 16) | CG_API_VERSION_MINOR)
 
@@ -126,7 +126,7 @@ typedef int (*cg_default_threads_fn)(void);
 
 typedef int (*cg_crop_and_resize_fn)(
     const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const void *box_ind,          /* IN  [num_boxes] */
@@ -150,7 +150,7 @@ typedef int (*cg_crop_and_resize_grad_image_fn)(
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     const int64_t *image_size,    /* IN  4 values: the output's shape, layout order */
     void *output,                 /* OUT image_size, of output_dtype */
-    int output_dtype,             /* CG_FLOAT16, CG_FLOAT32 or CG_FLOAT64 */
+    int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
     int method,                   /* CG_BILINEAR or CG_NEAREST */
     int layout,                   /* CG_NHWC or CG_NCHW */
     int num_threads,
@@ -161,7 +161,7 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
     const float *grads,           /* IN  [num_boxes, crop_h, crop_w, depth] or NCHW */
     const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
     const void *image,            /* IN  [batch, H, W, depth] or NCHW */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const void *box_ind,          /* IN  [num_boxes] */
@@ -181,7 +181,7 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
  * value and CG_BILINEAR only. */
 typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
     const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
-    int image_dtype,              /* CG_UINT8 ... CG_FLOAT64 */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const float *boxes,           /* IN  [num_boxes, 4] */
     const float *boxes_tangent,   /* IN  [num_boxes, 4], any values */
@@ -193,6 +193,100 @@ typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
     int method,                   /* CG_BILINEAR only */
     int layout,                   /* CG_NHWC or CG_NCHW */
     float *output,                /* OUT [num_boxes, crop_h, crop_w, depth] or NCHW */
+    int num_threads,
+    int flush_denormals,
+    cg_error *error);
+
+/* 1.1: RoIAlign (torchvision's roi_align, average pooling; ONNX's RoiAlign)
+ * and its gradients.  The arithmetic type is double for CG_FLOAT64 data
+ * (the image; the gradient, for the image gradient) and float otherwise:
+ * boxes, grads, tangents and the boxes gradient have it, their dtype codes
+ * (CG_FLOAT32 or CG_FLOAT64) saying which.  Boxes are [x1, y1, x2, y2] in
+ * the input image's coordinates, which spatial_scale maps to the feature
+ * map; sampling_ratio <= 0 is adaptive (ceil of the bin's size), at most
+ * 4096; aligned != 0 shifts by half a pixel.  Outputs: CG_FLOAT16 and
+ * CG_BFLOAT16 (from float arithmetic), CG_FLOAT32, CG_FLOAT64, rounded
+ * once.  docs/capi.md has the whole contract. */
+typedef int (*cg_roi_align_fn)(
+    const void *image,            /* IN  [batch, C, H, W] (CG_NCHW) or [batch, H, W, C] */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
+    const int64_t *image_shape,   /* IN  4 values, in the layout's order */
+    const void *boxes,            /* IN  [num_boxes, 4] x1, y1, x2, y2 */
+    int boxes_dtype,              /* the arithmetic type */
+    const void *box_ind,          /* IN  [num_boxes] */
+    int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                   /* CG_NHWC or CG_NCHW */
+    void *output,                 /* OUT [num_boxes, C, out_h, out_w] or NHWC */
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error *error);
+
+typedef int (*cg_roi_align_grad_image_fn)(
+    const void *grads,            /* IN  [num_boxes, C, out_h, out_w] or NHWC */
+    int grads_dtype,              /* CG_FLOAT32 or CG_FLOAT64: the arithmetic type */
+    const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
+    const void *boxes,            /* IN  [num_boxes, 4], grads_dtype */
+    int boxes_dtype,
+    const void *box_ind,          /* IN  [num_boxes] */
+    int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
+    const int64_t *image_size,    /* IN  4 values: the output shape, layout order */
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                   /* CG_NHWC or CG_NCHW */
+    void *output,                 /* OUT image_size, of output_dtype */
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error *error);
+
+typedef int (*cg_roi_align_grad_boxes_fn)(
+    const void *grads,            /* IN  [num_boxes, C, out_h, out_w] or NHWC */
+    int grads_dtype,              /* the arithmetic type */
+    const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
+    const void *image,            /* IN  [batch, C, H, W] or NHWC */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
+    const int64_t *image_shape,   /* IN  4 values, in the layout's order */
+    const void *boxes,            /* IN  [num_boxes, 4] */
+    int boxes_dtype,              /* the arithmetic type */
+    const void *box_ind,          /* IN  [num_boxes] */
+    int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                   /* CG_NHWC or CG_NCHW */
+    void *output,                 /* OUT [num_boxes, 4], boxes_dtype */
+    int num_threads,
+    int flush_denormals,
+    cg_error *error);
+
+/* The derivative of cg_roi_align along a tangent of the boxes (any values,
+ * boxes_dtype); cg_roi_align_grad_boxes is its transpose. */
+typedef int (*cg_roi_align_jvp_boxes_fn)(
+    const void *image,            /* IN  [batch, C, H, W] or NHWC */
+    int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
+    const int64_t *image_shape,   /* IN  4 values, in the layout's order */
+    const void *boxes,            /* IN  [num_boxes, 4] */
+    const void *boxes_tangent,    /* IN  [num_boxes, 4] */
+    int boxes_dtype,              /* the arithmetic type, of both */
+    const void *box_ind,          /* IN  [num_boxes] */
+    int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,                   /* CG_NHWC or CG_NCHW */
+    void *output,                 /* OUT as cg_roi_align's */
+    int output_dtype,
     int num_threads,
     int flush_denormals,
     cg_error *error);
@@ -212,6 +306,11 @@ typedef struct cropgrad_api_t {
     cg_crop_and_resize_grad_image_fn crop_and_resize_grad_image;
     cg_crop_and_resize_grad_boxes_fn crop_and_resize_grad_boxes;
     cg_crop_and_resize_jvp_boxes_fn crop_and_resize_jvp_boxes;
+    /* 1.1 */
+    cg_roi_align_fn roi_align;
+    cg_roi_align_grad_image_fn roi_align_grad_image;
+    cg_roi_align_grad_boxes_fn roi_align_grad_boxes;
+    cg_roi_align_jvp_boxes_fn roi_align_jvp_boxes;
     /* A later minor version appends its functions here, under its number. */
 } cropgrad_api_t;
 
@@ -261,6 +360,10 @@ static CG__UNUSED int cropgrad_import(void) {
 #define cg_crop_and_resize_grad_image (cropgrad_api->crop_and_resize_grad_image)
 #define cg_crop_and_resize_grad_boxes (cropgrad_api->crop_and_resize_grad_boxes)
 #define cg_crop_and_resize_jvp_boxes (cropgrad_api->crop_and_resize_jvp_boxes)
+#define cg_roi_align (cropgrad_api->roi_align)
+#define cg_roi_align_grad_image (cropgrad_api->roi_align_grad_image)
+#define cg_roi_align_grad_boxes (cropgrad_api->roi_align_grad_boxes)
+#define cg_roi_align_jvp_boxes (cropgrad_api->roi_align_jvp_boxes)
 
 #endif /* !CROPGRAD_NO_PYTHON */
 

@@ -8,7 +8,9 @@ for bit with NumPy's float32 arithmetic through these.
 from libc.stdint cimport uint16_t, uint32_t
 from libc.string cimport memcpy
 
-from cropgrad._kernels.cdefs cimport (
+import numpy as np
+
+from .cdefs cimport (
     CG_FPENV_SUPPORTED,
     cg_fpenv_enter,
     cg_fpenv_leave,
@@ -17,13 +19,11 @@ from cropgrad._kernels.cdefs cimport (
     cg_round_half_f16c_clone,
     cg_round_half_fn,
 )
-from cropgrad._kernels.crop_and_resize.sampling cimport (
+from .crop_and_resize.sampling cimport (
     crop_ratio,
     crop_scale,
     sample_coord,
 )
-
-import numpy as np
 
 
 def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)

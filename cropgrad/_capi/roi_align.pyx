@@ -1,0 +1,495 @@
+# cython: language_level=3
+"""The RoIAlign family's part of the gate, and its ops' calls.
+
+The metadata checks of each op (no data read), then each op's call once
+its metadata has passed: the array and data checks (finite boxes,
+``box_ind`` in range, at most 2**24 samples in a bin of any box), the
+problem, the kernel.  See gate.pxd for who runs which.
+"""
+
+from libc.math cimport isfinite
+from libc.stdio cimport snprintf
+from libc.stdlib cimport free
+
+from cropgrad._capi.gate cimport (
+    ITEMSIZE,
+    Array,
+    array,
+    bad_dtype,
+    check_arrays,
+    check_boxes_args,
+    check_finite,
+    check_image,
+    check_index,
+    check_options,
+    check_size,
+    fail,
+    format_shape,
+    index64,
+    layout_hint,
+    memory_error,
+    nbytes,
+    nhwc,
+    ok,
+)
+from cropgrad._kernels.roi_align.forward cimport roi_align
+from cropgrad._kernels.roi_align.grad_boxes cimport roi_align_grad_boxes
+from cropgrad._kernels.roi_align.grad_image cimport roi_align_grad_image
+from cropgrad._kernels.roi_align.jvp_boxes cimport roi_align_jvp_boxes
+from cropgrad._kernels.roi_align.plan cimport RoiProblem
+from cropgrad._kernels.roi_align.sampling cimport (
+    MAX_SAMPLES_PER_BIN,
+    RoiAxis,
+    real_t,
+    roi_axis,
+)
+from cropgrad._runtime.parallel cimport resolve_threads
+from cropgrad.capi cimport (
+    CG_BFLOAT16,
+    CG_ERR_VALUE,
+    CG_FLOAT16,
+    CG_FLOAT32,
+    CG_FLOAT64,
+    CG_MESSAGE_SIZE,
+    CG_NCHW,
+    CG_OK,
+)
+
+
+# --------------------------------------------------------------------------
+# The metadata checks of each op (no data read)
+
+cdef inline int arithmetic(int data_dtype) noexcept nogil:
+    """The code of the arithmetic type for data of `data_dtype`."""
+    return CG_FLOAT64 if data_dtype == CG_FLOAT64 else CG_FLOAT32
+
+
+cdef int check_options_roi(int layout, int num_threads, double spatial_scale,
+                           int sampling_ratio, cg_error* err) noexcept nogil:
+    """Layout, threads, the scale and the sampling ratio."""
+    if check_options(layout, num_threads, err) != CG_OK:
+        return err.status
+    if not isfinite(spatial_scale):
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "spatial_scale must be finite, got %g", spatial_scale)
+        return fail(err, CG_ERR_VALUE, -1)
+    if sampling_ratio > MAX_SAMPLING_RATIO:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "sampling_ratio must be at most %d (%d x %d samples per bin, "
+                 "the most a bin may hold), got %d; 0 or less is adaptive",
+                 <int>MAX_SAMPLING_RATIO, <int>MAX_SAMPLING_RATIO,
+                 <int>MAX_SAMPLING_RATIO, sampling_ratio)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_typed(int dtype, int arith, const char* argument,
+                     cg_error* err) noexcept nogil:
+    """`argument` (boxes, grads, a tangent) is in the arithmetic type."""
+    if dtype != arith:
+        return bad_dtype(err, argument,
+                         "CG_FLOAT64 for float64 data, CG_FLOAT32 otherwise (the "
+                         "arithmetic type)" if arith == CG_FLOAT64 else
+                         "CG_FLOAT32 for data other than float64 (the "
+                         "arithmetic type)", dtype)
+    return CG_OK
+
+
+cdef int check_output_dtype(int output_dtype, int arith,
+                            cg_error* err) noexcept nogil:
+    """A float output; float16 and bfloat16 round float arithmetic only."""
+    if arith == CG_FLOAT64 and (output_dtype == CG_FLOAT16
+                                or output_dtype == CG_BFLOAT16):
+        return bad_dtype(err, "output_dtype",
+                         "CG_FLOAT32 or CG_FLOAT64 for float64 arithmetic",
+                         output_dtype)
+    if (output_dtype != CG_FLOAT16 and output_dtype != CG_FLOAT32
+            and output_dtype != CG_FLOAT64 and output_dtype != CG_BFLOAT16):
+        return bad_dtype(err, "output_dtype",
+                         "CG_FLOAT16, CG_FLOAT32, CG_FLOAT64 or CG_BFLOAT16",
+                         output_dtype)
+    return CG_OK
+
+
+cdef int check_grads(const int64_t* grads_shape, const int64_t* g, int arith,
+                     cg_error* err) noexcept nogil:
+    """grads indexable, its bins not empty (`g`: its shape as NHWC)."""
+    if check_size(grads_shape, ITEMSIZE[arith], "grads", err) != CG_OK:
+        return err.status
+    if g[1] <= 0 or g[2] <= 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "grads dimensions must be positive: the output's height and "
+                 "width are %lld and %lld", <long long>g[1], <long long>g[2])
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_channels(const int64_t* image_shape, const int64_t* grads_shape,
+                        int layout, const char* image_name,
+                        cg_error* err) noexcept nogil:
+    cdef int64_t s[4]
+    cdef int64_t g[4]
+    cdef char hint[128]
+    nhwc(image_shape, layout, s)
+    nhwc(grads_shape, layout, g)
+    if s[3] != g[3]:
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s and grads are incompatible: %s has %lld channels but grads "
+                 "has %lld%s", image_name, image_name, <long long>s[3],
+                 <long long>g[3], hint)
+        return fail(err, CG_ERR_VALUE, -1)
+    return CG_OK
+
+
+cdef int check_roi_align(const int64_t* image_shape, int image_dtype,
+                         int boxes_dtype, int64_t num_boxes, int64_t output_height,
+                         int64_t output_width, double spatial_scale,
+                         int sampling_ratio, int layout, int output_dtype,
+                         int num_threads, cg_error* err) noexcept nogil:
+    """The forward op's checks; also the boxes JVP's."""
+    cdef int64_t out_shape[4]
+    cdef int arith = arithmetic(image_dtype)
+    if check_options_roi(layout, num_threads, spatial_scale, sampling_ratio,
+                         err) != CG_OK:
+        return err.status
+    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
+        return err.status
+    if check_typed(boxes_dtype, arith, "boxes_dtype", err) != CG_OK:
+        return err.status
+    if check_output_dtype(output_dtype, arith, err) != CG_OK:
+        return err.status
+    if num_boxes < 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "boxes: num_boxes must be non-negative, got %lld",
+                 <long long>num_boxes)
+        return fail(err, CG_ERR_VALUE, -1)
+    if output_height <= 0 or output_width <= 0:
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "output_size must be positive, got [%lld, %lld]",
+                 <long long>output_height, <long long>output_width)
+        return fail(err, CG_ERR_VALUE, -1)
+    out_shape[0] = num_boxes
+    out_shape[1] = output_height
+    out_shape[2] = output_width
+    out_shape[3] = image_shape[1] if layout == CG_NCHW else image_shape[3]
+    # An output in the arithmetic type's width at least (the sums' scratch).
+    if check_size(out_shape, max(ITEMSIZE[output_dtype], ITEMSIZE[arith]),
+                  "the output", err) != CG_OK:
+        return err.status
+    return ok(err)
+
+
+cdef int check_roi_align_grad_image(const int64_t* grads_shape, int grads_dtype,
+                                    int boxes_dtype, const int64_t* image_size,
+                                    double spatial_scale, int sampling_ratio,
+                                    int layout, int output_dtype, int num_threads,
+                                    const char* size_name,
+                                    cg_error* err) noexcept nogil:
+    cdef char dims[128]
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    cdef int arith
+    if check_options_roi(layout, num_threads, spatial_scale, sampling_ratio,
+                         err) != CG_OK:
+        return err.status
+    if grads_dtype != CG_FLOAT32 and grads_dtype != CG_FLOAT64:
+        return bad_dtype(err, "grads_dtype", "CG_FLOAT32 or CG_FLOAT64 (the "
+                         "arithmetic type)", grads_dtype)
+    arith = grads_dtype
+    if check_typed(boxes_dtype, arith, "boxes_dtype", err) != CG_OK:
+        return err.status
+    if check_output_dtype(output_dtype, arith, err) != CG_OK:
+        return err.status
+    nhwc(grads_shape, layout, g)
+    nhwc(image_size, layout, s)
+    if check_grads(grads_shape, g, arith, err) != CG_OK:
+        return err.status
+    if s[1] <= 0 or s[2] <= 0:
+        format_shape(dims, sizeof(dims), image_size)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "image dimensions must be positive: %s = %s", size_name, dims)
+        return fail(err, CG_ERR_VALUE, -1)
+    if s[0] < 0 or s[3] < 0:
+        format_shape(dims, sizeof(dims), image_size)
+        snprintf(err.message, CG_MESSAGE_SIZE,
+                 "%s: batch and channels must be non-negative, got %s",
+                 size_name, dims)
+        return fail(err, CG_ERR_VALUE, -1)
+    if check_channels(image_size, grads_shape, layout, size_name, err) != CG_OK:
+        return err.status
+    # Outputs of another dtype are summed in the arithmetic type first.
+    if check_size(image_size, max(ITEMSIZE[output_dtype], ITEMSIZE[arith]),
+                  "the output", err) != CG_OK:
+        return err.status
+    return ok(err)
+
+
+cdef int check_roi_align_grad_boxes(const int64_t* grads_shape, int grads_dtype,
+                                    const int64_t* image_shape, int image_dtype,
+                                    int boxes_dtype, double spatial_scale,
+                                    int sampling_ratio, int layout,
+                                    int num_threads, cg_error* err) noexcept nogil:
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    cdef int arith = arithmetic(image_dtype)
+    if check_options_roi(layout, num_threads, spatial_scale, sampling_ratio,
+                         err) != CG_OK:
+        return err.status
+    if check_image(image_shape, image_dtype, layout, err) != CG_OK:
+        return err.status
+    if (check_typed(grads_dtype, arith, "grads_dtype", err) != CG_OK
+            or check_typed(boxes_dtype, arith, "boxes_dtype", err) != CG_OK):
+        return err.status
+    nhwc(grads_shape, layout, g)
+    nhwc(image_shape, layout, s)
+    if check_grads(grads_shape, g, arith, err) != CG_OK:
+        return err.status
+    if check_channels(image_shape, grads_shape, layout, "image", err) != CG_OK:
+        return err.status
+    return ok(err)
+
+
+# --------------------------------------------------------------------------
+# The ops' calls, once the metadata has passed
+
+cdef int check_samples(const real_t* boxes, int64_t num_boxes,
+                       const RoiProblem* g, cg_error* err) noexcept nogil:
+    """Every box's bins hold at most MAX_SAMPLES_PER_BIN samples (with the
+    adaptive grid: ``ceil(bin)`` along each axis, in the arithmetic type)."""
+    cdef RoiAxis rows, cols
+    cdef int64_t b
+    cdef real_t scale = <real_t>g.spatial_scale
+    cdef const real_t* box
+    if g.sampling_ratio > 0:
+        return CG_OK  # the metadata check bounded the ratio
+    for b in range(num_boxes):
+        box = boxes + 4 * b
+        roi_axis(box[1], box[3], scale, g.aligned, g.out_h, g.height,
+                 g.sampling_ratio, &rows)
+        roi_axis(box[0], box[2], scale, g.aligned, g.out_w, g.width,
+                 g.sampling_ratio, &cols)
+        if rows.grid > MAX_SAMPLES_PER_BIN or cols.grid > MAX_SAMPLES_PER_BIN or (
+                rows.grid * cols.grid > MAX_SAMPLES_PER_BIN):
+            snprintf(err.message, CG_MESSAGE_SIZE,
+                     "boxes[%lld] = [%.9g, %.9g, %.9g, %.9g] would take %lld x "
+                     "%lld samples in each bin with the adaptive grid, more than "
+                     "%d: pass a positive sampling_ratio, or a smaller box",
+                     <long long>b, <double>box[0], <double>box[1],
+                     <double>box[2], <double>box[3], <long long>rows.grid,
+                     <long long>cols.grid, <int>MAX_SAMPLES_PER_BIN)
+            return fail(err, CG_ERR_VALUE, b)
+    return CG_OK
+
+
+cdef int check_box_data(const void* boxes, bint double_arith, const void* box_ind,
+                        int box_ind_dtype, int64_t num_boxes, const RoiProblem* g,
+                        cg_error* err) noexcept nogil:
+    """box_ind in range, finite boxes, the samples per bin of every box."""
+    if check_index(box_ind, box_ind_dtype, num_boxes, g.batch, err) != CG_OK:
+        return err.status
+    if double_arith:
+        if check_finite(<const double*>boxes, num_boxes, err) != CG_OK:
+            return err.status
+        return check_samples(<const double*>boxes, num_boxes, g, err)
+    if check_finite(<const float*>boxes, num_boxes, err) != CG_OK:
+        return err.status
+    return check_samples(<const float*>boxes, num_boxes, g, err)
+
+
+cdef void problem(RoiProblem* g, int64_t num_boxes, int64_t out_h, int64_t out_w,
+                  const int64_t* s, double spatial_scale, int sampling_ratio,
+                  int aligned, int layout, bint double_arith) noexcept nogil:
+    """The kernels' problem (`s`: the image's shape as NHWC)."""
+    g.num_boxes = num_boxes
+    g.out_h = out_h
+    g.out_w = out_w
+    g.batch = s[0]
+    g.height = s[1]
+    g.width = s[2]
+    g.channels = s[3]
+    g.spatial_scale = spatial_scale
+    g.sampling_ratio = sampling_ratio
+    g.aligned = aligned != 0
+    g.nchw = layout == CG_NCHW
+    g.double_arith = double_arith
+
+
+cdef int run_roi_align(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    int64_t num_boxes, int64_t output_height, int64_t output_width,
+    double spatial_scale, int sampling_ratio, int aligned, int layout,
+    void* output, int output_dtype, int num_threads, int flush_denormals,
+    cg_error* err,
+) noexcept nogil:
+    return _forward_call(image, image_dtype, image_shape, boxes, NULL, boxes_dtype,
+                         box_ind, box_ind_dtype, num_boxes, output_height,
+                         output_width, spatial_scale, sampling_ratio, aligned,
+                         layout, output, output_dtype, num_threads,
+                         flush_denormals, err)
+
+
+cdef int run_roi_align_jvp_boxes(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, const void* boxes_tangent, int boxes_dtype,
+    const void* box_ind, int box_ind_dtype, int64_t num_boxes,
+    int64_t output_height, int64_t output_width, double spatial_scale,
+    int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
+    int num_threads, int flush_denormals, cg_error* err,
+) noexcept nogil:
+    return _forward_call(image, image_dtype, image_shape, boxes, boxes_tangent,
+                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
+                         output_height, output_width, spatial_scale,
+                         sampling_ratio, aligned, layout, output, output_dtype,
+                         num_threads, flush_denormals, err)
+
+
+cdef int _forward_call(
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, const void* tangent, int boxes_dtype, const void* box_ind,
+    int box_ind_dtype, int64_t num_boxes, int64_t out_h, int64_t out_w,
+    double spatial_scale, int sampling_ratio, int aligned, int layout,
+    void* output, int output_dtype, int num_threads, int flush_denormals,
+    cg_error* err,
+) noexcept nogil:
+    """The forward op (`tangent` NULL) or the boxes JVP, whose arguments and
+    output are the forward op's with `tangent` beside the boxes."""
+    cdef RoiProblem g
+    cdef int64_t s[4]
+    cdef Array arrays[5]
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
+    cdef size_t failed = 0
+    cdef int status, n = 0
+    cdef bint jvp = tangent != NULL
+    if check_boxes_args(box_ind_dtype, num_boxes, box_size, err) != CG_OK:
+        return err.status
+    nhwc(image_shape, layout, s)
+    array(&arrays[n], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    array(&arrays[n + 1], boxes, 4 * box_size * num_boxes, "boxes")
+    n += 2
+    if jvp:
+        array(&arrays[n], tangent, 4 * box_size * num_boxes, "boxes_tangent")
+        n += 1
+    array(&arrays[n], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
+    array(&arrays[n + 1], output,
+          ITEMSIZE[output_dtype] * num_boxes * out_h * out_w * s[3], "output")
+    n += 2
+    if check_arrays(arrays, n, err) != CG_OK:
+        return err.status
+    problem(&g, num_boxes, out_h, out_w, s, spatial_scale, sampling_ratio, aligned,
+            layout, boxes_dtype == CG_FLOAT64)
+    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, num_boxes, &g,
+                      err) != CG_OK:
+        return err.status
+    if num_boxes == 0 or s[3] == 0:
+        return ok(err)
+    if index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, err) != CG_OK:
+        return err.status
+    if jvp:
+        status = roi_align_jvp_boxes(&g, image, image_dtype, boxes, tangent, index,
+                                     output, output_dtype,
+                                     resolve_threads(num_threads),
+                                     flush_denormals != 0, &failed)
+    else:
+        status = roi_align(&g, image, image_dtype, boxes, index, output,
+                           output_dtype, resolve_threads(num_threads),
+                           flush_denormals != 0, &failed)
+    free(owned)
+    if status != 0:
+        return memory_error(err, "roi_align_jvp_boxes" if jvp else "roi_align",
+                            failed, "scratch")
+    return ok(err)
+
+
+cdef int run_roi_align_grad_image(
+    const void* grads, int grads_dtype, const int64_t* grads_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    const int64_t* image_size, double spatial_scale, int sampling_ratio,
+    int aligned, int layout, void* output, int output_dtype, int num_threads,
+    int flush_denormals, cg_error* err,
+) noexcept nogil:
+    cdef RoiProblem g
+    cdef int64_t gs[4]
+    cdef int64_t s[4]
+    cdef Array arrays[4]
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
+    cdef size_t failed = 0
+    cdef int status
+    if check_boxes_args(box_ind_dtype, grads_shape[0], box_size, err) != CG_OK:
+        return err.status
+    nhwc(grads_shape, layout, gs)
+    nhwc(image_size, layout, s)
+    array(&arrays[0], grads, nbytes(grads_shape, ITEMSIZE[grads_dtype]), "grads")
+    array(&arrays[1], boxes, 4 * box_size * gs[0], "boxes")
+    array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * gs[0], "box_ind")
+    array(&arrays[3], output, nbytes(image_size, ITEMSIZE[output_dtype]), "output")
+    if check_arrays(arrays, 4, err) != CG_OK:
+        return err.status
+    problem(&g, gs[0], gs[1], gs[2], s, spatial_scale, sampling_ratio, aligned,
+            layout, grads_dtype == CG_FLOAT64)
+    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, gs[0], &g,
+                      err) != CG_OK:
+        return err.status
+    if s[0] == 0 or s[1] == 0 or s[2] == 0 or s[3] == 0:
+        return ok(err)
+    if index64(box_ind, box_ind_dtype, gs[0], &index, &owned, err) != CG_OK:
+        return err.status
+    status = roi_align_grad_image(&g, grads, boxes, index, output, output_dtype,
+                                  resolve_threads(num_threads),
+                                  flush_denormals != 0, &failed)
+    free(owned)
+    if status != 0:
+        return memory_error(err, "roi_align_grad_image", failed,
+                            "scratch (the grouping of boxes, or the accumulator "
+                            "of an output of another dtype)")
+    return ok(err)
+
+
+cdef int run_roi_align_grad_boxes(
+    const void* grads, int grads_dtype, const int64_t* grads_shape,
+    const void* image, int image_dtype, const int64_t* image_shape,
+    const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
+    double spatial_scale, int sampling_ratio, int aligned, int layout,
+    void* output, int num_threads, int flush_denormals, cg_error* err,
+) noexcept nogil:
+    cdef RoiProblem g
+    cdef int64_t gs[4]
+    cdef int64_t s[4]
+    cdef Array arrays[5]
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
+    cdef size_t failed = 0
+    cdef int status
+    if check_boxes_args(box_ind_dtype, grads_shape[0], box_size, err) != CG_OK:
+        return err.status
+    nhwc(grads_shape, layout, gs)
+    nhwc(image_shape, layout, s)
+    array(&arrays[0], grads, nbytes(grads_shape, ITEMSIZE[grads_dtype]), "grads")
+    array(&arrays[1], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
+    array(&arrays[2], boxes, 4 * box_size * gs[0], "boxes")
+    array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * gs[0], "box_ind")
+    array(&arrays[4], output, 4 * box_size * gs[0], "output")
+    if check_arrays(arrays, 5, err) != CG_OK:
+        return err.status
+    problem(&g, gs[0], gs[1], gs[2], s, spatial_scale, sampling_ratio, aligned,
+            layout, boxes_dtype == CG_FLOAT64)
+    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, gs[0], &g,
+                      err) != CG_OK:
+        return err.status
+    if gs[0] == 0:
+        return ok(err)
+    if index64(box_ind, box_ind_dtype, gs[0], &index, &owned, err) != CG_OK:
+        return err.status
+    status = roi_align_grad_boxes(&g, grads, image, image_dtype, boxes, index,
+                                  output, resolve_threads(num_threads),
+                                  flush_denormals != 0, &failed)
+    free(owned)
+    if status != 0:
+        return memory_error(err, "roi_align_grad_boxes", failed, "scratch")
+    return ok(err)

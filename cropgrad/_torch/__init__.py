@@ -1,0 +1,36 @@
+"""The machinery of `cropgrad.torch`, split by concern.
+
+`cropgrad.torch` is the public face (the functions and their docstrings);
+everything else is here.  A call of a public function goes::
+
+    cropgrad.torch.crop_and_resize (torch.py)
+      registration.call       the public arguments checked (checks.public)
+        autograd.Forward.apply     (torch.compile: torch.ops.cropgrad.*)
+          torch.ops.cropgrad.crop_and_resize      the dispatcher
+            kernels.crop_and_resize       CPU: the metadata plan (the gate,
+                                          once), then cropgrad._core's bridge
+                                          on NumPy views (data checks, kernel)
+
+Modules, each importing only those above it (and PyTorch, cropgrad._core,
+cropgrad._api):
+
+- `checks`: argument checks of the public functions, binding of the
+  dispatcher's arguments by name (`cropgrad._api.signatures`), and the
+  metadata plans (the gate on concrete shapes, shape inference on
+  symbolic ones), with the NumPy API's messages in the caller's layout.
+- `tensors`: memory layouts (``channels_last``: a tensor read where it
+  is), NumPy views, allocation (huge pages for large results).
+- `kernels`: one function an op, the CPU kernel and the fake
+  implementation: plan, allocation, NumPy views, the bridge.
+- `vmap`: the vmap rule, which folds the mapped axis into one call.
+- `autograd`: one ``torch.autograd.Function`` an op: backward, jvp, and a
+  generated vmap rule.
+- `registration`: the ``torch.library`` definitions (schema, CPU kernel,
+  fake, Autograd, AutocastCPU, vmap), made when it is imported, and the
+  entry the public functions call.  Its table `registration.OPS` lists
+  each op's kernel and Function.
+
+A new op of the family is a kernel function and a plan, a Function, and a
+row of `registration.OPS`; its schema and argument names come from
+`cropgrad._api.signatures`.
+"""

@@ -1,0 +1,130 @@
+"""The vmap rules of the PyTorch ops: the mapped axis folded into one call.
+
+The problems become more images and more boxes of one call of the op (as
+cropgrad.jax folds them).  The caller's per-problem metadata is checked
+first, by the op's fake implementation on tensors of one problem's shape,
+and an error in the data (a ``box_ind`` value, a non-finite box) is found
+again in the problem it belongs to, so that messages speak of the caller's
+indices, not of the folded ones.
+
+One rule serves every op of the crop_and_resize family: an op that reads
+an image folds the images one after another and shifts each problem's
+``box_ind`` into its own; the image gradient, which writes an image,
+scatters each problem into an image gradient of its own.  Every other
+tensor is folded along its first axis.
+"""
+
+import torch
+
+from cropgrad._torch import checks
+
+__all__ = []
+
+
+def _logical(t, dim):
+    """A meta tensor with the shape one problem of `t` has under vmap.
+
+    (The folded call checks the devices.)
+    """
+    shape = [s for i, s in enumerate(t.shape) if i != dim]
+    return torch.empty(shape, dtype=t.dtype, device="meta")
+
+
+def _stacked(t, dim, n):
+    """`t` with the mapped axis first (broadcast when `t` is not mapped)."""
+    if dim is None:
+        return t.expand(n, *t.shape)
+    return t.movedim(dim, 0)
+
+
+def _fold_index(box_ind, n, batch):
+    """Indices [n, num_boxes] of problem k shifted by k * batch, flattened.
+
+    An index outside [0, batch) stays outside the folded batch, so that the
+    kernel still refuses it instead of reading another problem's image:
+    negative values are kept, the others pushed past the folded end.
+    """
+    offset = (torch.arange(n, dtype=box_ind.dtype) * batch)[:, None]
+    valid = (box_ind >= 0) & (box_ind < batch)
+    outside = torch.where(box_ind < 0, box_ind, box_ind + (n - 1) * batch)
+    return torch.where(valid, box_ind + offset, outside).reshape(-1)
+
+
+def _fold_images(n, image, image_dim, box_ind, index_dim):
+    """The images of every problem one after another, and indices into them."""
+    box_ind = _stacked(box_ind, index_dim, n)
+    if image_dim is None:
+        return image, box_ind.reshape(-1)
+    image = _stacked(image, image_dim, n)
+    folded = image.reshape(n * image.shape[1], *image.shape[2:])
+    return folded, _fold_index(box_ind, n, image.shape[1])
+
+
+def _fold(t, dim, n):
+    """`t`'s problems one after another along its first axis."""
+    t = _stacked(t, dim, n)
+    return t.reshape(n * t.shape[1], *t.shape[2:])
+
+
+def _folded(a, dims, n, shape):
+    """The arguments of the one call that computes the `n` problems of `a`
+    (`shape`: one problem's result)."""
+    folded = {
+        name: _fold(getattr(a, name), dim, n)
+        for name, dim in dims.items()
+        if name not in ("image", "box_ind")
+    }
+    if "image" in dims:
+        folded["image"], folded["box_ind"] = _fold_images(
+            n, a.image, dims["image"], a.box_ind, dims["box_ind"]
+        )
+    else:
+        # Every problem scatters into an image gradient of its own: one of n
+        # times the batch.
+        batch = shape[0]
+        box_ind = _stacked(a.box_ind, dims["box_ind"], n)
+        folded["box_ind"] = _fold_index(box_ind, n, batch)
+        folded["image_size"] = [n * batch, *shape[1:]]
+    return a.replace(**folded)
+
+
+def _in_problems(op, n, a, dims, folded):
+    """``op(*folded)``; on an error in the data, the caller's problem's.
+
+    On failure each problem is run alone (only then: the folded call costs
+    nothing more when it succeeds), and the first error found is raised with
+    the problem's index along the mapped axis.
+    """
+    try:
+        return op(*folded)
+    except (ValueError, IndexError):
+        for k in range(n):
+            one = {
+                name: getattr(a, name).select(d, k)
+                for name, d in dims.items()
+                if d is not None
+            }
+            try:
+                op(*a.replace(**one))
+            except (ValueError, IndexError) as exc:
+                raise type(exc)(
+                    f"{exc} (at index {k} of the axis torch.func.vmap maps)"
+                ) from None
+        raise
+
+
+def rule(name, kernel):
+    """The vmap rule of op `name`, whose fake implementation is
+    ``kernel(a, True)``."""
+
+    def vmap(info, in_dims, *args):
+        n = info.batch_size
+        a = checks.bind(name, args)
+        dims = dict(zip(checks.ARRAYS[name], in_dims))
+        one = a.replace(**{k: _logical(getattr(a, k), d) for k, d in dims.items()})
+        shape = list(kernel(one, True).shape)
+        op = getattr(torch.ops.cropgrad, name).default
+        out = _in_problems(op, n, a, dims, _folded(a, dims, n, shape))
+        return out.reshape(n, *shape), 0
+
+    return vmap
