@@ -5,8 +5,12 @@ parameters (from the signature table, cropgrad/_api/signatures.py, in JAX's
 spelling), the FFI target it lowers to, the kind of its result, the gate it
 runs while traced, and how it is differentiated.  The primitives
 (primitives.py), the vmap rule (batching.py) and the JVP and transpose
-rules (derivatives.py) are written once for every row; adding an op is a
-handler in handlers.pyx, a row here and its public function.
+rules (derivatives.py) are written once for every row.  The rows come by
+family (`_family`): an op like crop_and_resize, its image and boxes
+gradients, its boxes JVP, and the image gradient's derivative along the
+boxes, linked by the same transposes; another family is one more
+``_family`` call here, its handlers in handlers.pyx, its gates in
+checks.py and its public functions.
 
 A parameter has the name the public function's argument has, and holds the
 converted value: ``method`` and ``data_format`` their codes, ``num_threads``
@@ -104,58 +108,54 @@ def _row(signature, **columns):
     columns.setdefault("second_derivative_of", columns["title"])
     columns.setdefault("gate", _checks.GATES.get(columns["name"]))
     params = tuple(a.renamed.get("jax", a.name) for a in args if a.kind != "array")
-    return Op(params=(*params, "fold"), **columns)
+    return Op(params=(*params, "fold"), transposes={}, **columns)
 
 
-OPS = {
-    op.name: op
-    for op in (
+# The linear maps of a family and their transposes (the module docstring's
+# four pairs), by suffix of the op's name and operand: the transpose of each
+# map, in that operand, is the other, with the cotangent as its operand.
+_ADJOINTS = (
+    (("", "image"), ("_grad_image", "grads")),
+    (("_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "grads")),
+    (("_jvp_boxes", "image"), ("_grad_image_jvp_boxes", "grads")),
+    (("_grad_image_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "image")),
+)
+
+
+def _family(name):
+    """The rows of a family of ops like crop_and_resize's: the forward op
+    `name`, its image and boxes gradients and boxes JVP (each an op of the
+    signature table), and the derivative along the boxes of the image
+    gradient, which has no kernel."""
+    derived = f"{name}_grad_image_jvp_boxes"
+    rows = (
+        _row(name, result="crops", along_boxes=f"{name}_jvp_boxes"),
+        _row(f"{name}_grad_image", result="image", along_boxes=derived),
+        _row(f"{name}_grad_boxes", result="boxes"),
         _row(
-            "crop_and_resize",
+            f"{name}_jvp_boxes",
             result="crops",
-            transposes={"image": ("crop_and_resize_grad_image", "grads")},
-            along_boxes="crop_and_resize_jvp_boxes",
+            title=f"the boxes derivative of {name}",
         ),
+        # The image gradient's parameters, the boxes tangent a fourth operand.
         _row(
-            "crop_and_resize_grad_image",
-            result="image",
-            transposes={"grads": ("crop_and_resize", "image")},
-            along_boxes="crop_and_resize_grad_image_jvp_boxes",
-        ),
-        _row(
-            "crop_and_resize_grad_boxes",
-            result="boxes",
-            transposes={
-                "grads": ("crop_and_resize_jvp_boxes", "boxes_tangent"),
-                "image": ("crop_and_resize_grad_image_jvp_boxes", "boxes_tangent"),
-            },
-        ),
-        _row(
-            "crop_and_resize_jvp_boxes",
-            result="crops",
-            title="the boxes derivative of crop_and_resize",
-            transposes={
-                "image": ("crop_and_resize_grad_image_jvp_boxes", "grads"),
-                "boxes_tangent": ("crop_and_resize_grad_boxes", "grads"),
-            },
-        ),
-        # The image gradient's derivative along the boxes: the image
-        # gradient's parameters, the boxes tangent as a fourth operand.
-        _row(
-            "crop_and_resize_grad_image",
-            name="crop_and_resize_grad_image_jvp_boxes",
+            f"{name}_grad_image",
+            name=derived,
             operands=("grads", "boxes", "box_ind", "boxes_tangent"),
             result="image",
-            title="the boxes derivative of crop_and_resize_grad_image",
-            second_derivative_of="crop_and_resize_grad_image",
+            title=f"the boxes derivative of {name}_grad_image",
+            second_derivative_of=f"{name}_grad_image",
             has_kernel=False,
-            transposes={
-                "grads": ("crop_and_resize_jvp_boxes", "image"),
-                "boxes_tangent": ("crop_and_resize_grad_boxes", "image"),
-            },
         ),
     )
-}
+    rows = {row.name: row for row in rows}
+    for (op, operand), (other, other_operand) in _ADJOINTS:
+        rows[name + op].transposes[operand] = (name + other, other_operand)
+        rows[name + other].transposes[other_operand] = (name + op, operand)
+    return rows
+
+
+OPS = {**_family("crop_and_resize")}
 
 # The FFI targets of the ops, in the table's order.
 TARGETS = tuple(op.target for op in OPS.values() if op.target)
