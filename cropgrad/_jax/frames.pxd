@@ -65,7 +65,7 @@ cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
 cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
-                         int64_t num_boxes, Decoded* d,
+                         int64_t num_boxes, int64_t batch, Decoded* d,
                          capi.cg_error* e) noexcept nogil
 cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil
 cdef cg_ffi_error* xla_error(const cg_ffi_call_frame* frame, const char* op,

@@ -273,9 +273,10 @@ cdef int _fold(const cg_ffi_attrs* attrs, Attributes* a,
 
 
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
-                         int64_t num_boxes, Decoded* d,
+                         int64_t num_boxes, int64_t batch, Decoded* d,
                          capi.cg_error* e) noexcept nogil:
-    """Decode operands `first` (boxes) and `first + 1` (box_ind) into `d`."""
+    """Decode operands `first` (boxes) and `first + 1` (box_ind) into `d`,
+    with `batch`, the number of images box_ind indexes."""
     cdef cg_ffi_buffer* b = buffer(args, first, 2, "boxes", e)
     cdef cg_ffi_buffer* i
     if b == NULL or dtype_of(b, "boxes", False, e) < 0:
@@ -305,6 +306,7 @@ cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
     d.boxes = <const float*>data(b)
     d.box_ind = data(i)
     d.num_boxes = num_boxes
+    d.batch = batch
     return 0
 
 

@@ -153,11 +153,11 @@ cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, frames.Decoded* d,
     image_dtype = frames.dtype_of(image, "image", True, e)
     if image_dtype < 0 or frames.dtype_of(crops, "crops", False, e) < 0:
         return
-    if (frames.boxes_and_index(&frame.args, 1, crops.dims[0], d, e) < 0
+    if (frames.boxes_and_index(&frame.args, 1, crops.dims[0], image.dims[0],
+                               d, e) < 0
             or _crop_size(crops, "crops", image, d.attrs.layout, &crop_h,
                           &crop_w, e) < 0):
         return
-    d.batch = image.dims[0]
     capi.cg_crop_and_resize(
         frames.data(image), image_dtype, image.dims, d.boxes, d.box_ind,
         d.index_dtype, d.num_boxes, crop_h, crop_w, d.attrs.method,
@@ -182,11 +182,11 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
         frames.refuse(e, capi.CG_ERR_TYPE,
                       "output must be float16, bfloat16, float32 or float64")
         return
-    if frames.boxes_and_index(&frame.args, 1, grads.dims[0], d, e) < 0:
-        return
     # The output's shape is image_size: the C-level API checks it against
     # the grads.
-    d.batch = output.dims[0]
+    if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
+                              d, e) < 0:
+        return
     capi.cg_crop_and_resize_grad_image(
         <const float*>frames.data(grads), grads.dims, d.boxes, d.box_ind,
         d.index_dtype, output.dims, frames.data(output), output_dtype,
@@ -210,9 +210,9 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
         frames.refuse(e, capi.CG_ERR_VALUE,
                       "output must have shape (num_boxes, 4)")
         return
-    if frames.boxes_and_index(&frame.args, 2, grads.dims[0], d, e) < 0:
+    if frames.boxes_and_index(&frame.args, 2, grads.dims[0], image.dims[0],
+                              d, e) < 0:
         return
-    d.batch = image.dims[0]
     capi.cg_crop_and_resize_grad_boxes(
         <const float*>frames.data(grads), grads.dims, frames.data(image),
         image_dtype, image.dims, d.boxes, d.box_ind, d.index_dtype,
@@ -235,7 +235,8 @@ cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
     if (image_dtype < 0 or frames.dtype_of(output, "output", False, e) < 0
             or frames.dtype_of(tangent, "boxes_tangent", False, e) < 0):
         return
-    if frames.boxes_and_index(&frame.args, 1, output.dims[0], d, e) < 0:
+    if frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
+                              d, e) < 0:
         return
     if tangent.dims[0] != output.dims[0] or tangent.dims[1] != 4:
         frames.refuse(e, capi.CG_ERR_VALUE,
@@ -244,7 +245,6 @@ cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
     if _crop_size(output, "output", image, d.attrs.layout, &crop_h, &crop_w,
                   e) < 0:
         return
-    d.batch = image.dims[0]
     capi.cg_crop_and_resize_jvp_boxes(
         frames.data(image), image_dtype, image.dims, d.boxes,
         <const float*>frames.data(tangent), d.box_ind, d.index_dtype,
