@@ -4,21 +4,22 @@ cropgrad.jax's functions convert their arguments (``checks``) and bind a
 primitive (``primitives``); the primitive lowers to one XLA FFI call, whose
 handler (``handlers``) calls the C-level API on XLA's buffers::
 
-    cropgrad.jax.<op>                    the public function, while traced:
-      checks.options / image / ...         argument conversion
-      primitives.bind("<op>", ...)         the op of the table (ops.OPS)
-        abstract evaluation                 the gate (checks.GATES), shapes
-        vmap: batching / jvp, transpose:    derivatives (other rows of ops)
-    XLA FFI call "cropgrad_<op>"         when the computation runs:
-      handlers._handle                     frames: decode the call frame
-        handlers._run_<op>                 capi.cg_<op>: the gate, the kernel
+    cropgrad.jax.<op>                 while traced:
+      checks.options, checks.image ...  argument conversion
+      primitives.bind("<op>", ...)      a row of ops.OPS
+        abstract evaluation               the gate (checks.GATES), shapes
+        under vmap                        batching: the gate, one folded call
+        under jvp, grad                   derivatives: other rows of ops.OPS
+    XLA FFI call "cropgrad_<op>"      when the computation runs:
+      handlers._handle                  frames: decode the call frame
+        handlers._run_<op>              capi.cg_<op>: the gate, the kernel
 
 Modules, what each owns and what it may import (besides JAX and NumPy):
 
 ``ops``
     The table: one row a primitive (operands and parameters from the
     signature table, FFI target, result, gate, linear operands and their
-    transposes, derivative along the boxes).  Imports
+    transposes, derivative along the boxes), made by family.  Imports
     cropgrad._api.signatures and ``checks``.
 ``checks``
     Argument conversion and the trace-time gate.  Imports
@@ -53,7 +54,8 @@ Compiled, built without JAX (no module above is imported by them):
     ``ffi`` and ``frames``.
 
 cropgrad.jax wires them when imported (registration, then the rules);
-nothing here imports cropgrad.jax.  A new op is a run function and a Target
-row in ``handlers.pyx``, a row in ``ops.OPS`` (with its gate in
-``checks.GATES``) and its public function in cropgrad.jax.
+nothing here imports cropgrad.jax.  A new family of ops (RoIAlign's) is its
+run functions and Target rows in ``handlers.pyx``, one ``_family`` call in
+``ops`` with its gates in ``checks.GATES``, and its public functions in
+cropgrad.jax.
 """
