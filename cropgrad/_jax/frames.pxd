@@ -64,6 +64,8 @@ cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
                   capi.cg_error* e) noexcept nogil
 cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil
+cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
+                  capi.cg_error* e) noexcept nogil
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
                          int64_t num_boxes, int64_t batch, Decoded* d,
                          capi.cg_error* e) noexcept nogil

@@ -272,6 +272,18 @@ cdef int _fold(const cg_ffi_attrs* attrs, Attributes* a,
     return 0
 
 
+cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
+                  capi.cg_error* e) noexcept nogil:
+    """Check that `b` (2-D) has a row of 4 values a box; 0 or -1."""
+    if b.dims[0] == num_boxes and b.dims[1] == 4:
+        return 0
+    snprintf(e.message, capi.CG_MESSAGE_SIZE,
+             "%s must have shape (num_boxes, 4)", name)
+    e.status = capi.CG_ERR_VALUE
+    e.position = -1
+    return -1
+
+
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
                          int64_t num_boxes, int64_t batch, Decoded* d,
                          capi.cg_error* e) noexcept nogil:

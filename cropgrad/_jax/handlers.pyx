@@ -206,12 +206,9 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
     if (image_dtype < 0 or frames.dtype_of(grads, "grads", False, e) < 0
             or frames.dtype_of(output, "output", False, e) < 0):
         return
-    if output.dims[0] != grads.dims[0] or output.dims[1] != 4:
-        frames.refuse(e, capi.CG_ERR_VALUE,
-                      "output must have shape (num_boxes, 4)")
-        return
-    if frames.boxes_and_index(&frame.args, 2, grads.dims[0], image.dims[0],
-                              d, e) < 0:
+    if (frames.box_rows(output, grads.dims[0], "output", e) < 0
+            or frames.boxes_and_index(&frame.args, 2, grads.dims[0],
+                                      image.dims[0], d, e) < 0):
         return
     capi.cg_crop_and_resize_grad_boxes(
         <const float*>frames.data(grads), grads.dims, frames.data(image),
@@ -235,15 +232,11 @@ cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
     if (image_dtype < 0 or frames.dtype_of(output, "output", False, e) < 0
             or frames.dtype_of(tangent, "boxes_tangent", False, e) < 0):
         return
-    if frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
-                              d, e) < 0:
-        return
-    if tangent.dims[0] != output.dims[0] or tangent.dims[1] != 4:
-        frames.refuse(e, capi.CG_ERR_VALUE,
-                      "boxes_tangent must have shape (num_boxes, 4)")
-        return
-    if _crop_size(output, "output", image, d.attrs.layout, &crop_h, &crop_w,
-                  e) < 0:
+    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
+                               d, e) < 0
+            or frames.box_rows(tangent, output.dims[0], "boxes_tangent", e) < 0
+            or _crop_size(output, "output", image, d.attrs.layout, &crop_h,
+                          &crop_w, e) < 0):
         return
     capi.cg_crop_and_resize_jvp_boxes(
         frames.data(image), image_dtype, image.dims, d.boxes,
