@@ -208,7 +208,9 @@ cdef int cg_roi_align_jvp_boxes(
 
 # --------------------------------------------------------------------------
 # The codes of capi.pxd, for the Python layer (cropgrad._api.validation) and
-# for ctypes, cffi and Numba consumers.
+# for ctypes, cffi and Numba consumers: by name in this dict, and each as a
+# module attribute of its own (cropgrad.capi.CG_FLOAT32, set below; Cython
+# cannot assign a Python name that its enums already hold).
 _CODES = {
     "CG_OK": CG_OK, "CG_ERR_VALUE": CG_ERR_VALUE, "CG_ERR_INDEX": CG_ERR_INDEX,
     "CG_ERR_TYPE": CG_ERR_TYPE, "CG_ERR_MEMORY": CG_ERR_MEMORY,
@@ -221,6 +223,7 @@ _CODES = {
     "CG_BILINEAR": CG_BILINEAR, "CG_NEAREST": CG_NEAREST,
     "CG_MESSAGE_SIZE": CG_MESSAGE_SIZE,
 }
+globals().update(_CODES)
 
 
 # --------------------------------------------------------------------------

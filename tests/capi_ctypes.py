@@ -43,6 +43,7 @@ _P = ctypes.c_void_p
 _I = ctypes.c_int
 _L = ctypes.c_int64
 _F = ctypes.c_float
+_D = ctypes.c_double
 
 # The header's argument names, the error record aside (which comes last).
 ARGUMENTS = {
@@ -67,6 +68,31 @@ ARGUMENTS = {
         "box_ind", "box_ind_dtype", "num_boxes", "crop_height", "crop_width",
         "method", "layout", "output", "num_threads", "flush_denormals",
     ),
+    # 1.1
+    "cg_roi_align": (
+        "image", "image_dtype", "image_shape", "boxes", "boxes_dtype", "box_ind",
+        "box_ind_dtype", "num_boxes", "output_height", "output_width",
+        "spatial_scale", "sampling_ratio", "aligned", "layout", "output",
+        "output_dtype", "num_threads", "flush_denormals",
+    ),
+    "cg_roi_align_grad_image": (
+        "grads", "grads_dtype", "grads_shape", "boxes", "boxes_dtype", "box_ind",
+        "box_ind_dtype", "image_size", "spatial_scale", "sampling_ratio",
+        "aligned", "layout", "output", "output_dtype", "num_threads",
+        "flush_denormals",
+    ),
+    "cg_roi_align_grad_boxes": (
+        "grads", "grads_dtype", "grads_shape", "image", "image_dtype",
+        "image_shape", "boxes", "boxes_dtype", "box_ind", "box_ind_dtype",
+        "spatial_scale", "sampling_ratio", "aligned", "layout", "output",
+        "num_threads", "flush_denormals",
+    ),
+    "cg_roi_align_jvp_boxes": (
+        "image", "image_dtype", "image_shape", "boxes", "boxes_tangent",
+        "boxes_dtype", "box_ind", "box_ind_dtype", "num_boxes", "output_height",
+        "output_width", "spatial_scale", "sampling_ratio", "aligned", "layout",
+        "output", "output_dtype", "num_threads", "flush_denormals",
+    ),
 }  # fmt: skip
 # The arguments passed as an array's data address (None: NULL) and as an
 # int64[4] shape; the others (codes, sizes, values) go as they are.
@@ -90,7 +116,22 @@ PROTOTYPES = {
     "cg_crop_and_resize_jvp_boxes": ctypes.CFUNCTYPE(
         _I, _P, _I, _P, _P, _P, _P, _I, _L, _L, _L, _I, _I, _P, _I, _I, _P
     ),
-}
+    # 1.1
+    "cg_roi_align": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _I, _P, _I, _L, _L, _L, _D, _I, _I, _I, _P, _I, _I, _I,
+        _P
+    ),
+    "cg_roi_align_grad_image": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _I, _P, _I, _P, _D, _I, _I, _I, _P, _I, _I, _I, _P
+    ),
+    "cg_roi_align_grad_boxes": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _I, _P, _P, _I, _P, _I, _D, _I, _I, _I, _P, _I, _I, _P
+    ),
+    "cg_roi_align_jvp_boxes": ctypes.CFUNCTYPE(
+        _I, _P, _I, _P, _P, _P, _I, _P, _I, _L, _L, _L, _D, _I, _I, _I, _P, _I, _I,
+        _I, _P
+    ),
+}  # fmt: skip
 
 
 def functions():
@@ -153,7 +194,7 @@ def _op(function):
 
 
 class CtypesConsumer:
-    """The three ops through ctypes, in the C consumer's convention."""
+    """Every op through ctypes, in the C consumer's convention."""
 
     def __init__(self):
         self.fn = functions()
@@ -162,6 +203,10 @@ class CtypesConsumer:
     crop_and_resize_grad_image = _op("cg_crop_and_resize_grad_image")
     crop_and_resize_grad_boxes = _op("cg_crop_and_resize_grad_boxes")
     crop_and_resize_jvp_boxes = _op("cg_crop_and_resize_jvp_boxes")
+    roi_align = _op("cg_roi_align")
+    roi_align_grad_image = _op("cg_roi_align_grad_image")
+    roi_align_grad_boxes = _op("cg_roi_align_grad_boxes")
+    roi_align_jvp_boxes = _op("cg_roi_align_jvp_boxes")
 
     def default_threads(self):
         return self.fn["cg_default_threads"]()

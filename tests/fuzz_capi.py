@@ -1,22 +1,28 @@
 """Fuzz target of the C-level API: random calls judged against the NumPy API.
 
-Each execution draws one call of one of the four C functions, through
-ctypes (tests/capi_ctypes.py), from a seeded generator:
+Each execution draws one call of one of the eight C functions (the
+crop_and_resize family's four and RoIAlign's four), through ctypes
+(tests/capi_ctypes.py), from a seeded generator:
 
 - real arrays of random shapes (zero dimensions included, their pointers
   NULL or not), both layouts, every image dtype, int32 or int64 box_ind,
   random data with NaN boxes and box_ind values out of range, random
   ``num_threads``, ``flush_denormals`` and methods, an output that may
-  overlap an input, a NULL error record now and then; the NumPy API gets
-  the same problem, and the C call must give its bits on success, or its
-  exception's class (by status code) and message on error;
-- one code the NumPy API cannot pass (a bad method, layout or dtype code, a
-  ``num_threads`` outside 0..1024), the rest valid: the C call must return
-  the documented status with the C-level API's own message (docs/capi.md);
+  overlap an input, a NULL error record now and then; for RoIAlign also
+  float32 and float64 arithmetic, boxes in pixels (some whose adaptive grid
+  passes the sample bound), random ``spatial_scale`` (not finite too),
+  ``sampling_ratio`` (above 4096 too), ``aligned`` and output dtypes; the
+  NumPy API gets the same problem, and the C call must give its bits on
+  success, or its exception's class (by status code) and message on error;
+- one argument the NumPy API cannot pass (a bad method, layout or dtype
+  code, a boxes or grads dtype code other than the arithmetic type's, a
+  ``num_threads`` outside 0..1024, NULL for an array that holds bytes), the
+  rest valid: the C call must return the documented status with the
+  C-level API's own message (docs/capi.md) and write nothing;
 - shapes beyond any memory (negative, or whose bytes overflow int64) with
   every pointer NULL: the call must fail with CG_ERR_VALUE before reading
   anything, with the NumPy API's message where it can make the same call
-  (``crop_size``, ``image_size``).
+  (``crop_size``, ``output_size``, ``image_size``).
 
 Usage::
 
@@ -68,6 +74,13 @@ OUTPUT_DTYPES = [np.float16, np.float32, np.float64]
 METHODS = {0: "bilinear", 1: "nearest"}
 BILINEAR_ONLY = ("grad_boxes", "jvp_boxes")
 INPUTS = ("image", "grads", "boxes", "boxes_tangent", "box_ind")
+ROI_OPS = ("roi_forward", "roi_grad_image", "roi_grad_boxes", "roi_jvp_boxes")
+OPS = ("forward", "grad_image", "grad_boxes", "jvp_boxes") + ROI_OPS
+# RoIAlign's options, the usual ones first (drawn more often): scales of
+# zero and below compute, those that are not finite are refused, as are
+# more than 4096 samples per bin along an axis.
+SCALES = [1.0, 0.5, 0.25, 2.0, 1 / 3, 0.0, -1.0, float("inf"), float("nan")]
+RATIOS = [-1, 0, 1, 2, 3, -7, 4097, 2**31 - 1]
 LAYOUTS = {0: "NHWC", 1: "NCHW"}
 NAMES = {
     code: name
@@ -151,7 +164,7 @@ def _to_layout(shape_nhwc, layout):
 
 def make_problem(rng):
     """A random call of one op on real arrays, in the NumPy API's terms."""
-    op = rng.choice(["forward", "grad_image", "grad_boxes", "jvp_boxes"])
+    op = rng.choice(OPS)
     layout = rng.choice([0, 1])
     p = {
         "op": op,
@@ -161,6 +174,12 @@ def make_problem(rng):
         "flush": rng.choice([0, 1]),
         "record": rng.random() < 0.9,
     }
+    if op in ROI_OPS:
+        del p["method"]
+        _roi_problem(rng, p)
+        if rng.random() < 0.15:
+            _overlap(rng, p)
+        return p
     batch, height, width, depth = (_dims(rng) for _ in range(4))
     num_boxes = _dims(rng)
     crop = (_dims(rng, 5), _dims(rng, 5))
@@ -193,6 +212,62 @@ def make_problem(rng):
     return p
 
 
+def _roi_boxes(rng, n, batch, dtype):
+    """Boxes [x1, y1, x2, y2] in pixels (some flipped, some outside the image,
+    now and then one too large for the adaptive grid's sample bound), and
+    box_ind, as _boxes draws them."""
+    boxes, box_ind = _boxes(rng, n, batch)
+    nprng = np.random.default_rng(rng.getrandbits(32))
+    pixels = nprng.uniform(-3, 10, (n, 4))
+    pixels[~np.isfinite(boxes)] = boxes[~np.isfinite(boxes)]
+    if n and rng.random() < 0.05:
+        pixels[rng.randrange(n), rng.choice([2, 3])] = rng.choice([1e9, 3e38])
+    with np.errstate(over="ignore"):
+        return pixels.astype(dtype), box_ind
+
+
+def _roi_problem(rng, p):
+    """A random RoIAlign call (`p` holds the op and the common options)."""
+    op, layout = p["op"], p["layout"]
+    batch, height, width, depth = (_dims(rng) for _ in range(4))
+    num_boxes = _dims(rng)
+    out_size = (_dims(rng, 4), _dims(rng, 4))
+    p["spatial_scale"] = rng.choice(SCALES[:5] * 6 + SCALES[5:])
+    p["sampling_ratio"] = rng.choice(RATIOS[:6] * 8 + RATIOS[6:])
+    p["aligned"] = rng.choice([0, 1])
+    image_shape = _to_layout((batch, height, width, depth), layout)
+    grads_shape = _to_layout((num_boxes, *out_size, depth), layout)
+    if op == "roi_grad_image":
+        # The gradient's dtype is the arithmetic type's source.
+        p["grads"] = _image(rng, grads_shape, rng.choice([np.float32, np.float64]))
+        p["arith"] = p["grads"].dtype
+        if rng.random() < 0.1:
+            image_shape = _to_layout((batch, height, width, depth + 1), layout)
+        p["image_size"] = image_shape
+    else:
+        p["image"] = _image(rng, image_shape, rng.choice(IMAGE_DTYPES))
+        p["arith"] = np.dtype(
+            np.float64 if p["image"].dtype == np.float64 else np.float32
+        )
+    p["boxes"], p["box_ind"] = _roi_boxes(rng, num_boxes, batch, p["arith"])
+    if op == "roi_grad_boxes":
+        if rng.random() < 0.1:
+            grads_shape = _to_layout((num_boxes, *out_size, depth + 1), layout)
+        p["grads"] = _image(rng, grads_shape, p["arith"])
+        p["out"] = np.full((num_boxes, 4), 7, p["arith"])
+        return p
+    # float16 for float64 arithmetic is refused, by the NumPy API too.
+    p["out_dtype"] = np.dtype(rng.choice([p["arith"]] * 3 + OUTPUT_DTYPES))
+    if op == "roi_grad_image":
+        p["out"] = np.full(image_shape, 7, p["out_dtype"])
+        return p
+    p["out_size"] = out_size
+    p["out"] = np.full(grads_shape, 7, p["out_dtype"])
+    if op == "roi_jvp_boxes":
+        p["boxes_tangent"] = _image(rng, (num_boxes, 4), p["arith"])
+    return p
+
+
 def _overlap(rng, p):
     """Make the output a view into an input's memory (the same dtype's bytes)."""
     inputs = [k for k in INPUTS if k in p]
@@ -218,8 +293,37 @@ def numpy_result(p):
         "data_format": LAYOUTS[p["layout"]],
         "out": p["out"],
     }
+    if p["op"] in ROI_OPS:
+        kwargs.update(
+            spatial_scale=p["spatial_scale"],
+            sampling_ratio=p["sampling_ratio"],
+            aligned=bool(p["aligned"]),
+        )
+        if p["op"] != "roi_grad_boxes":
+            kwargs["dtype"] = p["out_dtype"]
     try:
-        if p["op"] == "forward":
+        if p["op"] == "roi_forward":
+            out = cropgrad.roi_align(
+                p["image"], p["boxes"], p["box_ind"], list(p["out_size"]), **kwargs
+            )
+        elif p["op"] == "roi_grad_image":
+            out = cropgrad.roi_align_grad_image(
+                p["grads"], p["boxes"], p["box_ind"], list(p["image_size"]), **kwargs
+            )
+        elif p["op"] == "roi_grad_boxes":
+            out = cropgrad.roi_align_grad_boxes(
+                p["grads"], p["image"], p["boxes"], p["box_ind"], **kwargs
+            )
+        elif p["op"] == "roi_jvp_boxes":
+            out = cropgrad.roi_align_jvp_boxes(
+                p["image"],
+                p["boxes"],
+                p["box_ind"],
+                p["boxes_tangent"],
+                list(p["out_size"]),
+                **kwargs,
+            )
+        elif p["op"] == "forward":
             out = cropgrad.crop_and_resize(
                 p["image"],
                 p["boxes"],
@@ -266,23 +370,33 @@ def _maybe_null(rng, a):
 
 
 def c_call(consumer, p, rng=None, overrides=None):
-    """The C call of problem `p` through `consumer`; `overrides` sets codes."""
+    """The C call of problem `p` through `consumer`; `overrides` sets codes,
+    and NULL for the arrays it names in ``"null"``."""
     rng = rng or random.Random(0)
     o = {
-        "method": p["method"],
+        "method": p.get("method"),
         "layout": p["layout"],
         "num_threads": p["num_threads"],
         "box_ind_dtype": C["CG_INT64"]
         if p["box_ind"].dtype == np.int64
         else C["CG_INT32"],
+        "null": (),
     }
     if "image" in p:
         o["image_dtype"] = DTYPE_CODE[p["image"].dtype]
     if "out_dtype" in p:
         o["output_dtype"] = DTYPE_CODE[p["out_dtype"]]
+    if "arith" in p:
+        o["boxes_dtype"] = DTYPE_CODE[p["arith"]]
+        o["grads_dtype"] = DTYPE_CODE[p["arith"]]
     o.update(overrides or {})
-    null = lambda name: _maybe_null(rng, p.get(name))  # noqa: E731
-    out = _maybe_null(rng, p["out"])
+
+    def null(name):
+        return None if name in o["null"] else _maybe_null(rng, p.get(name))
+
+    out = null("out")
+    if p["op"] in ROI_OPS:
+        return _roi_c_call(consumer, p, o, null, out)
     if p["op"] == "forward":
         return consumer.crop_and_resize(
             null("image"),
@@ -355,6 +469,83 @@ def c_call(consumer, p, rng=None, overrides=None):
     )
 
 
+def _roi_c_call(consumer, p, o, null, out):
+    """`c_call` of a RoIAlign op: `o` holds the codes, `null` gives the
+    arrays (None for NULL), `out` is the output's."""
+    options = (p["spatial_scale"], p["sampling_ratio"], p["aligned"], o["layout"])
+    if p["op"] == "roi_forward":
+        return consumer.roi_align(
+            null("image"),
+            o["image_dtype"],
+            p["image"].shape,
+            null("boxes"),
+            o["boxes_dtype"],
+            null("box_ind"),
+            o["box_ind_dtype"],
+            len(p["boxes"]),
+            *p["out_size"],
+            *options,
+            out,
+            o["output_dtype"],
+            o["num_threads"],
+            p["flush"],
+            p["record"],
+        )
+    if p["op"] == "roi_jvp_boxes":
+        return consumer.roi_align_jvp_boxes(
+            null("image"),
+            o["image_dtype"],
+            p["image"].shape,
+            null("boxes"),
+            null("boxes_tangent"),
+            o["boxes_dtype"],
+            null("box_ind"),
+            o["box_ind_dtype"],
+            len(p["boxes"]),
+            *p["out_size"],
+            *options,
+            out,
+            o["output_dtype"],
+            o["num_threads"],
+            p["flush"],
+            p["record"],
+        )
+    if p["op"] == "roi_grad_image":
+        return consumer.roi_align_grad_image(
+            null("grads"),
+            o["grads_dtype"],
+            p["grads"].shape,
+            null("boxes"),
+            o["boxes_dtype"],
+            null("box_ind"),
+            o["box_ind_dtype"],
+            p["image_size"],
+            *options,
+            out,
+            o["output_dtype"],
+            o["num_threads"],
+            p["flush"],
+            p["record"],
+        )
+    return consumer.roi_align_grad_boxes(
+        null("grads"),
+        o["grads_dtype"],
+        p["grads"].shape,
+        null("image"),
+        o["image_dtype"],
+        p["image"].shape,
+        null("boxes"),
+        o["boxes_dtype"],
+        null("box_ind"),
+        o["box_ind_dtype"],
+        *options,
+        out,
+        o["num_threads"],
+        p["flush"],
+        p["record"],
+    )
+
+
 def same_bits(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
@@ -386,8 +577,14 @@ def judge(result, expected, out, before):
 
 def _c_only_code(rng, p):
     """An override the NumPy API cannot express and what C must answer."""
-    kinds = ["method", "layout", "num_threads", "box_ind_dtype"]
+    roi = p["op"] in ROI_OPS
+    kinds = ["layout", "num_threads", "box_ind_dtype", "null"]
     kinds += ["image_dtype"] if "image" in p else ["output_dtype"]
+    if roi:
+        kinds += ["boxes_dtype"] + (["grads_dtype"] if "grads" in p else [])
+        kinds += ["output_dtype"] if "out_dtype" in p and "image" in p else []
+    else:
+        kinds += ["method"]
     kind = rng.choice(kinds)
     value = rng.choice([-1, 2, 7, 10, 99, -(2**31), 2**31 - 1])
     if kind == "method":
@@ -402,6 +599,8 @@ def _c_only_code(rng, p):
     if kind == "num_threads":
         value = rng.choice([-1, 1025, -(2**31), 2**31 - 1])
         return {kind: value}, (C["CG_ERR_VALUE"], threads_message(value))
+    if kind == "null":
+        return _null_array(rng, p)
     if kind == "box_ind_dtype":
         value = rng.choice([C["CG_FLOAT32"], C["CG_UINT8"], 0, 10, -3])
         return {kind: value}, (
@@ -414,11 +613,56 @@ def _c_only_code(rng, p):
             C["CG_ERR_TYPE"],
             code_message("image_dtype", IMAGE_CODES_TEXT, value),
         )
+    if kind in ("boxes_dtype", "grads_dtype"):
+        return _roi_typed_code(rng, p, kind)
     value = rng.choice([C["CG_UINT8"], C["CG_INT64"], 0, 11])
+    if roi and p["arith"] == np.float64 and rng.random() < 0.5:
+        value = rng.choice([C["CG_FLOAT16"], C["CG_BFLOAT16"]])
+        allowed = "CG_FLOAT32 or CG_FLOAT64 for float64 arithmetic"
+        return {kind: value}, (C["CG_ERR_TYPE"], code_message(kind, allowed, value))
     return {kind: value}, (
         C["CG_ERR_TYPE"],
         code_message("output_dtype", OUTPUT_CODES_TEXT, value),
     )
+
+
+def roi_typed_text(arith):
+    """What RoIAlign's boxes_dtype (and the boxes gradient's grads_dtype)
+    must be, in the C-level API's words, for arithmetic `arith`."""
+    if np.dtype(arith) == np.float64:
+        return "CG_FLOAT64 for float64 data, CG_FLOAT32 otherwise (the arithmetic type)"
+    return "CG_FLOAT32 for data other than float64 (the arithmetic type)"
+
+
+def _roi_typed_code(rng, p, kind):
+    """A boxes_dtype or grads_dtype code other than the arithmetic type's."""
+    other = C["CG_FLOAT32"] if p["arith"] == np.float64 else C["CG_FLOAT64"]
+    if kind == "grads_dtype" and p["op"] == "roi_grad_image":
+        # grads' own dtype is the arithmetic type's source: not a float one.
+        value = rng.choice([C["CG_FLOAT16"], C["CG_BFLOAT16"], C["CG_INT32"], 0, 99])
+        allowed = "CG_FLOAT32 or CG_FLOAT64 (the arithmetic type)"
+    else:
+        value = rng.choice([other, other, C["CG_FLOAT16"], C["CG_UINT8"], 0, 99])
+        allowed = roi_typed_text(p["arith"])
+    return {kind: value}, (C["CG_ERR_TYPE"], code_message(kind, allowed, value))
+
+
+def null_message(name, nbytes):
+    return (
+        f"{name} is NULL but its shape holds {nbytes} bytes (NULL is only for an "
+        "empty array)"
+    )
+
+
+def _null_array(rng, p):
+    """NULL for one array that holds bytes (the output included)."""
+    names = [k for k in (*INPUTS, "out") if k in p and p[k].nbytes > 0]
+    name = rng.choice(names)
+    c_name = name
+    if name == "out":
+        c_name = "crops" if p["op"] == "forward" else "output"
+    message = null_message(c_name, p[name].nbytes)
+    return {"null": (name,)}, (C["CG_ERR_VALUE"], message)
 
 
 HUGE = [-1, -(2**62), 2**31, 2**40, 2**62, 2**63 - 1]
@@ -426,13 +670,15 @@ HUGE = [-1, -(2**62), 2**31, 2**40, 2**62, 2**63 - 1]
 
 def _huge_case(rng, consumer):
     """Shapes beyond memory, every pointer NULL: an error before any read."""
-    op = rng.choice(["forward", "grad_image", "grad_boxes"])
+    op = rng.choice(["forward", "grad_image", "grad_boxes"] + list(ROI_OPS[:3]))
     shape = [rng.choice(HUGE + [1, 3]) for _ in range(4)]
     if all(v in (1, 3) for v in shape):
         shape[rng.randrange(4)] = rng.choice(HUGE)
     box_ind_dtype = C["CG_INT64"]
     expected = None
-    if op == "forward":
+    if op in ROI_OPS:
+        result, expected = _roi_huge_case(rng, consumer, op, tuple(shape))
+    elif op == "forward":
         crop = [rng.choice(HUGE + [2]), rng.choice(HUGE + [2])]
         num_boxes = rng.choice([0, 1, 2**40, 2**62])
         small = rng.random() < 0.5
@@ -483,6 +729,58 @@ def _huge_case(rng, consumer):
     if result[0] not in (C["CG_ERR_VALUE"], C["CG_ERR_INDEX"]) or not result[2]:
         return f"{op}: unexpected {result!r}"
     return None
+
+
+def _roi_huge_case(rng, consumer, op, shape):
+    """`_huge_case` of a RoIAlign op: (the C call's result, the NumPy API's
+    where it must fail too, or None)."""
+    f32, i64 = C["CG_FLOAT32"], C["CG_INT64"]
+    expected = None
+    if op == "roi_forward":
+        out_size = [rng.choice(HUGE + [2]), rng.choice(HUGE + [2])]
+        num_boxes = rng.choice([0, 1, 2**40, 2**62])
+        small = rng.random() < 0.5
+        image_shape = (1, 1, 2, 2) if small else shape
+        result = consumer.roi_align(
+            None, f32, image_shape, None, f32, None, i64, num_boxes, *out_size,
+            1.0, -1, 0, C["CG_NCHW"], None, f32, 0, 0,
+        )  # fmt: skip
+        if (
+            small
+            and num_boxes <= 1
+            and (min(out_size) <= 0 or _beyond((num_boxes, 1, *out_size), 4))
+        ):
+            expected = _numpy_error(
+                cropgrad.roi_align,
+                np.zeros(image_shape, np.float32),
+                np.zeros((num_boxes, 4), np.float32),
+                [0] * num_boxes,
+                out_size,
+            )
+    elif op == "roi_grad_image":
+        grads_shape = (1, 1, 1, 1) if rng.random() < 0.5 else shape
+        image_size = tuple(rng.choice(HUGE + [1, 2]) for _ in range(4))
+        result = consumer.roi_align_grad_image(
+            None, f32, grads_shape, None, f32, None, i64, image_size, 1.0, -1, 0,
+            C["CG_NCHW"], None, f32, 0, 0,
+        )  # fmt: skip
+        if grads_shape == (1, 1, 1, 1) and (
+            min(image_size) < 0 or _beyond(image_size, 4)
+        ):
+            expected = _numpy_error(
+                cropgrad.roi_align_grad_image,
+                np.zeros(grads_shape, np.float32),
+                np.zeros((1, 4), np.float32),
+                [0],
+                list(image_size),
+            )
+    else:
+        other = tuple(rng.choice(HUGE + [1, 2]) for _ in range(4))
+        result = consumer.roi_align_grad_boxes(
+            None, f32, shape, None, f32, other, None, f32, None, i64, 1.0, -1, 0,
+            C["CG_NCHW"], None, 0, 0,
+        )  # fmt: skip
+    return result, expected
 
 
 def _beyond(shape, itemsize):

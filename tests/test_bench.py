@@ -1,10 +1,13 @@
-"""The benchmark's plumbing: rows from adapters, the pipeline row, targets.
+"""The benchmark's plumbing: rows from adapters, the pipeline row, targets,
+the RoIAlign rows and their reference workers.
 
 Quick runs in this process (the figures themselves are not judged: only
 that every column is measured and reported).
 """
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import types
@@ -13,7 +16,16 @@ import numpy as np
 import pytest
 
 import cropgrad
-from cropgrad._bench import nchw_rows, report, rows
+from cropgrad._bench import (
+    cli,
+    nchw_rows,
+    report,
+    roi_worker,
+    rows,
+    targets,
+    workloads,
+)
+from cropgrad._bench.columns import cropgrad_columns
 from cropgrad._bench.run import run
 from cropgrad._bench.timing import Settings
 from cropgrad._bench.workloads import WORKLOADS
@@ -209,3 +221,279 @@ def test_nchw_rows_time_the_same_problem_in_both_layouts(name):
         nhwc = nhwc.transpose(0, 3, 1, 2)
     assert nchw.tobytes() == np.ascontiguousarray(nhwc).tobytes()
     assert row["columns"]["cropgrad_1thread"]().tobytes() == nchw.tobytes()
+
+
+# --------------------------------------------------------------------------
+# The RoIAlign rows: torchvision's and ONNX Runtime's columns in workers
+
+
+def _roi(name):
+    return WORKLOADS[name]
+
+
+@pytest.mark.parametrize(
+    "group, boxes, output_size, sampling_ratio, aligned",
+    [
+        ("roi-fpn", 1024, (7, 7), 2, False),
+        ("roi-mask", 256, (14, 14), 2, True),
+        ("roi-adaptive", 1024, (7, 7), 0, True),
+    ],
+)
+def test_roi_rows_exist(group, boxes, output_size, sampling_ratio, aligned):
+    names = workloads.GROUPS[group]
+    assert names == [
+        f"{group}-{op}{layout}"
+        for op in ("forward", "grad-image", "grad-boxes")
+        for layout in ("", "-nhwc")
+    ]
+    assert cli._workload_list(group) == names
+    assert set(names) <= set(workloads.GROUPS["roi"])
+    targeted = {t[0] for t in targets.TARGETS}
+    for name in names:
+        w = _roi(name)
+        assert w.family == workloads.ROI_ALIGN and w.kind == "op"
+        assert w.nchw == (2, 256, 100, 136) and w.num_boxes == boxes
+        assert w.crop == output_size and w.spatial_scale == 1 / 8
+        assert (w.sampling_ratio, w.aligned) == (sampling_ratio, aligned)
+        assert w.data_format == ("NHWC" if name.endswith("-nhwc") else "NCHW")
+        assert name in targeted, name
+    p = _roi(names[0]).problem()
+    x1, y1, x2, y2 = p["boxes"].T
+    for side in (x2 - x1, y2 - y1):
+        assert side.min() >= 16 - 1e-3 and side.max() <= 400 + 1e-3
+    assert x1.min() >= 0 and x2.max() <= 136 * 8
+    assert y1.min() >= 0 and y2.max() <= 100 * 8
+    assert np.all(np.diff(p["box_ind"]) >= 0) and set(p["box_ind"]) == {0, 1}
+
+
+def test_roi_quick_pools_a_sixteenth_of_the_boxes():
+    w = _roi("roi-fpn-grad-image")
+    quick = w.quick()
+    assert quick.num_boxes == 64 and quick.name == w.name
+    assert "64 of its 1024 boxes" in quick.about
+    # The same boxes, the first ones.
+    np.testing.assert_array_equal(quick.problem()["boxes"], w.problem()["boxes"][:64])
+
+
+def _small(name, **changes):
+    """A RoIAlign row of the real name on a small map (fast to measure)."""
+    changes = {"nchw": (2, 8, 12, 10), "num_boxes": 48, "box_sides": (8, 60), **changes}
+    return _roi(name).variant(**changes)
+
+
+@pytest.mark.parametrize("name", ["roi-mask-forward-nhwc", "roi-fpn-grad-boxes-nhwc"])
+def test_roi_columns_time_the_same_problem(name):
+    # The NHWC row's NCHW call and the boxes-gradient row's input gradient
+    # run on the row's arrays.
+    w = _small(name)
+    p = w.problem()
+    columns = cropgrad_columns(w, p, None, 1)
+    assert {"cropgrad_1thread", "cropgrad_default", "nchw_default"} <= set(columns)
+    ours = columns["cropgrad_default_new_output"]()
+    assert columns["cropgrad_1thread"]() is not ours
+    nchw = columns["nchw_default"]()
+    if ours.ndim == 4:
+        ours = ours.transpose(0, 3, 1, 2)
+    assert nchw.tobytes() == np.ascontiguousarray(ours).tobytes()
+    if w.op == workloads.GRAD_BOXES:
+        expected = cropgrad.roi_align_grad_image(
+            p["grads"], p["boxes"], p["box_ind"], w.image_size,
+            data_format="NHWC", **w.options(),
+        )  # fmt: skip
+        assert columns["grad_image_default"]().tobytes() == expected.tobytes()
+
+
+_FAKE_TORCHVISION = """#!{python}
+# A stand-in for a Python with torchvision: roi_child.py's loop, with
+# cropgrad computing what torchvision would.
+import importlib.util
+import sys
+
+import cropgrad
+
+spec = importlib.util.spec_from_file_location("roi_child", sys.argv[2])
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+
+
+def fake(threads=None):
+    def build(problem, spec):
+        if {fail!r}:
+            raise ValueError("the stand-in refuses")
+        args = (problem["boxes"], problem["box_ind"])
+        options = dict(
+            spatial_scale=spec["spatial_scale"],
+            sampling_ratio=spec["sampling_ratio"],
+            aligned=spec["aligned"],
+        )
+        if spec["op"] == "forward":
+            def call():
+                return cropgrad.roi_align(
+                    problem["image"], *args, spec["output_size"], **options
+                )
+        else:
+            def call():
+                return cropgrad.roi_align_grad_image(
+                    problem["grads"], *args, spec["nchw"], **options
+                )
+        return call, lambda result: result
+
+    return {{"torchvision": "stand-in", "torch": "none", "torch_threads": 1}}, build
+
+
+child.main(sys.argv[3:], backends={{"torchvision": fake}})
+"""
+
+
+def _fake_torchvision(tmp_path, fail=False):
+    path = tmp_path / ("failing_python" if fail else "python")
+    path.write_text(_FAKE_TORCHVISION.format(python=sys.executable, fail=fail))
+    path.chmod(0o755)
+    return str(path)
+
+
+def _onnxruntime_installed():
+    found = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
+    if not found and os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
+        pytest.fail("CROPGRAD_REQUIRE_ADAPTERS=1 but ONNX Runtime is not installed")
+    return found
+
+
+@pytest.fixture
+def small_roi_fpn(monkeypatch):
+    names = workloads.GROUPS["roi-fpn"]
+    for name in names:
+        monkeypatch.setitem(WORKLOADS, name, _small(name))
+    return names
+
+
+def test_roi_rows_report_every_column(small_roi_fpn, tmp_path):
+    messages = []
+    result = run(
+        small_roi_fpn, Settings(quick=True, repeats=1), adapters=False,
+        progress=messages.append, torchvision=_fake_torchvision(tmp_path),
+    )  # fmt: skip
+    ort = _onnxruntime_installed()
+    assert result["tensorflow"]["reason"] == "n/a (no crop_and_resize row in this run)"
+    tv = result["references"]["torchvision"]
+    assert tv["available"] and tv["version"] == "stand-in"
+    assert result["references"]["onnxruntime"]["available"] is ort
+    assert [r["name"] for r in result["workloads"]] == small_roi_fpn
+    onnxruntime = {"onnxruntime_1thread", "onnxruntime_default"} if ort else set()
+    measured = {
+        "roi-fpn-forward": {"torchvision", *onnxruntime},
+        "roi-fpn-grad-image": {"torchvision"},
+    }
+    for row in result["workloads"]:
+        name, times = row["name"], row["median_s"]
+        assert row["family"] == "roi_align" and row["num_boxes"] == 3  # 48 / 16
+        assert set(times) == set(result["roi_columns"])
+        for column in result["roi_columns"]:
+            assert (times[column] is None) == (column in row["not_measured"]), column
+            reason = row["not_measured"].get(column, "n/a")
+            assert reason.startswith("n/a"), (column, reason)
+        for column in ("cropgrad_1thread", "cropgrad_default", "roofline"):
+            assert 0 < times[column] < 1, (name, column)
+        # The references computed cropgrad's bits where they ran.
+        assert row["same_bits"] == dict.fromkeys(measured.get(name, ()), True)
+        for column in measured.get(name, ()):
+            assert times[column] > 0
+        if name.endswith("-nhwc"):
+            assert row["ratios"]["nchw_over_nhwc"] > 0
+        if "grad-boxes" in name:
+            assert row["ratios"]["grad_boxes_over_grad_image"] > 0
+    forward, nhwc, grad_boxes = (result["workloads"][i] for i in (0, 1, 4))
+    assert forward["ratios"]["torchvision_over_cropgrad_1thread"] > 0
+    assert "NCHW only" in nhwc["not_measured"]["torchvision"]
+    assert "no boxes gradient" in grad_boxes["not_measured"]["torchvision"]
+    if not ort:
+        why = forward["not_measured"]["onnxruntime_default"]
+        assert "not installed" in why
+
+    rows = [t for t in result["targets"] if t["workload"].startswith("roi-fpn")]
+    assert len(rows) == 11
+    assert all(t["measured"] is not None for t in rows if "ONNX" not in t["target"])
+    table = report.format_roi_table(result)
+    for name in small_roi_fpn:
+        assert name in table
+    assert "torchvision stand-in" in table and "bits in 2 of 2 results" in table
+    # Without crop_and_resize rows, the RoIAlign table and then the footer.
+    text = report.format_table(result)
+    assert text.startswith(table) and text.count("roi-fpn-forward ") == 1
+    assert "cg/roof" not in text and text.splitlines()[-1].startswith("cropgrad ")
+    json.dumps(result)
+
+
+def test_a_failing_reference_leaves_its_column_na(small_roi_fpn, tmp_path):
+    names = small_roi_fpn[:3]  # forward, forward NHWC, input gradient
+    messages = []
+    result = run(
+        names, Settings(quick=True, repeats=1), adapters=False, onnxruntime=False,
+        progress=messages.append, torchvision=_fake_torchvision(tmp_path, True),
+    )  # fmt: skip
+    assert any("measuring the rest without torchvision" in m for m in messages)
+    tv = result["references"]["torchvision"]
+    assert not tv["available"] and "the stand-in refuses" in tv["reason"]
+    for row in result["workloads"]:
+        assert row["median_s"]["torchvision"] is None
+        assert row["median_s"]["cropgrad_default"] > 0
+    forward, _, grad_image = result["workloads"]
+    for row in (forward, grad_image):
+        assert "the stand-in refuses" in row["not_measured"]["torchvision"]
+    assert forward["not_measured"]["onnxruntime_1thread"] == (
+        "n/a (disabled with --no-onnxruntime)"
+    )
+
+
+def test_torchvision_python(monkeypatch, tmp_path):
+    monkeypatch.delenv(roi_worker.TORCHVISION_PYTHON_ENV, raising=False)
+    assert roi_worker.torchvision_python(False) == (
+        None,
+        "n/a (disabled with --no-torchvision)",
+    )
+    python, reason = roi_worker.torchvision_python(str(tmp_path / "nowhere"))
+    assert python is None and "not an executable file" in reason
+    monkeypatch.setenv(roi_worker.TORCHVISION_PYTHON_ENV, sys.executable)
+    assert roi_worker.torchvision_python() == (os.path.abspath(sys.executable), "")
+    monkeypatch.delenv(roi_worker.TORCHVISION_PYTHON_ENV)
+    python, reason = roi_worker.torchvision_python()
+    if importlib.util.find_spec("torchvision") is None:
+        assert python is None and "--torchvision-python" in reason
+    else:
+        assert python == sys.executable
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is not None,
+    reason="torchvision is installed here",
+)
+def test_a_python_without_torchvision_says_why():
+    references = roi_worker.References(2, lambda message: None)
+    try:
+        references.start(sys.executable, onnxruntime=False)
+    finally:
+        references.close()
+    info = references.info["torchvision"]
+    assert not info["available"]
+    assert info["reason"].startswith("n/a (torchvision failed to import:")
+    assert references.reasons[roi_worker.TV] == info["reason"]
+
+
+def test_command_line_roi_rows_without_references(tmp_path):
+    path = tmp_path / "bench.json"
+    command = [sys.executable, "-P", "-m", "cropgrad", "bench", "--quick"]
+    options = ["--workloads", "roi-mask-forward-nhwc", "--repeats", "1"]
+    options += ["--no-torchvision", "--no-onnxruntime", "--no-adapters"]
+    result = subprocess.run(
+        [*command, *options, "--json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "roi-mask-forward-nhwc" in result.stdout
+    assert "torchvision columns: n/a (disabled with --no-torchvision)" in result.stdout
+    assert "ONNX Runtime columns: n/a (disabled with --no-onnxruntime)" in result.stdout
+    (row,) = json.loads(path.read_text())["workloads"]
+    assert row["median_s"]["nchw_default"] > 0
+    assert row["not_measured"]["torchvision"].startswith("n/a (NCHW only")

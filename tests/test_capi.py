@@ -2,8 +2,9 @@
 and the exported signatures, pinned.
 
 ``tests/capi_consumer/`` is the example of ``docs/capi.md``: an extension
-module that cimports ``cropgrad.capi`` and calls the three ops inside
-``with nogil``.  It is built here as a wheel from its pyproject.toml and
+module that cimports ``cropgrad.capi`` and calls crop_and_resize's family
+and RoIAlign's (float32 and float64, int32 and int64 box_ind, both
+layouts) inside ``with nogil``.  It is built here as a wheel from its pyproject.toml and
 setup.py (``pip wheel --no-build-isolation``), in a temporary directory,
 against the cropgrad that the tests import, and must give the NumPy API's
 bits.  The other kinds of consumer are in test_capi_consumers.py.
@@ -15,7 +16,7 @@ import os
 import capi_build
 import numpy as np
 import pytest
-from _helpers import random_problem
+from _helpers import assert_same_bits, random_problem, starting_teams
 
 import cropgrad
 import cropgrad.capi
@@ -119,6 +120,14 @@ def test_exported_signatures_are_pinned():
 
 def test_codes_are_pinned():
     assert {k: cropgrad.capi._CODES[k] for k in CODES} == CODES
+
+
+def test_codes_are_public_names():
+    """Each code is an int attribute of cropgrad.capi (ctypes, cffi, Numba)."""
+    names = [k for k in dir(cropgrad.capi) if k.startswith("CG_")]
+    public = {k: getattr(cropgrad.capi, k) for k in names}
+    assert public == CODES
+    assert all(type(v) is int for v in public.values())
 
 
 def test_version_is_pinned():
@@ -275,6 +284,142 @@ def test_consumer_empty_problems(consumer):
     out = np.zeros((0, 4), np.float32)
     assert consumer.crop_and_resize_grad_boxes(
         grads, image, no_boxes, no_index, out) == (0, -1, "")  # fmt: skip
+
+
+# --------------------------------------------------------------------------
+# RoIAlign (C-level API 1.1)
+
+ROI_OPS = ["roi_align", "roi_align_grad_image", "roi_align_grad_boxes",
+           "roi_align_jvp_boxes"]  # fmt: skip
+OUTPUT_SIZE = (3, 2)
+
+
+def _roi_problem(arith, index_dtype, nchw, seed=0):
+    """A RoIAlign problem in `arith` arithmetic (boxes inside, partly outside
+    and flipped; options by `seed`), its arrays in the layout `nchw` says."""
+    rng = np.random.default_rng([seed, nchw])
+    image = rng.standard_normal((3, 8, 7, 4)).astype(arith)  # NHWC
+    grads = rng.standard_normal((6, *OUTPUT_SIZE, 4)).astype(arith)
+    if nchw:
+        image = np.ascontiguousarray(image.transpose(0, 3, 1, 2))
+        grads = np.ascontiguousarray(grads.transpose(0, 3, 1, 2))
+    boxes = rng.uniform(-2, 10, (6, 4)).astype(arith)
+    boxes[1, 2:] = boxes[1, :2] - 1
+    return dict(
+        image=image,
+        grads=grads,
+        boxes=boxes,
+        box_ind=rng.integers(0, 3, 6).astype(index_dtype),
+        tangent=rng.standard_normal((6, 4)).astype(arith),
+        nchw=nchw,
+        options=dict(
+            spatial_scale=(0.5, 1.0, 2.0)[seed % 3],
+            sampling_ratio=(-1, 2, 0)[seed % 3],
+            aligned=bool(seed % 2),
+        ),
+    )
+
+
+def _numpy_roi(op, q, **kw):
+    """The NumPy API's result of `op` on problem `q`."""
+    kw.update(q["options"], data_format="NCHW" if q["nchw"] else "NHWC")
+    image, grads, boxes, box_ind = q["image"], q["grads"], q["boxes"], q["box_ind"]
+    if op == "roi_align":
+        return cropgrad.roi_align(image, boxes, box_ind, OUTPUT_SIZE, **kw)
+    if op == "roi_align_grad_image":
+        return cropgrad.roi_align_grad_image(grads, boxes, box_ind, image.shape, **kw)
+    if op == "roi_align_grad_boxes":
+        return cropgrad.roi_align_grad_boxes(grads, image, boxes, box_ind, **kw)
+    return cropgrad.roi_align_jvp_boxes(
+        image, boxes, box_ind, q["tangent"], OUTPUT_SIZE, **kw
+    )
+
+
+def _consumer_roi(consumer, op, q, out, num_threads=0):
+    """The consumer's call of `op` on problem `q`, writing `out`."""
+    kw = dict(q["options"], nchw=q["nchw"], num_threads=num_threads)
+    image, grads, boxes, box_ind = q["image"], q["grads"], q["boxes"], q["box_ind"]
+    if op == "roi_align":
+        return consumer.roi_align(image, boxes, box_ind, out, **kw)
+    if op == "roi_align_grad_image":
+        return consumer.roi_align_grad_image(grads, boxes, box_ind, out, **kw)
+    if op == "roi_align_grad_boxes":
+        return consumer.roi_align_grad_boxes(grads, image, boxes, box_ind, out, **kw)
+    return consumer.roi_align_jvp_boxes(image, boxes, q["tangent"], box_ind, out, **kw)
+
+
+@pytest.mark.parametrize("nchw", [True, False], ids=["NCHW", "NHWC"])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("arith", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_consumer_roi_align_matches_numpy_api(consumer, op, arith, index_dtype, nchw):
+    default = cropgrad.show_config("dicts")["default_threads"]
+    for seed in range(3):
+        q = _roi_problem(arith, index_dtype, nchw, seed)
+        expected = _numpy_roi(op, q, num_threads=1)
+        with starting_teams() as parallel:
+            for threads in (0, 1, 2, 3):
+                out = np.full_like(expected, np.nan)
+                result = _consumer_roi(consumer, op, q, out, threads)
+                assert result == (0, -1, ""), (seed, threads)
+                assert parallel.last_team() == (threads or default)
+                assert_same_bits(out, expected, (seed, threads))
+
+
+def _numpy_message(op, q, exception):
+    """The message of the NumPy API's `exception` for `op` on problem `q`."""
+    with pytest.raises(exception) as info:
+        _numpy_roi(op, q)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_consumer_roi_align_error_records(consumer, op):
+    value, index = CODES["CG_ERR_VALUE"], CODES["CG_ERR_INDEX"]
+    cases = {
+        # what is wrong: (its change, status, position, words of the message)
+        "a box not finite": ("boxes", (3, 1), np.nan, value, 3, "boxes[3] = ["),
+        "box_ind out of range": ("box_ind", 5, 3, index, 5, "box_ind[5] = 3"),
+        "too many samples": (
+            "boxes", 2, [0, 0, 1e8, 1e8], value, 2, "samples in each bin"),
+        "sampling_ratio": ("options", "sampling_ratio", 4097, value, -1,
+                           "sampling_ratio must be at most 4096"),
+    }  # fmt: skip
+    for what, (name, at, bad, status, position, words) in cases.items():
+        q = _roi_problem(np.float32, np.int64, True)
+        q["options"]["sampling_ratio"] = 0
+        out = np.full_like(_numpy_roi(op, q), 7)
+        q[name][at] = bad
+        exception = IndexError if status == index else ValueError
+        message = _numpy_message(op, q, exception)
+        assert _consumer_roi(consumer, op, q, out) == (status, position, message)
+        assert words in message, what
+        assert np.all(out == 7), f"{what}: an error record, yet the output was written"
+
+    # An output overlapping the boxes: the NumPy API's words.
+    q = _roi_problem(np.float32, np.int64, True)
+    shape = _numpy_roi(op, q).shape
+    buf = np.zeros(q["boxes"].size + int(np.prod(shape)), np.float32)
+    buf[: q["boxes"].size] = q["boxes"].reshape(-1)
+    q["boxes"] = buf[: q["boxes"].size].reshape(q["boxes"].shape)
+    out = buf[4 : 4 + int(np.prod(shape))].reshape(shape)
+    message = "out must not share memory with an input"
+    with pytest.raises(ValueError, match=message):
+        _numpy_roi(op, q, out=out)
+    assert _consumer_roi(consumer, op, q, out) == (value, -1, message)
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_consumer_roi_align_empty_problems(consumer, op):
+    """No boxes: the consumer passes NULL for every array but the image (or
+    the image gradient, which is zeros)."""
+    q = _roi_problem(np.float64, np.int32, False)
+    for name in ("boxes", "box_ind", "tangent", "grads"):
+        q[name] = q[name][:0]
+    expected = _numpy_roi(op, q)
+    out = np.full_like(expected, 7)
+    assert _consumer_roi(consumer, op, q, out) == (0, -1, "")
+    assert_same_bits(out, expected)
 
 
 @pytest.mark.parametrize("op", ["forward", "grad_image", "grad_boxes"])

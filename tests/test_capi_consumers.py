@@ -8,9 +8,12 @@
   (skipped without Numba unless CROPGRAD_REQUIRE_ADAPTERS=1).
 
 All four take the C consumer's convention (see capi_ctypes.py), so one set
-of tests runs through each: the three ops bit for bit, error records and
-their messages, NULL error records, empty problems with NULL pointers, an
-output overlapping an input.  The Cython consumer is tested in test_capi.py.
+of tests runs through each: every op bit for bit, error records and their
+messages, NULL error records, empty problems with NULL pointers, an output
+overlapping an input.  RoIAlign's four functions (C-level API 1.1) in both
+layouts, float32 and float64 arithmetic, int32 and int64 box_ind, on 1 to 3
+threads and the default, with every error a caller can make.  The Cython
+consumer is tested in test_capi.py.
 """
 
 import ctypes
@@ -24,6 +27,7 @@ import capi_ctypes
 import fuzz_capi
 import numpy as np
 import pytest
+from _helpers import starting_teams
 
 import cropgrad
 import cropgrad.capi
@@ -43,7 +47,7 @@ def c_modules(tmp_path_factory):
 
 
 class NumbaConsumer:
-    """The three ops from ``@njit(nogil=True)`` code, in the C convention.
+    """Every op from ``@njit(nogil=True)`` code, in the C convention.
 
     Every array reaches the compiled functions as its bytes (one
     specialisation each); an empty one is passed as a NULL pointer, and a
@@ -103,10 +107,66 @@ class NumbaConsumer:
                 layout, ptr(output), num_threads, flush, ptr(err),
             )  # fmt: skip
 
+        roi_forward = fn["cg_roi_align"]
+        roi_grad_image = fn["cg_roi_align_grad_image"]
+        roi_grad_boxes = fn["cg_roi_align_grad_boxes"]
+        roi_jvp_boxes = fn["cg_roi_align_jvp_boxes"]
+
+        @numba.njit(nogil=True)
+        def call_roi_forward(image, image_dtype, shape, boxes, boxes_dtype, box_ind,
+                             index_dtype, num_boxes, out_h, out_w, scale, ratio,
+                             aligned, layout, output, output_dtype, num_threads,
+                             flush, err):  # fmt: skip
+            return roi_forward(
+                ptr(image), image_dtype, ptr(shape), ptr(boxes), boxes_dtype,
+                ptr(box_ind), index_dtype, num_boxes, out_h, out_w, scale, ratio,
+                aligned, layout, ptr(output), output_dtype, num_threads, flush,
+                ptr(err),
+            )  # fmt: skip
+
+        @numba.njit(nogil=True)
+        def call_roi_grad_image(grads, grads_dtype, grads_shape, boxes, boxes_dtype,
+                                box_ind, index_dtype, image_size, scale, ratio,
+                                aligned, layout, output, output_dtype, num_threads,
+                                flush, err):  # fmt: skip
+            return roi_grad_image(
+                ptr(grads), grads_dtype, ptr(grads_shape), ptr(boxes), boxes_dtype,
+                ptr(box_ind), index_dtype, ptr(image_size), scale, ratio, aligned,
+                layout, ptr(output), output_dtype, num_threads, flush, ptr(err),
+            )  # fmt: skip
+
+        @numba.njit(nogil=True)
+        def call_roi_grad_boxes(grads, grads_dtype, grads_shape, image, image_dtype,
+                                image_shape, boxes, boxes_dtype, box_ind,
+                                index_dtype, scale, ratio, aligned, layout, output,
+                                num_threads, flush, err):  # fmt: skip
+            return roi_grad_boxes(
+                ptr(grads), grads_dtype, ptr(grads_shape), ptr(image), image_dtype,
+                ptr(image_shape), ptr(boxes), boxes_dtype, ptr(box_ind),
+                index_dtype, scale, ratio, aligned, layout, ptr(output),
+                num_threads, flush, ptr(err),
+            )  # fmt: skip
+
+        @numba.njit(nogil=True)
+        def call_roi_jvp_boxes(image, image_dtype, shape, boxes, tangent,
+                               boxes_dtype, box_ind, index_dtype, num_boxes, out_h,
+                               out_w, scale, ratio, aligned, layout, output,
+                               output_dtype, num_threads, flush, err):  # fmt: skip
+            return roi_jvp_boxes(
+                ptr(image), image_dtype, ptr(shape), ptr(boxes), ptr(tangent),
+                boxes_dtype, ptr(box_ind), index_dtype, num_boxes, out_h, out_w,
+                scale, ratio, aligned, layout, ptr(output), output_dtype,
+                num_threads, flush, ptr(err),
+            )  # fmt: skip
+
         self._jvp_boxes = call_jvp_boxes
         self._forward = call_forward
         self._grad_image = call_grad_image
         self._grad_boxes = call_grad_boxes
+        self._roi_forward = call_roi_forward
+        self._roi_grad_image = call_roi_grad_image
+        self._roi_grad_boxes = call_roi_grad_boxes
+        self._roi_jvp_boxes = call_roi_jvp_boxes
 
     @staticmethod
     def _bytes(a):
@@ -175,6 +235,64 @@ class NumbaConsumer:
             image_dtype, self._shape(image_shape), self._bytes(boxes),
             self._bytes(box_ind), box_ind_dtype, self._bytes(output), method,
             layout, num_threads, flush, err,
+        )  # fmt: skip
+        return self._result(status, err)
+
+    def roi_align(self, image, image_dtype, image_shape, boxes, boxes_dtype, box_ind,
+                  box_ind_dtype, num_boxes, output_height, output_width,
+                  spatial_scale, sampling_ratio, aligned, layout, output,
+                  output_dtype, num_threads, flush, record=True):  # fmt: skip
+        err = self._record(record)
+        status = self._roi_forward(
+            self._bytes(image), image_dtype, self._shape(image_shape),
+            self._bytes(boxes), boxes_dtype, self._bytes(box_ind), box_ind_dtype,
+            num_boxes, output_height, output_width, float(spatial_scale),
+            sampling_ratio, aligned, layout, self._bytes(output), output_dtype,
+            num_threads, flush, err,
+        )  # fmt: skip
+        return self._result(status, err)
+
+    def roi_align_grad_image(self, grads, grads_dtype, grads_shape, boxes,
+                             boxes_dtype, box_ind, box_ind_dtype, image_size,
+                             spatial_scale, sampling_ratio, aligned, layout, output,
+                             output_dtype, num_threads, flush,
+                             record=True):  # fmt: skip
+        err = self._record(record)
+        status = self._roi_grad_image(
+            self._bytes(grads), grads_dtype, self._shape(grads_shape),
+            self._bytes(boxes), boxes_dtype, self._bytes(box_ind), box_ind_dtype,
+            self._shape(image_size), float(spatial_scale), sampling_ratio, aligned,
+            layout, self._bytes(output), output_dtype, num_threads, flush, err,
+        )  # fmt: skip
+        return self._result(status, err)
+
+    def roi_align_grad_boxes(self, grads, grads_dtype, grads_shape, image,
+                             image_dtype, image_shape, boxes, boxes_dtype, box_ind,
+                             box_ind_dtype, spatial_scale, sampling_ratio, aligned,
+                             layout, output, num_threads, flush,
+                             record=True):  # fmt: skip
+        err = self._record(record)
+        status = self._roi_grad_boxes(
+            self._bytes(grads), grads_dtype, self._shape(grads_shape),
+            self._bytes(image), image_dtype, self._shape(image_shape),
+            self._bytes(boxes), boxes_dtype, self._bytes(box_ind), box_ind_dtype,
+            float(spatial_scale), sampling_ratio, aligned, layout,
+            self._bytes(output), num_threads, flush, err,
+        )  # fmt: skip
+        return self._result(status, err)
+
+    def roi_align_jvp_boxes(self, image, image_dtype, image_shape, boxes,
+                            boxes_tangent, boxes_dtype, box_ind, box_ind_dtype,
+                            num_boxes, output_height, output_width, spatial_scale,
+                            sampling_ratio, aligned, layout, output, output_dtype,
+                            num_threads, flush, record=True):  # fmt: skip
+        err = self._record(record)
+        status = self._roi_jvp_boxes(
+            self._bytes(image), image_dtype, self._shape(image_shape),
+            self._bytes(boxes), self._bytes(boxes_tangent), boxes_dtype,
+            self._bytes(box_ind), box_ind_dtype, num_boxes, output_height,
+            output_width, float(spatial_scale), sampling_ratio, aligned, layout,
+            self._bytes(output), output_dtype, num_threads, flush, err,
         )  # fmt: skip
         return self._result(status, err)
 
@@ -373,6 +491,40 @@ def test_c_header_table_and_layout(c_modules):
         )
 
 
+def test_docs_ctypes_and_numba_examples_run():
+    """docs/capi.md's ctypes examples (and the Numba one, with Numba) run,
+    with the public codes, and give the NumPy API's bits."""
+    docs = os.path.join(HERE, os.pardir, "docs", "capi.md")
+    if not os.path.exists(docs):
+        pytest.skip("the documentation is not beside the tests")
+    with open(docs) as f:
+        text = f.read()
+    (record,) = re.findall(r"```python\n(class CgError.*?)```", text, re.S)
+    section = text[text.index("## From ctypes, cffi or Numba") :]
+    crop, roi, numba_block = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace = {"ctypes": ctypes}
+    for block in (record, crop, roi):
+        exec(block, namespace)
+    n = namespace
+    assert n["status"] == cropgrad.capi.CG_OK and n["err"].status == 0
+    expected = cropgrad.crop_and_resize(n["image"], n["boxes"], n["box_ind"], (7, 7))
+    assert fuzz_capi.same_bits(n["crops"], expected)
+    expected = cropgrad.roi_align(
+        n["features"], n["rois"], n["roi_ind"], 7, spatial_scale=1 / 4,
+        sampling_ratio=2, aligned=True,
+    )  # fmt: skip
+    assert fuzz_capi.same_bits(n["pooled"], expected)
+    if importlib.util.find_spec("numba") is None and not REQUIRE:
+        return
+    exec(numba_block, namespace)
+    crops = np.full_like(n["crops"], np.nan)
+    err = np.zeros(1, capi_ctypes.ERROR_DTYPE)
+    shape = np.array(n["image"].shape, np.int64)
+    status = n["crop"](n["image"], shape, n["boxes"], n["box_ind"], crops, err)
+    assert status == cropgrad.capi.CG_OK and err["status"][0] == 0
+    assert fuzz_capi.same_bits(crops, n["crops"])
+
+
 def _header():
     with open(os.path.join(cropgrad.get_include(), "cropgrad", "capi.h")) as f:
         return f.read()
@@ -442,3 +594,234 @@ def test_import_refuses_an_incompatible_runtime(tmp_path):
         capi_build.build(None, str(tmp_path / "again"), ["other_major"], files)
     (module,) = capi_build.build(None, str(tmp_path / "ok"), ["same_version"], files)
     assert module.__name__ == "same_version"
+
+
+# --------------------------------------------------------------------------
+# RoIAlign (C-level API 1.1)
+
+ROI_OPS = fuzz_capi.ROI_OPS
+# Each op's arrays by fuzz_capi's names (its "out" is the C "output").
+ROI_ARRAYS = {
+    "roi_forward": ("image", "boxes", "box_ind", "out"),
+    "roi_grad_image": ("grads", "boxes", "box_ind", "out"),
+    "roi_grad_boxes": ("grads", "image", "boxes", "box_ind", "out"),
+    "roi_jvp_boxes": ("image", "boxes", "boxes_tangent", "box_ind", "out"),
+}
+
+
+def _roi_problem(op, arith=np.float32, index_dtype=np.int64, layout=1, seed=0):
+    """A valid RoIAlign problem of `op` in fuzz_capi's terms, every array
+    holding bytes: boxes inside and partly outside the image, one flipped,
+    one on whole pixels; float32 arithmetic reads a float32, uint8 or float16
+    image (by `seed`), and the options change with `seed` too."""
+    rng = np.random.default_rng([seed, ROI_OPS.index(op), layout])
+    arith = np.dtype(arith)
+    batch, height, width, channels = 4, 7, 6, 3
+    num_boxes, out_size = 5, (3, 2)
+    image_dtype = (
+        arith if arith == np.float64 else (np.float32, np.uint8, np.float16)[seed % 3]
+    )
+    image = (rng.standard_normal((batch, height, width, channels)) * 20).astype(
+        image_dtype
+    )
+    grads = rng.standard_normal((num_boxes, *out_size, channels)).astype(arith)
+    boxes = rng.uniform(-2, 10, (num_boxes, 4))
+    boxes[0] = np.round(boxes[0])
+    boxes[1, 2:] = boxes[1, :2] - 1.5
+    if layout == 1:
+        image, grads = (
+            np.ascontiguousarray(a.transpose(0, 3, 1, 2)) for a in (image, grads)
+        )
+    p = {
+        "op": op,
+        "layout": layout,
+        "num_threads": 0,
+        "flush": seed % 2,
+        "record": True,
+        "spatial_scale": (0.5, 1.0, 2.0)[seed % 3],
+        "sampling_ratio": (-1, 2, 0)[seed % 3],
+        "aligned": (seed + 1) % 2,
+        "arith": arith,
+        "boxes": boxes.astype(arith),
+        "box_ind": rng.integers(0, batch, num_boxes).astype(index_dtype),
+    }
+    if op == "roi_grad_image":
+        p.update(grads=grads, image_size=image.shape, out_dtype=arith)
+        p["out"] = np.full(image.shape, 7, arith)
+        return p
+    p["image"] = image
+    if op == "roi_grad_boxes":
+        p.update(grads=grads, out=np.full((num_boxes, 4), 7, arith))
+        return p
+    p.update(out_size=out_size, out_dtype=arith, out=np.full(grads.shape, 7, arith))
+    if op == "roi_jvp_boxes":
+        p["boxes_tangent"] = rng.standard_normal((num_boxes, 4)).astype(arith)
+    return p
+
+
+@pytest.mark.parametrize("layout", [0, 1], ids=["NHWC", "NCHW"])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("arith", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_ops_match_numpy_api(consumer, op, arith, index_dtype, layout):
+    for seed in range(3):
+        p = _roi_problem(op, arith, index_dtype, layout, seed)
+        expected = fuzz_capi.numpy_result(dict(p, out=p["out"].copy(), num_threads=1))
+        assert expected[0] == "ok", expected
+        default = cropgrad.show_config("dicts")["default_threads"]
+        with starting_teams() as parallel:
+            for threads in (0, 1, 2, 3):
+                p["out"][...] = 7
+                result = fuzz_capi.c_call(consumer, dict(p, num_threads=threads))
+                assert result == (0, -1, ""), (seed, threads)
+                assert parallel.last_team() == (threads or default)
+                assert fuzz_capi.same_bits(p["out"], expected[1]), (seed, threads)
+        if expected[1].dtype == np.float32 and op != "roi_grad_boxes":
+            # Another output dtype: the same sums rounded once.
+            p.update(out_dtype=np.dtype(np.float16), out=p["out"].astype(np.float16))
+            expected = fuzz_capi.numpy_result(dict(p, out=p["out"].copy()))
+            assert fuzz_capi.c_call(consumer, p) == (0, -1, "")
+            assert fuzz_capi.same_bits(p["out"], expected[1])
+
+
+def _refused(consumer, p, overrides=None):
+    """The C call's result with a record and without (which must agree), the
+    output checked untouched by both."""
+    before = p["out"].copy()
+    result = fuzz_capi.c_call(consumer, p, overrides=overrides)
+    without = fuzz_capi.c_call(consumer, dict(p, record=False), overrides=overrides)
+    assert without == result[:1], (without, result)
+    assert fuzz_capi.same_bits(p["out"], before), "an error, yet the output was written"
+    return result
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_null_pointers_with_bytes_are_refused(consumer, op):
+    p = _roi_problem(op)
+    for name in ROI_ARRAYS[op]:
+        c_name = "output" if name == "out" else name
+        message = fuzz_capi.null_message(c_name, p[name].nbytes)
+        assert _refused(consumer, p, {"null": (name,)}) == (
+            C["CG_ERR_VALUE"], -1, message)  # fmt: skip
+
+
+@pytest.mark.parametrize("arith", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_codes_only_c_can_pass(consumer, op, arith):
+    p = _roi_problem(op, arith)
+    t = C["CG_ERR_TYPE"]
+    other = C["CG_FLOAT32"] if arith == np.float64 else C["CG_FLOAT64"]
+    typed = fuzz_capi.roi_typed_text(arith)
+    cases = [
+        ("box_ind_dtype", C["CG_FLOAT32"], "CG_INT32 or CG_INT64"),
+        ("boxes_dtype", other, typed),
+        ("boxes_dtype", 99, typed),
+    ]
+    if "image" in p:
+        cases.append(("image_dtype", 11, fuzz_capi.IMAGE_CODES_TEXT))
+    if op == "roi_grad_image":
+        allowed = "CG_FLOAT32 or CG_FLOAT64 (the arithmetic type)"
+        cases.append(("grads_dtype", C["CG_FLOAT16"], allowed))
+    if op == "roi_grad_boxes":
+        cases.append(("grads_dtype", other, typed))
+    if "out_dtype" in p:
+        cases.append(("output_dtype", C["CG_INT64"], fuzz_capi.OUTPUT_CODES_TEXT))
+    if arith == np.float64 and "out_dtype" in p:
+        allowed = "CG_FLOAT32 or CG_FLOAT64 for float64 arithmetic"
+        cases.append(("output_dtype", C["CG_BFLOAT16"], allowed))
+    for name, code, allowed in cases:
+        message = fuzz_capi.code_message(name, allowed, code)
+        assert _refused(consumer, p, {name: code}) == (t, -1, message), name
+    v = C["CG_ERR_VALUE"]
+    assert _refused(consumer, p, {"layout": 2}) == (v, -1, fuzz_capi.layout_message(2))
+    assert _refused(consumer, p, {"num_threads": -1}) == (
+        v, -1, fuzz_capi.threads_message(-1))  # fmt: skip
+
+
+ROI_ERRORS = ["not finite", "box_ind", "samples per bin", "sampling_ratio", "overlap"]
+
+
+def _break(p, kind):
+    """Make problem `p` wrong in one way the NumPy API can say too; the
+    position the record must name."""
+    if kind == "not finite":
+        p["boxes"][3, 2] = np.nan
+        return 3
+    if kind == "box_ind":
+        p["box_ind"][4] = -1
+        return 4
+    if kind == "samples per bin":
+        # An adaptive grid of ceil(4e6 / 3) x ceil(... / 2) samples.
+        p["boxes"][2] = [0, 0, 8e6, 8e6]
+        p["sampling_ratio"] = 0
+        return 2
+    if kind == "sampling_ratio":
+        p["sampling_ratio"] = 4097
+        return -1
+    # The output starts inside the boxes, as in test_output_overlapping_...
+    boxes = p["boxes"]
+    buf = np.zeros(boxes.nbytes + p["out"].nbytes, np.uint8)
+    p["boxes"] = buf[: boxes.nbytes].view(boxes.dtype).reshape(boxes.shape)
+    p["boxes"][...] = boxes
+    out = buf[8 : 8 + p["out"].nbytes].view(p["out"].dtype)
+    p["out"] = out.reshape(p["out"].shape)
+    return -1
+
+
+@pytest.mark.parametrize("kind", ROI_ERRORS)
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_error_records_match_numpy_api(consumer, op, kind):
+    p = _roi_problem(op, np.float64 if kind == "overlap" else np.float32)
+    position = _break(p, kind)
+    expected = fuzz_capi.numpy_result(dict(p, out=p["out"]))
+    _, status, message = expected
+    assert _refused(consumer, p) == (status, position, message)
+    documented = {
+        "not finite": (C["CG_ERR_VALUE"], "boxes[3] = ["),
+        "box_ind": (C["CG_ERR_INDEX"], "box_ind[4] = -1"),
+        "samples per bin": (C["CG_ERR_VALUE"], "samples in each bin"),
+        "sampling_ratio": (
+            C["CG_ERR_VALUE"],
+            "sampling_ratio must be at most 4096 (4096 x 4096 samples per bin, "
+            "the most a bin may hold), got 4097; 0 or less is adaptive",
+        ),
+        "overlap": (C["CG_ERR_VALUE"], "out must not share memory with an input"),
+    }[kind]
+    assert status == documented[0] and documented[1] in message, message
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_empty_problems_with_null_pointers(consumer, op):
+    ok = (0, -1, "")
+    # No boxes: NULL boxes, box_ind, tangent, grads and output.
+    p = _roi_problem(op)
+    p["boxes"] = p["boxes"][:0]
+    p["box_ind"] = p["box_ind"][:0]
+    empty = ["boxes", "box_ind", "boxes_tangent", "grads"]
+    if op != "roi_grad_image":
+        p["out"] = p["out"][:0]
+        empty.append("out")
+    for name in ("grads", "boxes_tangent"):
+        if name in p:
+            p[name] = p[name][:0]
+    before = p["out"].copy()
+    assert fuzz_capi.c_call(consumer, p, overrides={"null": empty}) == ok
+    if op == "roi_grad_image":
+        assert before.all() and not p["out"].any(), "no boxes: a gradient of zeros"
+    # No channels: the image (or grads) holds no bytes, nor does the output
+    # but the boxes gradient's, which is zeros.
+    p = _roi_problem(op)  # NCHW: the channels are axis 1
+    for name in ("image", "grads"):
+        if name in p:
+            p[name] = p[name][:, :0]
+    empty = ["image", "grads"]
+    if op == "roi_grad_image":
+        p["image_size"] = (4, 0, 7, 6)
+        p["out"] = np.zeros(p["image_size"], p["arith"])
+    elif op != "roi_grad_boxes":
+        p["out"] = p["out"][:, :0]
+    if p["out"].size == 0:
+        empty.append("out")
+    assert fuzz_capi.c_call(consumer, p, overrides={"null": empty}) == ok
+    if op == "roi_grad_boxes":
+        assert not p["out"].any(), "no channels: a boxes gradient of zeros"

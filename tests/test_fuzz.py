@@ -163,6 +163,10 @@ def test_fuzz_for_a_bounded_time(tmp_path):
         "raw_grad_image",
         "raw_forward",
         "raw_grad_boxes",
+        "roi_forward",
+        "roi_grad_image",
+        "roi_grad_boxes",
+        "roi_jvp_boxes",
     }
 
 

@@ -3,15 +3,21 @@
 Files, one job each:
 
 ``workloads.py``
-    the problems (shapes, dtypes, the arrays from a fixed seed);
+    the problems (shapes, dtypes, the arrays from a fixed seed), the
+    RoIAlign rows among them, and the groups of rows (``roi-fpn``);
 ``columns.py``
     what the main table's columns time: cropgrad calls and the NumPy
-    roofline;
+    roofline, and the RoIAlign rows' columns;
 ``pipeline.py``
     the ``pipeline`` row: a call followed by NumPy work, and the CPU the
     idle OpenMP threads take after a call;
 ``tf_worker.py``
-    TensorFlow's columns, in worker processes;
+    TensorFlow's columns, in worker processes, and the pipe every worker
+    process is driven by (``WorkerProcess``);
+``roi_worker.py`` / ``roi_child.py``
+    the RoIAlign rows' references, torchvision and ONNX Runtime, in worker
+    processes: the parent's side / the worker's program, which imports
+    nothing from cropgrad (torchvision may run in another Python);
 ``rows.py``
     the registry of rows that optional adapters add (below);
 ``timing.py``
@@ -53,6 +59,27 @@ Each workload is a row, timed in several columns in the same run:
     once before timing; TensorFlow allocates its output on every call.
 
 The ``pipeline`` row has columns of its own (`cropgrad._bench.pipeline`).
+
+The RoIAlign rows (``roi-fpn-*``, ``roi-mask-*``, ``roi-adaptive-*``:
+the forward op, the input gradient and the boxes gradient, in NCHW and
+NHWC) have their own table: the same cropgrad and roofline columns (NCHW
+rows in NCHW, the layout of torchvision and ONNX), then
+
+``torchvision``
+    ``torchvision.ops.roi_align`` / ``_roi_align_backward`` (forward and
+    input-gradient NCHW rows), in a worker process of the Python given by
+    ``--torchvision-python`` (`cropgrad._bench.roi_worker`);
+``onnxruntime_1thread`` / ``onnxruntime_default``
+    ONNX Runtime's ``RoiAlign`` (NCHW forward rows) on 1 thread / on
+    cropgrad's default thread count, in worker processes;
+``nchw_default`` (NHWC rows) / ``grad_image_default`` (boxes-gradient rows)
+    the NCHW call of the same problem / its input gradient, default
+    threads, timed beside the row's own calls.
+
+A column a row cannot have is None in ``median_s`` and explained in the
+row's ``not_measured``; ``same_bits`` says whether each reference's result
+had cropgrad's bits.  Under ``--quick`` a RoIAlign row pools a sixteenth of
+its boxes.
 
 Noise: the columns are measured in rounds.  A round times each column once
 (a block of calls), in an order that rotates from round to round, after

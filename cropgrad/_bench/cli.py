@@ -7,22 +7,29 @@ import cropgrad
 from cropgrad._selfcheck import check
 
 from .report import format_pipeline, format_table, format_targets, write_json
+from .roi_worker import TORCHVISION_PYTHON_ENV
 from .run import run
 from .timing import Settings
-from .workloads import WORKLOADS
+from .workloads import GROUPS, WORKLOADS
 
 
 def _workload_list(text):
+    """The row names `text` selects: names, groups (``roi-fpn``) or all."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         return list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
+    unknown = [n for n in names if n not in WORKLOADS and n not in GROUPS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown workload(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(WORKLOADS)} or all"
+            f"{', '.join(WORKLOADS)}, the groups {', '.join(GROUPS)}, or all"
         )
-    return names
+    chosen = []
+    for name in names:
+        for row in GROUPS.get(name, [name]):
+            if row not in chosen:
+                chosen.append(row)
+    return chosen
 
 
 def _positive_parser(convert, unparsed, nonpositive):
@@ -57,8 +64,11 @@ def _bench_options(parser, top_level):
         type=_workload_list,
         default=default(list(WORKLOADS)),
         metavar="A,B,...",
-        help="comma-separated workloads to run, or 'all' (default): "
-        + ", ".join(WORKLOADS),
+        help="comma-separated workloads or groups of them to run, or 'all' "
+        "(default): "
+        + ", ".join(WORKLOADS)
+        + "; groups: "
+        + "; ".join(f"{g} ({len(rows)} rows)" for g, rows in GROUPS.items()),
     )
     parser.add_argument(
         "--repeats",
@@ -88,6 +98,31 @@ def _bench_options(parser, top_level):
         action="store_false",
         default=default(True),
         help="leave TensorFlow out even when it is installed",
+    )
+    parser.add_argument(
+        "--torchvision-python",
+        dest="torchvision",
+        metavar="PATH",
+        default=default(None),
+        help="the Python that runs torchvision's columns of the RoIAlign rows, "
+        "in a worker process (it needs torch and torchvision, not cropgrad); "
+        f"default: ${TORCHVISION_PYTHON_ENV}, else this Python if it has "
+        "torchvision",
+    )
+    parser.add_argument(
+        "--no-torchvision",
+        dest="torchvision",
+        action="store_const",
+        const=False,
+        default=argparse.SUPPRESS,
+        help="leave torchvision out even when a Python for it is known",
+    )
+    parser.add_argument(
+        "--no-onnxruntime",
+        dest="onnxruntime",
+        action="store_false",
+        default=default(True),
+        help="leave ONNX Runtime out of the RoIAlign rows even when it is installed",
     )
     parser.add_argument(
         "--no-adapters",
@@ -121,6 +156,9 @@ def _parser():
         "roofline (reading the inputs once plus zeroing the output); "
         "TensorFlow's tf.raw_ops in its default mode and with op determinism "
         "(each in a worker process; 'n/a' when TensorFlow is not installed). "
+        "The RoIAlign rows (roi-*) have torchvision's and ONNX Runtime's "
+        "columns instead, in worker processes: torchvision in the Python that "
+        "--torchvision-python names, ONNX Runtime when it is installed here. "
         "Ratios: TF default / cropgrad default, TF deterministic / cropgrad 1 "
         "thread, cropgrad default / roofline, 1 thread / default threads. "
         "The 'pipeline' workload times a call followed by NumPy work, and the "
@@ -167,7 +205,12 @@ def _run_bench(args):
             return 2
     settings = Settings(quick=args.quick, repeats=args.repeats, budget=args.budget)
     report = run(
-        args.workloads, settings, tensorflow=args.tensorflow, adapters=args.adapters
+        args.workloads,
+        settings,
+        tensorflow=args.tensorflow,
+        adapters=args.adapters,
+        torchvision=args.torchvision,
+        onnxruntime=args.onnxruntime,
     )
     print(format_table(report))
     for section in (format_pipeline(report), format_targets(report)):

@@ -5,8 +5,23 @@ import sys
 import textwrap
 
 from . import pipeline
-from .columns import CG1, CGD, CGN, COLUMNS, ROOF, TFD, TFX
+from .columns import (
+    CG1,
+    CGD,
+    CGN,
+    COLUMNS,
+    GRAD_IMAGE_BESIDE,
+    NCHW_BESIDE,
+    ORT1,
+    ORTD,
+    ROI_COLUMNS,
+    ROOF,
+    TFD,
+    TFX,
+    TV,
+)
 from .machine import NOISY
+from .workloads import ROI_ALIGN
 
 
 def _micro():
@@ -50,8 +65,17 @@ def _aligned(heads, rows):
     ]
 
 
+BESIDE = (NCHW_BESIDE, GRAD_IMAGE_BESIDE)
+
+
+def _is_roi(row):
+    return row.get("family") == ROI_ALIGN
+
+
 def format_table(report):
-    """The op rows (and the rows adapters add) as a text table with a legend."""
+    """The op rows (and the rows adapters add) as a text table with a legend,
+    then the RoIAlign rows' table (`format_roi_table`), then the adapters
+    and the machine."""
     threads = report["default_threads"]
     us = _micro()
     heads = [
@@ -70,7 +94,7 @@ def format_table(report):
     ]
     rows, extra = [], []
     for r in report["workloads"]:
-        if r.get("kind") == "pipeline":
+        if r.get("kind") == "pipeline" or _is_roi(r):
             continue
         m, q = r["median_s"], r["ratios"]
         rows.append(
@@ -94,15 +118,16 @@ def format_table(report):
             for column, value in m.items()
             if column not in COLUMNS
         ]
-    out = _aligned(heads, rows)
+    out = []
     tf = report["tensorflow"]
-    out.append("")
-    if not tf["available"]:
-        out.append(f"TensorFlow columns: {tf['reason']}")
-    else:
+    # A run of RoIAlign rows alone has no table here.
+    if rows or not any(_is_roi(r) for r in report["workloads"]):
+        out += _aligned(heads, rows) + [""]
         out.append(
-            f"TensorFlow {tf['version']} (tf.raw_ops, inputs as tensors made "
-            "before timing)"
+            f"TensorFlow columns: {tf['reason']}"
+            if not tf["available"]
+            else f"TensorFlow {tf['version']} (tf.raw_ops, inputs as tensors "
+            "made before timing)"
         )
     legend = (
         "Times are medians over rounds of interleaved measurements; ratios are "
@@ -114,9 +139,15 @@ def format_table(report):
         "default / roofline; scaling: cg 1 thread / cg default; other: CPUs that "
         f"other processes kept busy meanwhile (above {NOISY} the row is noisy)."
     )
-    out += textwrap.wrap(legend, 88)
+    if out:
+        out += textwrap.wrap(legend, 88)
     if extra:
         out += ["Other columns of the rows adapters add:", *extra]
+    roi_table = format_roi_table(report)
+    if roi_table:
+        if out:
+            out.append("")
+        out += [roi_table, ""]
     adapters = report.get("adapters", {})
     if adapters:
         out.append(
@@ -131,6 +162,120 @@ def format_table(report):
         f"{_caches(machine)}), {report['total_seconds']:.0f} s"
     )
     return "\n".join(out)
+
+
+def format_roi_table(report):
+    """The RoIAlign rows, with torchvision's and ONNX Runtime's columns."""
+    results = [r for r in report["workloads"] if _is_roi(r)]
+    if not results:
+        return ""
+    threads = report["default_threads"]
+    us = _micro()
+    heads = [
+        "RoIAlign",
+        "cg 1 thr",
+        f"cg {threads} thr",
+        "cg new out",
+        "roofline",
+        "torchvision",
+        "ORT 1 thr",
+        f"ORT {threads} thr",
+        "tv/cg1",
+        f"tv/cg{threads}",
+        "ORT1/cg1",
+        f"ORT{threads}/cg{threads}",
+        "NCHW/NHWC",
+        "boxes/img",
+        "scaling",
+        "other",
+    ]
+    rows, extra = [], []
+    for r in results:
+        m, q = r["median_s"], r["ratios"]
+        rows.append(
+            [
+                r["name"],
+                *(format_time(m[c], us) for c in (CG1, CGD, CGN, ROOF, TV, ORT1, ORTD)),
+                *(
+                    format_ratio(q[k])
+                    for k in (
+                        "torchvision_over_cropgrad_1thread",
+                        "torchvision_over_cropgrad_default",
+                        "onnxruntime_1thread_over_cropgrad_1thread",
+                        "onnxruntime_default_over_cropgrad_default",
+                        "nchw_over_nhwc",
+                        "grad_boxes_over_grad_image",
+                        "scaling_1thread_over_default",
+                    )
+                ),
+                format_ratio(r["load"]["other_cpus"]),
+            ]
+        )
+        extra += [
+            f"  {r['name']}: {column} {format_time(value, us)}"
+            for column, value in m.items()
+            if value is not None and (column in BESIDE or column not in ROI_COLUMNS)
+        ]
+    out = _aligned(heads, rows) + [""]
+    out += _references_lines(report, results)
+    legend = (
+        "Medians over rounds; ratios are medians of per-round ratios. cg: "
+        "cropgrad.roi_align and its gradients (input: roi_align_grad_image, "
+        "boxes: roi_align_grad_boxes) into a preallocated out= (1 thread / "
+        f"default {threads}); torchvision: torchvision.ops.roi_align or "
+        "_roi_align_backward (its CPU kernels are serial); ORT: ONNX Runtime's "
+        f"RoiAlign on 1 / {threads} intra-op threads (forward only); both "
+        "NCHW, in worker processes, allocating their result. tv/cg1, tv/cg"
+        f"{threads}: torchvision / cg on 1 and {threads} threads; ORT1/cg1, "
+        f"ORT{threads}/cg{threads}: ONNX Runtime / cg at the same thread count; "
+        "NCHW/NHWC (NHWC rows): the NCHW call / the NHWC call, default threads; "
+        "boxes/img (boxes-gradient rows): the boxes gradient / the input "
+        "gradient of the same problem, default threads; scaling and other as "
+        "above."
+    )
+    out += textwrap.wrap(legend, 88)
+    if extra:
+        out += ["Calls timed beside cropgrad's:", *extra]
+    return "\n".join(out)
+
+
+def _references_lines(report, results):
+    """Which references ran (or why not), and whether they gave cropgrad's
+    bits."""
+    lines = []
+    for backend, label, columns in (
+        ("torchvision", "torchvision", (TV,)),
+        ("onnxruntime", "ONNX Runtime", (ORT1, ORTD)),
+    ):
+        info = report.get("references", {}).get(backend, {})
+        if not info.get("available"):
+            lines.append(f"{label} columns: {info.get('reason', 'n/a')}")
+            continue
+        workers = info.get("workers", {})
+        first = next(iter(workers.values()), {})
+        if backend == "torchvision":
+            detail = (
+                f"torch {first.get('torch')}, {first.get('torch_threads')} PyTorch "
+                f"threads, {info.get('python')}"
+            )
+        else:
+            counts = " and ".join(
+                str(w.get("intra_op_threads")) for w in workers.values()
+            )
+            detail = f"{counts} intra-op threads"
+        checked = [
+            same
+            for r in results
+            for column, same in r.get("same_bits", {}).items()
+            if column in columns
+        ]
+        bits = (
+            f"; cropgrad's bits in {sum(checked)} of {len(checked)} results"
+            if checked
+            else ""
+        )
+        lines.append(f"{label} {info.get('version')} ({detail}){bits}")
+    return lines
 
 
 def _caches(machine):

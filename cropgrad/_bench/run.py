@@ -1,5 +1,6 @@
 """The run: every row measured in rounds, with the machine's load beside it."""
 
+import hashlib
 import os
 import platform
 import sys
@@ -14,21 +15,28 @@ from . import pipeline
 from .columns import (
     CG32,
     CGD,
+    CGN,
     COLUMNS,
+    GRAD_IMAGE_BESIDE,
+    NCHW_BESIDE,
     RATIOS,
+    ROI_COLUMNS,
+    ROI_RATIOS,
     ROOF,
     ROOF1,
     ROOFN,
     TF_MODES,
+    columns_of,
     cropgrad_columns,
     roofline_columns,
 )
 from .machine import NOISY, CpuMeter, machine_info, wait_until_quiet
+from .roi_worker import References, write_problem
 from .rows import adapter_rows, load_adapters
 from .targets import check_targets
 from .tf_worker import TensorFlowWorker, WorkerError, tensorflow_status
 from .timing import Column, measure_rounds, plan_rounds
-from .workloads import WORKLOADS, output_shape
+from .workloads import CROP_AND_RESIZE, GRAD_BOXES, ROI_ALIGN, WORKLOADS
 
 
 def _median(values):
@@ -48,7 +56,8 @@ def _stderr(message):
 
 
 class _Run:
-    """The state of one run: settings, TensorFlow workers, thread pool."""
+    """The state of one run: settings, TensorFlow and reference workers,
+    thread pool."""
 
     def __init__(self, settings, threads, progress):
         self.settings = settings
@@ -56,6 +65,7 @@ class _Run:
         self.progress = progress
         self.workers = {}
         self.tf_info = {}
+        self.references = References(threads, progress)
         self.retries = settings.noisy_retries
         self.pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
 
@@ -92,25 +102,42 @@ class _Run:
             self.pool.shutdown()
         for worker in self.workers.values():
             worker.close()
+        self.references.close()
+
+    def workers_for(self, workload):
+        """{column: worker}: the workers that time `workload`'s op."""
+        if workload.family == ROI_ALIGN:
+            return self.references.for_workload(workload)
+        return self.workers
+
+    def worker_failed(self, exc):
+        """Go on without the worker that raised `exc` rather than lose the
+        cropgrad figures."""
+        if self.references.owns(exc.worker):
+            self.progress(f"    measuring the rest without {exc.worker.label}")
+            self.references.drop(exc.worker, str(exc))
+            return
+        self.progress(f"    {exc}\n    measuring the rest without TensorFlow")
+        self.stop_tensorflow("n/a (TensorFlow worker failed)")
 
     # ----------------------------------------------------------------------
 
-    def measure(self, name, workload, build, finish, tensorflow=True):
+    def measure(self, name, workload, build, finish, external=True):
         """One row, measured again while other processes disturb it.
 
         `build(problem)` returns the local columns ({name: callable or
         sampler}); `finish(result, samples)` adds the medians and ratios.
+        `external`: with the columns of worker processes (TensorFlow's, or
+        the RoIAlign references').
         """
         attempts = []
         while True:
             t0 = time.perf_counter()
-            workers = self.workers if tensorflow else {}
+            workers = self.workers_for(workload) if external else {}
             try:
                 result = self._measure_once(name, workload, build, finish, workers)
             except WorkerError as exc:
-                # Go on without TensorFlow rather than lose the cropgrad figures.
-                self.progress(f"    {exc}\n    measuring the rest without TensorFlow")
-                self.stop_tensorflow("n/a (TensorFlow worker failed)")
+                self.worker_failed(exc)
                 continue
             result["seconds"] = time.perf_counter() - t0
             attempts.append(result)
@@ -142,12 +169,18 @@ class _Run:
     def _measure_once(self, name, workload, build, finish, workers):
         settings = self.settings
         meter = CpuMeter([w.proc.pid for w in workers.values()])
-        for worker in workers.values():
-            worker.load(workload.name)
         problem = workload.problem()
-        local = build(problem)
-        for worker in workers.values():
-            worker.loaded()
+        path = None
+        if any(getattr(w, "needs_problem_file", False) for w in workers.values()):
+            path = write_problem(problem, workload, self.references.directory)
+        try:
+            for worker in workers.values():
+                worker.load(workload, path)
+            local = build(problem)
+            loaded = {column: w.loaded() for column, w in workers.items()}
+        finally:
+            if path is not None:
+                os.remove(path)
         columns = [
             Column(n, sampler=v) if hasattr(v, "sample") else Column(n, fn=v)
             for n, v in local.items()
@@ -167,8 +200,13 @@ class _Run:
         result["kind"] = workload.kind
         result["load"] = meter.stop()
         result["bytes"] = {k: int(v.nbytes) for k, v in problem.items()}
-        shape, dtype = output_shape(workload)
+        shape, dtype = workload.output()
         result["bytes"]["output"] = int(np.prod(shape)) * dtype.itemsize
+        # What workers said of their first call (the RoIAlign references:
+        # the result's hash; `_roi_figures` compares it with cropgrad's).
+        replies = {c: r for c, r in loaded.items() if r}
+        if replies:
+            result["worker_results"] = replies
         result["rounds"] = rounds
         result["calls_per_block"] = {
             c.name: c.inner for c in columns if c.sampler is None
@@ -184,13 +222,51 @@ class _Run:
     # ----------------------------------------------------------------------
 
     def op_row(self, workload):
+        built = {}
+
         def build(problem):
-            return cropgrad_columns(workload, problem, self.pool, self.threads)
+            built["columns"] = cropgrad_columns(
+                workload, problem, self.pool, self.threads
+            )
+            return built["columns"]
 
         def finish(result, samples):
             _op_figures(result, samples, workload)
+            if workload.family == ROI_ALIGN:
+                self._roi_figures(result, workload, built["columns"])
 
         return self.measure(workload.name, workload, build, finish)
+
+    def _roi_figures(self, result, workload, columns):
+        """A RoIAlign row's reasons for its n/a columns, and whether the
+        references computed cropgrad's bits."""
+        reasons = self.references.reasons_for(workload)
+        if workload.data_format == "NCHW":
+            reasons[NCHW_BESIDE] = "n/a (an NHWC row's column)"
+        if workload.op != GRAD_BOXES:
+            reasons[GRAD_IMAGE_BESIDE] = "n/a (a boxes-gradient row's column)"
+        result["not_measured"] = {
+            column: reasons.get(column, "n/a")
+            for column in ROI_COLUMNS
+            if result["median_s"][column] is None
+        }
+        replies = result.pop("worker_results", {})
+        if not replies:
+            result["same_bits"] = {}
+            return
+        ours = np.ascontiguousarray(columns[CGN]())
+        digest = hashlib.sha256(ours.tobytes()).hexdigest()
+        result["same_bits"] = {
+            column: reply.get("sha256") == digest
+            and reply.get("shape") == list(ours.shape)
+            for column, reply in replies.items()
+        }
+        for column, same in result["same_bits"].items():
+            if not same:
+                self.progress(
+                    f"    {column}'s result differs from cropgrad's bits: the "
+                    "columns may not compute the same problem"
+                )
 
     def pipeline_row(self, workload):
         def build(problem):
@@ -203,7 +279,7 @@ class _Run:
             result["ratios"] = pipeline.pipeline_ratios(samples, _paired_ratio)
 
         # TensorFlow's workers stay idle: this row is about cropgrad's threads.
-        return self.measure(workload.name, workload, build, finish, tensorflow=False)
+        return self.measure(workload.name, workload, build, finish, external=False)
 
     def adapter_row(self, adapter, row, workload):
         def build(problem):
@@ -234,10 +310,11 @@ def _op_figures(result, samples, workload):
     # in each round: threads do not pay off on arrays that fit in a core's
     # cache, and a bound should not be beaten.
     samples[ROOF] = [min(a, b) for a, b in zip(samples[ROOFN], samples[ROOF1])]
-    result["median_s"] = {name: _median(samples.get(name, [])) for name in COLUMNS}
+    columns, ratios = columns_of(workload)
+    result["median_s"] = {name: _median(samples.get(name, [])) for name in columns}
     result["ratios"] = {
         key: _paired_ratio(samples.get(num), samples.get(den))
-        for key, (num, den) in RATIOS.items()
+        for key, (num, den) in ratios.items()
     }
     if CG32 in samples:
         result["ratios"][f"{workload.dtype.name}_over_float32"] = _paired_ratio(
@@ -258,11 +335,23 @@ def _relative(results):
     return rel
 
 
-def run(names, settings, tensorflow=True, adapters=True, progress=None):
+def run(
+    names,
+    settings,
+    tensorflow=True,
+    adapters=True,
+    progress=None,
+    torchvision=None,
+    onnxruntime=True,
+):
     """Run the benchmark on the workloads `names`; return the results dict.
 
     Each workload is a row; after an op's row come the rows that installed
-    adapters add for it (`cropgrad._bench.rows`).
+    adapters add for it (`cropgrad._bench.rows`).  TensorFlow's workers
+    start when a ``crop_and_resize`` op row is to be measured, the RoIAlign
+    references' when a RoIAlign row is: `torchvision` is the Python that
+    runs torchvision (`cropgrad._bench.roi_worker.torchvision_python`;
+    False: none), `onnxruntime` whether to time ONNX Runtime.
     """
     progress = progress or _stderr
     started = time.perf_counter()
@@ -272,15 +361,27 @@ def run(names, settings, tensorflow=True, adapters=True, progress=None):
     modules, adapter_status = load_adapters(adapters)
     results, extra_targets = [], []
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    chosen = [WORKLOADS[name] for name in names]
     try:
-        state.start_tensorflow(tensorflow)
+        if any(w.family == CROP_AND_RESIZE and w.kind == "op" for w in chosen):
+            state.start_tensorflow(tensorflow)
+        else:
+            state.tf_info = {
+                "available": False,
+                "reason": "n/a (no crop_and_resize row in this run)",
+                "version": None,
+                "workers": {},
+            }
+        if any(w.family == ROI_ALIGN for w in chosen):
+            state.references.start(torchvision, onnxruntime)
         if load_start is not None and load_start > 1.0:
             progress(
                 f"note: load average {load_start:.2f} before starting; other work "
                 "on this machine makes the figures noisy"
             )
-        for i, name in enumerate(names, 1):
-            workload = WORKLOADS[name]
+        for i, (name, workload) in enumerate(zip(names, chosen), 1):
+            if settings.quick and workload.family == ROI_ALIGN:
+                workload = workload.quick()
             progress(f"[{i}/{len(names)}] {name}: {workload.describe()}")
             if workload.kind == "pipeline":
                 results.append(state.pipeline_row(workload))
@@ -305,14 +406,21 @@ def run(names, settings, tensorflow=True, adapters=True, progress=None):
             "numpy": np.__version__,
             "python": platform.python_version(),
             "tensorflow": state.tf_info["version"],
+            **{
+                backend: info.get("version")
+                for backend, info in state.references.info.items()
+            },
         },
         "show_config": config,
         "default_threads": threads,
         "tensorflow": state.tf_info,
+        "references": state.references.info,
         "adapters": adapter_status,
         "settings": settings.as_dict(),
         "columns": list(COLUMNS),
         "ratios": {k: list(v) for k, v in RATIOS.items()},
+        "roi_columns": list(ROI_COLUMNS),
+        "roi_ratios": {k: list(v) for k, v in ROI_RATIOS.items()},
         "pipeline": {
             "columns": list(pipeline.COLUMNS),
             "idle_wait_s": pipeline.IDLE_WAIT,

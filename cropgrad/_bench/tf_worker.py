@@ -3,7 +3,9 @@
 Op determinism cannot be switched off again in a process, so TensorFlow's
 default and deterministic modes each run in a worker process, driven over a
 pipe (one JSON object per line); TensorFlow's thread pools never share a
-process with cropgrad's.
+process with cropgrad's.  `WorkerProcess`, the parent's end of that pipe,
+drives any program that speaks its protocol (the RoIAlign rows'
+references too: `cropgrad._bench.roi_worker`).
 """
 
 import importlib.util
@@ -31,38 +33,47 @@ def tensorflow_status(enabled=True):
 
 
 class WorkerError(RuntimeError):
-    """A worker process failed, hung or could not be started."""
+    """A worker process failed, hung or could not be started.
 
-
-class TensorFlowWorker:
-    """A child process that times ``tf.raw_ops`` calls on request.
-
-    The protocol is one JSON object per line on the child's stdin and stdout;
-    the child's stderr (TensorFlow's log) goes to a temporary file that is
-    shown when the child fails.
+    ``worker`` is the `WorkerProcess` that failed (None if unknown).
     """
 
-    def __init__(self, mode, timeout=300.0):
-        self.mode = mode
+    def __init__(self, message, worker=None):
+        super().__init__(message)
+        self.worker = worker
+
+
+class WorkerProcess:
+    """A child process that times calls on request (the protocol below).
+
+    The protocol is one JSON object per line on the child's stdin and stdout;
+    the child's stderr (its libraries' log) goes to a temporary file that is
+    shown when the child fails.  Requests: ``hello`` (the reply describes the
+    child), ``load`` (build the call of a workload), ``calibrate`` (``block``
+    seconds: reply ``inner``, ``estimate``), ``time`` (``warm`` untimed calls,
+    then a block: reply ``seconds`` per call) and ``quit``; every reply has
+    ``"ok": true``, or ``"ok": false`` and an ``error``.
+
+    `argv` is the child's command line and `label` names it in messages.
+    """
+
+    def __init__(self, argv, label, timeout=300.0, env=None):
+        self.label = label
         self.timeout = timeout
         self.log = tempfile.TemporaryFile(mode="w+b")
-        package_parent = os.path.dirname(
-            os.path.dirname(os.path.abspath(cropgrad.__file__))
-        )
-        code = (
-            "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from cropgrad._bench.tf_worker import worker_main; "
-            "worker_main(sys.argv[2])"
-        )
-        env = dict(os.environ)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", code, package_parent, mode],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=env,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                env=env,
+            )
+        except OSError as exc:
+            self.log.close()
+            raise WorkerError(
+                f"{label} worker: could not start {argv[0]} ({exc})"
+            ) from None
         self._buffer = b""
         self.info = None
 
@@ -71,7 +82,9 @@ class TensorFlowWorker:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
-            raise WorkerError(self._failure(f"could not write to it ({exc})")) from None
+            raise WorkerError(
+                self._failure(f"could not write to it ({exc})"), self
+            ) from None
 
     def _receive(self):
         deadline = time.monotonic() + self.timeout
@@ -82,18 +95,18 @@ class TensorFlowWorker:
                 message = self._failure(f"no answer within {self.timeout:.0f} s")
                 self.proc.kill()
                 self.proc.wait()
-                raise WorkerError(message)
+                raise WorkerError(message, self)
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise WorkerError(self._failure("it exited"))
+                raise WorkerError(self._failure("it exited"), self)
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         reply = json.loads(line)
-        if not reply.get("ok"):
-            raise WorkerError(f"TensorFlow ({self.mode}) failed: {reply.get('error')}")
+        if not reply.pop("ok", False):
+            raise WorkerError(f"{self.label} failed: {reply.get('error')}", self)
         return reply
 
     def request(self, message):
@@ -106,7 +119,7 @@ class TensorFlowWorker:
         tail = self.log.read().decode(errors="replace").strip().splitlines()[-8:]
         code = self.proc.returncode
         status = f", exit status {code}" if code is not None else ""
-        return f"TensorFlow worker ({self.mode}): {what}{status}" + (
+        return f"{self.label} worker: {what}{status}" + (
             "\n    " + "\n    ".join(tail) if tail else ""
         )
 
@@ -114,10 +127,12 @@ class TensorFlowWorker:
         self.info = self.request({"cmd": "hello"})
         return self.info
 
-    def load(self, name):
-        self._send({"cmd": "load", "workload": name})
+    def load(self, workload, problem_file=None):
+        """Ask for the call of `workload` (the reply comes with `loaded`)."""
+        self._send({"cmd": "load", "workload": workload.name})
 
     def loaded(self):
+        """The reply to `load`: a dict (empty, or what the worker reports)."""
         return self._receive()
 
     def calibrate(self, block):
@@ -137,7 +152,39 @@ class TensorFlowWorker:
             except (WorkerError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:  # a broken pipe: nothing left to flush
+                pass
         self.log.close()
+
+
+class TensorFlowWorker(WorkerProcess):
+    """A child process that times ``tf.raw_ops`` calls on request.
+
+    It runs this module's `worker_main` in the same Python; `load` sends
+    only the workload's name (the child makes the arrays from the seed).
+    """
+
+    def __init__(self, mode, timeout=300.0):
+        self.mode = mode
+        package_parent = os.path.dirname(
+            os.path.dirname(os.path.abspath(cropgrad.__file__))
+        )
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from cropgrad._bench.tf_worker import worker_main; "
+            "worker_main(sys.argv[2])"
+        )
+        env = dict(os.environ)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        super().__init__(
+            [sys.executable, "-P", "-c", code, package_parent, mode],
+            f"TensorFlow ({mode})",
+            timeout,
+            env,
+        )
 
 
 def _tensorflow_call(tf, workload, problem):

@@ -323,11 +323,11 @@ cdef int run_roi_align(
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    return _forward_call(image, image_dtype, image_shape, boxes, NULL, boxes_dtype,
-                         box_ind, box_ind_dtype, num_boxes, output_height,
-                         output_width, spatial_scale, sampling_ratio, aligned,
-                         layout, output, output_dtype, num_threads,
-                         flush_denormals, err)
+    return _forward_call(False, image, image_dtype, image_shape, boxes, NULL,
+                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
+                         output_height, output_width, spatial_scale,
+                         sampling_ratio, aligned, layout, output, output_dtype,
+                         num_threads, flush_denormals, err)
 
 
 cdef int run_roi_align_jvp_boxes(
@@ -338,23 +338,25 @@ cdef int run_roi_align_jvp_boxes(
     int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
-    return _forward_call(image, image_dtype, image_shape, boxes, boxes_tangent,
-                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
-                         output_height, output_width, spatial_scale,
+    return _forward_call(True, image, image_dtype, image_shape, boxes,
+                         boxes_tangent, boxes_dtype, box_ind, box_ind_dtype,
+                         num_boxes, output_height, output_width, spatial_scale,
                          sampling_ratio, aligned, layout, output, output_dtype,
                          num_threads, flush_denormals, err)
 
 
 cdef int _forward_call(
-    const void* image, int image_dtype, const int64_t* image_shape,
+    bint jvp, const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, const void* tangent, int boxes_dtype, const void* box_ind,
     int box_ind_dtype, int64_t num_boxes, int64_t out_h, int64_t out_w,
     double spatial_scale, int sampling_ratio, int aligned, int layout,
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    """The forward op (`tangent` NULL) or the boxes JVP, whose arguments and
-    output are the forward op's with `tangent` beside the boxes."""
+    """The forward op or (`jvp`) the boxes JVP, whose arguments and output
+    are the forward op's with `tangent` beside the boxes.  `jvp` is not read
+    from `tangent`: a caller's NULL tangent is an array to check, not the
+    forward op."""
     cdef RoiProblem g
     cdef int64_t s[4]
     cdef Array arrays[5]
@@ -363,7 +365,6 @@ cdef int _forward_call(
     cdef int64_t box_size = ITEMSIZE[boxes_dtype]
     cdef size_t failed = 0
     cdef int status, n = 0
-    cdef bint jvp = tangent != NULL
     if check_boxes_args(box_ind_dtype, num_boxes, box_size, err) != CG_OK:
         return err.status
     nhwc(image_shape, layout, s)

@@ -1,7 +1,8 @@
-/* An extension module calling cropgrad's C-level API (the three ops and the
- * boxes JVP) from plain C (or C++:
- * cxx_consumer.cpp compiles this file again as C++), with nothing but
- * <cropgrad/capi.h>: no Cython, no NumPy headers, no OpenMP flags.
+/* An extension module calling cropgrad's C-level API (crop_and_resize, its
+ * gradients and boxes JVP; RoIAlign's four functions of version 1.1) from
+ * plain C (or C++: cxx_consumer.cpp compiles this file again as C++), with
+ * nothing but <cropgrad/capi.h>: no Cython, no NumPy headers, no OpenMP
+ * flags.
  *
  * Each op takes its arrays as buffers (None for NULL), its shapes as tuples
  * of 4 ints and every code as a number, so that a test can pass anything;
@@ -209,6 +210,171 @@ static PyObject *crop_and_resize_jvp_boxes(PyObject *self, PyObject *args) {
     return result(status, &err, record);
 }
 
+/* ------------------------------------------------------------ 1.1: RoIAlign */
+
+static PyObject *roi_align(PyObject *self, PyObject *args) {
+    PyObject *image, *boxes, *box_ind, *output;
+    int image_dtype, boxes_dtype, box_ind_dtype, sampling_ratio, aligned, layout;
+    int output_dtype, num_threads, flush, record = 1;
+    long long shape[4], num_boxes, output_height, output_width;
+    double spatial_scale;
+    int64_t image_shape[4];
+    void *p_image, *p_boxes, *p_index, *p_output;
+    Buffers bufs;
+    cg_error err;
+    int status, i;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi(LLLL)OiOiLLLdiiiOiii|p", &image, &image_dtype,
+                          &shape[0], &shape[1], &shape[2], &shape[3], &boxes,
+                          &boxes_dtype, &box_ind, &box_ind_dtype, &num_boxes,
+                          &output_height, &output_width, &spatial_scale,
+                          &sampling_ratio, &aligned, &layout, &output, &output_dtype,
+                          &num_threads, &flush, &record)) {
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) image_shape[i] = (int64_t)shape[i];
+    bufs.count = 0;
+    if (get_data(&bufs, image, 0, &p_image) < 0 || get_data(&bufs, boxes, 0, &p_boxes) < 0
+            || get_data(&bufs, box_ind, 0, &p_index) < 0
+            || get_data(&bufs, output, 1, &p_output) < 0) {
+        release(&bufs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = cg_roi_align(p_image, image_dtype, image_shape, p_boxes, boxes_dtype,
+                          p_index, box_ind_dtype, num_boxes, output_height,
+                          output_width, spatial_scale, sampling_ratio, aligned, layout,
+                          p_output, output_dtype, num_threads, flush,
+                          record ? &err : NULL);
+    Py_END_ALLOW_THREADS
+    release(&bufs);
+    return result(status, &err, record);
+}
+
+static PyObject *roi_align_grad_image(PyObject *self, PyObject *args) {
+    PyObject *grads, *boxes, *box_ind, *output;
+    int grads_dtype, boxes_dtype, box_ind_dtype, sampling_ratio, aligned, layout;
+    int output_dtype, num_threads, flush, record = 1;
+    long long g[4], s[4];
+    double spatial_scale;
+    int64_t grads_shape[4], image_size[4];
+    void *p_grads, *p_boxes, *p_index, *p_output;
+    Buffers bufs;
+    cg_error err;
+    int status, i;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi(LLLL)OiOi(LLLL)diiiOiii|p", &grads, &grads_dtype,
+                          &g[0], &g[1], &g[2], &g[3], &boxes, &boxes_dtype, &box_ind,
+                          &box_ind_dtype, &s[0], &s[1], &s[2], &s[3], &spatial_scale,
+                          &sampling_ratio, &aligned, &layout, &output, &output_dtype,
+                          &num_threads, &flush, &record)) {
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) {
+        grads_shape[i] = (int64_t)g[i];
+        image_size[i] = (int64_t)s[i];
+    }
+    bufs.count = 0;
+    if (get_data(&bufs, grads, 0, &p_grads) < 0 || get_data(&bufs, boxes, 0, &p_boxes) < 0
+            || get_data(&bufs, box_ind, 0, &p_index) < 0
+            || get_data(&bufs, output, 1, &p_output) < 0) {
+        release(&bufs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = cg_roi_align_grad_image(p_grads, grads_dtype, grads_shape, p_boxes,
+                                     boxes_dtype, p_index, box_ind_dtype, image_size,
+                                     spatial_scale, sampling_ratio, aligned, layout,
+                                     p_output, output_dtype, num_threads, flush,
+                                     record ? &err : NULL);
+    Py_END_ALLOW_THREADS
+    release(&bufs);
+    return result(status, &err, record);
+}
+
+static PyObject *roi_align_grad_boxes(PyObject *self, PyObject *args) {
+    PyObject *grads, *image, *boxes, *box_ind, *output;
+    int grads_dtype, image_dtype, boxes_dtype, box_ind_dtype, sampling_ratio;
+    int aligned, layout, num_threads, flush, record = 1;
+    long long g[4], s[4];
+    double spatial_scale;
+    int64_t grads_shape[4], image_shape[4];
+    void *p_grads, *p_image, *p_boxes, *p_index, *p_output;
+    Buffers bufs;
+    cg_error err;
+    int status, i;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi(LLLL)Oi(LLLL)OiOidiiiOii|p", &grads, &grads_dtype,
+                          &g[0], &g[1], &g[2], &g[3], &image, &image_dtype, &s[0],
+                          &s[1], &s[2], &s[3], &boxes, &boxes_dtype, &box_ind,
+                          &box_ind_dtype, &spatial_scale, &sampling_ratio, &aligned,
+                          &layout, &output, &num_threads, &flush, &record)) {
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) {
+        grads_shape[i] = (int64_t)g[i];
+        image_shape[i] = (int64_t)s[i];
+    }
+    bufs.count = 0;
+    if (get_data(&bufs, grads, 0, &p_grads) < 0 || get_data(&bufs, image, 0, &p_image) < 0
+            || get_data(&bufs, boxes, 0, &p_boxes) < 0
+            || get_data(&bufs, box_ind, 0, &p_index) < 0
+            || get_data(&bufs, output, 1, &p_output) < 0) {
+        release(&bufs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = cg_roi_align_grad_boxes(p_grads, grads_dtype, grads_shape, p_image,
+                                     image_dtype, image_shape, p_boxes, boxes_dtype,
+                                     p_index, box_ind_dtype, spatial_scale,
+                                     sampling_ratio, aligned, layout, p_output,
+                                     num_threads, flush, record ? &err : NULL);
+    Py_END_ALLOW_THREADS
+    release(&bufs);
+    return result(status, &err, record);
+}
+
+static PyObject *roi_align_jvp_boxes(PyObject *self, PyObject *args) {
+    PyObject *image, *boxes, *tangent, *box_ind, *output;
+    int image_dtype, boxes_dtype, box_ind_dtype, sampling_ratio, aligned, layout;
+    int output_dtype, num_threads, flush, record = 1;
+    long long shape[4], num_boxes, output_height, output_width;
+    double spatial_scale;
+    int64_t image_shape[4];
+    void *p_image, *p_boxes, *p_tangent, *p_index, *p_output;
+    Buffers bufs;
+    cg_error err;
+    int status, i;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi(LLLL)OOiOiLLLdiiiOiii|p", &image, &image_dtype,
+                          &shape[0], &shape[1], &shape[2], &shape[3], &boxes,
+                          &tangent, &boxes_dtype, &box_ind, &box_ind_dtype,
+                          &num_boxes, &output_height, &output_width, &spatial_scale,
+                          &sampling_ratio, &aligned, &layout, &output, &output_dtype,
+                          &num_threads, &flush, &record)) {
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) image_shape[i] = (int64_t)shape[i];
+    bufs.count = 0;
+    if (get_data(&bufs, image, 0, &p_image) < 0 || get_data(&bufs, boxes, 0, &p_boxes) < 0
+            || get_data(&bufs, tangent, 0, &p_tangent) < 0
+            || get_data(&bufs, box_ind, 0, &p_index) < 0
+            || get_data(&bufs, output, 1, &p_output) < 0) {
+        release(&bufs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = cg_roi_align_jvp_boxes(p_image, image_dtype, image_shape, p_boxes,
+                                    p_tangent, boxes_dtype, p_index, box_ind_dtype,
+                                    num_boxes, output_height, output_width,
+                                    spatial_scale, sampling_ratio, aligned, layout,
+                                    p_output, output_dtype, num_threads, flush,
+                                    record ? &err : NULL);
+    Py_END_ALLOW_THREADS
+    release(&bufs);
+    return result(status, &err, record);
+}
+
 /* What the header says and what the table it got holds. */
 static PyObject *header_facts(PyObject *self, PyObject *unused) {
     (void)self;
@@ -253,6 +419,12 @@ static PyMethodDef methods[] = {
      "cg_crop_and_resize_grad_boxes"},
     {"crop_and_resize_jvp_boxes", crop_and_resize_jvp_boxes, METH_VARARGS,
      "cg_crop_and_resize_jvp_boxes"},
+    {"roi_align", roi_align, METH_VARARGS, "cg_roi_align"},
+    {"roi_align_grad_image", roi_align_grad_image, METH_VARARGS,
+     "cg_roi_align_grad_image"},
+    {"roi_align_grad_boxes", roi_align_grad_boxes, METH_VARARGS,
+     "cg_roi_align_grad_boxes"},
+    {"roi_align_jvp_boxes", roi_align_jvp_boxes, METH_VARARGS, "cg_roi_align_jvp_boxes"},
     {"header_facts", header_facts, METH_NOARGS, "the header's constants and table"},
     {"default_threads", default_threads, METH_NOARGS, "cg_default_threads()"},
     {NULL, NULL, 0, NULL},
