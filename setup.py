@@ -196,7 +196,7 @@ def _directives():
 # the layers: cropgrad/_runtime the parallel driver and the instruction-set
 # choice, cropgrad/_kernels the ops' kernels, cropgrad/_capi the gate and the
 # ops' calls, cropgrad.capi the C-level API other compiled code cimports,
-# cropgrad._core the Python layer's bridge to it, cropgrad._xla the XLA FFI
+# cropgrad._core the Python layer's bridge to it, cropgrad/_jax the XLA FFI
 # handlers of cropgrad.jax, built without JAX).
 # The kernels reach each other through their .pxd files.
 _MODULES = [
@@ -225,7 +225,8 @@ _MODULES = [
     "_capi.roi_align",
     "capi",
     "_core",
-    "_xla",
+    "_jax.frames",
+    "_jax.handlers",
 ]
 # Every module depends on every .pxd, .pxi and C header of the package.
 _DEPENDS = sorted(

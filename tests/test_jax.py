@@ -32,8 +32,8 @@ except ImportError as exc:
     pytest.skip(f"JAX is not installed ({exc})", allow_module_level=True)
 
 import cropgrad.jax as cgj
-from cropgrad import _xla
 from cropgrad._api.validation import CODES
+from cropgrad._jax import handlers as _handlers
 
 METHODS = ["bilinear", "nearest"]
 IMAGE_DTYPES = ["uint8", "float16", "bfloat16", "float32", "float64"]
@@ -41,7 +41,7 @@ OUT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 # NCHW cases check the bits when this build computes in NCHW, and the
 # documented NotImplementedError until then.
 LAYOUTS = ["NHWC", "NCHW"]
-NCHW_BUILT = _xla.layout_status(CODES["CG_NCHW"])[0] == CODES["CG_OK"]
+NCHW_BUILT = _handlers.layout_status(CODES["CG_NCHW"])[0] == CODES["CG_OK"]
 # Where the subprocesses find the cropgrad under test (installed or in place).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
 
@@ -844,8 +844,8 @@ def test_pmap_and_shard_map_match_the_serial_result():
 
 
 def test_handlers_answer_the_metadata_query():
-    for name, capsule in _xla.handlers().items():
-        assert _xla.metadata(capsule) == (*_xla.FFI_API_VERSION, 0), name
+    for name, capsule in _handlers.handlers().items():
+        assert _handlers.metadata(capsule) == (*_handlers.FFI_API_VERSION, 0), name
 
 
 def test_runtime_ffi_version():
@@ -855,8 +855,8 @@ def test_runtime_ffi_version():
         )()
     )
     # XLA registered handlers declaring our version: same major, as new a minor.
-    assert major == _xla.FFI_API_VERSION[0]
-    assert minor >= _xla.FFI_API_VERSION[1]
+    assert major == _handlers.FFI_API_VERSION[0]
+    assert minor >= _handlers.FFI_API_VERSION[1]
 
 
 def test_incompatible_ffi_version_is_refused_clearly():
@@ -864,12 +864,12 @@ def test_incompatible_ffi_version_is_refused_clearly():
         """
         import json
         import jax
-        import cropgrad.jax as cgj
-        from cropgrad import _xla
+        import cropgrad.jax
+        from cropgrad._jax import handlers, registration
 
         jax.devices()  # the CPU backend runs: XLA checks versions at once
         try:
-            cgj._register("cropgrad_test_future", _xla.version_probe(1, 0))
+            registration.register("cropgrad_test_future", handlers.version_probe(1, 0))
             print(json.dumps({"error": None}))
         except ImportError as exc:
             print(json.dumps({"error": str(exc)}))

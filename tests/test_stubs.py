@@ -7,6 +7,21 @@ import sys
 import tempfile
 
 
+def _private_modules_without_stubs():
+    """The installed package's private ``.py`` modules that have no ``.pyi``."""
+    root = os.path.dirname(importlib.util.find_spec("cropgrad").origin)
+    for folder, _, files in os.walk(root):
+        for name in files:
+            stem, ext = os.path.splitext(name)
+            # A package's __init__ stays checked: its name prefixes modules
+            # that have stubs.
+            if ext != ".py" or stem == "__init__" or stem + ".pyi" in files:
+                continue
+            parts = os.path.relpath(os.path.join(folder, stem), root).split(os.sep)
+            if any(p.startswith("_") for p in parts):
+                yield ".".join(["cropgrad", *parts])
+
+
 def test_stubtest():
     # From an empty directory, so that the installed package is checked.
     with tempfile.TemporaryDirectory() as tmp:
@@ -20,6 +35,12 @@ def test_stubtest():
         allowlist = os.path.join(tmp, "allowlist.txt")
         with open(allowlist, "w") as f:
             f.write("cropgrad\\.__main__\\..*\n")
+            # A private module written in Python with no stub of its own is
+            # compared only with itself, through decorators (functools.cache,
+            # autograd.Function) that mypy and inspect read differently; mypy
+            # still type-checks it, and a type error there fails this test.
+            for module in _private_modules_without_stubs():
+                f.write(module.replace(".", "\\.") + "(\\..*)?\n")
             # The adapters and their benchmark rows import only with their
             # frameworks.
             if importlib.util.find_spec("jax") is None:

@@ -43,7 +43,7 @@ import numpy as np
 
 import cropgrad
 import cropgrad.jax as cgj
-from cropgrad import _xla
+from cropgrad._jax import handlers as _handlers
 
 # Problems of the vmap row, and boxes in each (8 * 64 = the detector's 512).
 VMAP_PROBLEMS = 8
@@ -299,7 +299,7 @@ def _train_step_row(p, crop):
     columns = {"step_1thread": step(1), "step_default_threads": step(None)}
     if cgj.DEFAULT_THREADS != 0:
         # The library's default team (OpenMP's default count), for comparison.
-        columns["step_library_default_threads"] = step(_xla.default_threads())
+        columns["step_library_default_threads"] = step(_handlers.default_threads())
     return {
         "name": "detector-train-step-jax",
         "about": "a jitted training step around crop_and_resize (and an "

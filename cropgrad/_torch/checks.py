@@ -288,7 +288,7 @@ _CHECKS = {
 # Each op's public arguments with their checks, in the op's order, and the
 # scalars among them, which are checked before the others (made at an op's
 # first call).
-_PUBLIC = {}
+_PUBLIC: dict[str, tuple[list, list]] = {}
 
 
 def _public_checks(name):

@@ -64,7 +64,7 @@ def _arguments(a, memory, result):
     return x
 
 
-_PARAMETERS = {}
+_PARAMETERS: dict[object, tuple[str, ...]] = {}
 
 
 def _run(a, fake, result, memory, bridge, **more):

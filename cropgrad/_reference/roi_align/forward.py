@@ -51,8 +51,8 @@ class Tap(NamedTuple):
     inside: bool
     low: int = 0
     high: int = 0
-    lerp: np.floating = 0.0
-    rest: np.floating = 1.0
+    lerp: np.floating | float = 0.0
+    rest: np.floating | float = 1.0
     held: bool = True
 
 

@@ -1,4 +1,4 @@
-# Stubs of the Python side of the XLA FFI handlers module (_xla.pyx).  The
+# Stubs of the Python side of the XLA FFI handlers (handlers.pyx).  The
 # handlers themselves are C functions; these are how cropgrad.jax gets them.
 
 from typing import Any

@@ -1,6 +1,7 @@
 # cython: language_level=3
 #
-# The few structs of XLA's FFI C API that cropgrad's handlers touch.
+# The few structs of XLA's FFI C API that cropgrad's handlers touch
+# (frames.pyx decodes a call frame with them, handlers.pyx answers XLA).
 #
 # XLA defines them in `xla/ffi/api/c_api.h` (shipped with jaxlib, under
 # `jax.ffi.include_dir()`).  They are declared again here, under names of
@@ -130,17 +131,15 @@ cdef extern from *:
         cg_ffi_metadata* metadata;
     } cg_ffi_metadata_extension;
 
-    static const size_t CG_FFI_VERSION_SIZE =
-        CG_FFI_SIZE(cg_ffi_version, minor_version);
-    static const size_t CG_FFI_ERROR_ARGS_SIZE =
-        CG_FFI_SIZE(cg_ffi_error_args, errc);
-    static const size_t CG_FFI_BUFFER_SIZE = CG_FFI_SIZE(cg_ffi_buffer, dims);
-    static const size_t CG_FFI_CALL_FRAME_SIZE =
-        CG_FFI_SIZE(cg_ffi_call_frame, attrs);
-    static const size_t CG_FFI_METADATA_SIZE =
-        CG_FFI_SIZE(cg_ffi_metadata, traits);
-    static const size_t CG_FFI_METADATA_EXTENSION_SIZE =
-        CG_FFI_SIZE(cg_ffi_metadata_extension, metadata);
+    /* Macros, not constants: a module that includes this and leaves one
+       unused draws no warning. */
+    #define CG_FFI_VERSION_SIZE CG_FFI_SIZE(cg_ffi_version, minor_version)
+    #define CG_FFI_ERROR_ARGS_SIZE CG_FFI_SIZE(cg_ffi_error_args, errc)
+    #define CG_FFI_BUFFER_SIZE CG_FFI_SIZE(cg_ffi_buffer, dims)
+    #define CG_FFI_CALL_FRAME_SIZE CG_FFI_SIZE(cg_ffi_call_frame, attrs)
+    #define CG_FFI_METADATA_SIZE CG_FFI_SIZE(cg_ffi_metadata, traits)
+    #define CG_FFI_METADATA_EXTENSION_SIZE \
+        CG_FFI_SIZE(cg_ffi_metadata_extension, metadata)
     """
     ctypedef struct cg_ffi_extension:
         size_t struct_size

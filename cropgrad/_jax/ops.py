@@ -1,0 +1,161 @@
+"""The table of cropgrad.jax's primitives: one row an op.
+
+A row says all the adapter's machinery needs of an op: its operands and
+parameters (from the signature table, cropgrad/_api/signatures.py, in JAX's
+spelling), the FFI target it lowers to, the kind of its result, the gate it
+runs while traced, and how it is differentiated.  The primitives
+(primitives.py), the vmap rule (batching.py) and the JVP and transpose
+rules (derivatives.py) are written once for every row.  The rows come by
+family (`_family`): an op like crop_and_resize, its image and boxes
+gradients, its boxes JVP, and the image gradient's derivative along the
+boxes, linked by the same transposes; another family is one more
+``_family`` call here, its handlers in handlers.pyx, its gates in
+checks.py and its public functions.
+
+A parameter has the name the public function's argument has, and holds the
+converted value: ``method`` and ``data_format`` their codes, ``num_threads``
+the count (`DEFAULT_THREADS` for None), ``crop_size`` and ``image_shape``
+tuples of ints, ``dtype`` a NumPy dtype.  Every primitive also has ``fold``:
+how vmap folded mapped axes into the op's own, outermost first, as
+(size, whether box_ind was shifted) pairs, for the kernel's messages to
+name the caller's indices (``()`` when not folded).
+
+Derivatives are defined in forward mode only, as other rows applied to the
+tangents, linearly; JAX derives reverse mode by transposing.  The linear
+maps and their transposes (<, > the dot product; b the boxes, t a boxes
+tangent, c a crops-shaped array)::
+
+    crop(x, b) with extrapolation 0, in x   <->  grad_image(c, b), in c
+    jvp_boxes(x, b, t), in t                <->  grad_boxes(c, x, b), in c
+    jvp_boxes(x, b, t), in x                <->  grad_image_jvp_boxes(c, b, t)
+    grad_image_jvp_boxes(c, b, t), in t     <->  grad_boxes(c, x, b), in x
+
+the last two following from <x, d/db grad_image(c, b) t> =
+<c, jvp_boxes(x, b, t)> = <grad_boxes(c, x, b), t>.  grad_image_jvp_boxes
+(the boxes derivative of the image gradient) has no kernel: it is only ever
+transposed, in reverse mode; evaluating it (forward mode through
+crop_and_resize_grad_image along the boxes) raises NotImplementedError.
+
+May import: cropgrad._api.signatures, cropgrad._jax.checks.
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from cropgrad._api import signatures as _signatures
+from cropgrad._jax import checks as _checks
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One primitive.
+
+    Attributes
+    ----------
+    name : str
+        The op's name; the primitive's and its FFI target's are
+        ``"cropgrad_" + name``.
+    operands : tuple of str
+        The array operands, in order.  vmap folds a mapped axis by their
+        names: an ``image``'s batch grows, ``box_ind`` is shifted into it,
+        the others (one row a box) get more boxes.
+    params : tuple of str
+        The parameters, ``fold`` last.
+    result : {"crops", "image", "boxes"}
+        What the op returns (`shapes.result`).
+    title : str
+        How messages name the op.
+    has_kernel : bool
+        Whether it lowers to an FFI call; if not, lowering it raises.
+    gate : callable or None
+        The trace-time metadata check, ``gate(avals_by_operand, params)``.
+    transposes : Mapping[str, tuple of (str, str)]
+        The operands the op is linear in, each to its transpose: the op that
+        computes it, and which of that op's operands the cotangent takes.
+        The JVP in such an operand is the op applied to its tangent.
+    along_boxes : str or None
+        The op that computes the tangent along the boxes (bilinear
+        sampling; nearest sampling's is zero), or None: the op is itself a
+        derivative along the boxes, which cannot be taken again.
+    second_derivative_of : str
+        The op a refused second derivative along the boxes names.
+    """
+
+    name: str
+    operands: tuple
+    params: tuple
+    result: str
+    title: str
+    transposes: Mapping
+    along_boxes: str | None = None
+    has_kernel: bool = True
+    gate: Callable | None = None
+    second_derivative_of: str = ""
+
+    @property
+    def target(self):
+        """The FFI target it lowers to, or None."""
+        return f"cropgrad_{self.name}" if self.has_kernel else None
+
+
+def _row(signature, **columns):
+    """A row whose operands and parameters are those of `signature` (an op of
+    the signature table) in JAX's spelling; `columns` give the rest."""
+    args = _signatures.OPS[signature].args_of("jax")
+    columns.setdefault("name", signature)
+    columns.setdefault("operands", tuple(a.name for a in args if a.kind == "array"))
+    columns.setdefault("title", columns["name"])
+    columns.setdefault("second_derivative_of", columns["title"])
+    columns.setdefault("gate", _checks.GATES.get(columns["name"]))
+    params = tuple(a.renamed.get("jax", a.name) for a in args if a.kind != "array")
+    return Op(params=(*params, "fold"), transposes={}, **columns)
+
+
+# The linear maps of a family and their transposes (the module docstring's
+# four pairs), by suffix of the op's name and operand: the transpose of each
+# map, in that operand, is the other, with the cotangent as its operand.
+_ADJOINTS = (
+    (("", "image"), ("_grad_image", "grads")),
+    (("_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "grads")),
+    (("_jvp_boxes", "image"), ("_grad_image_jvp_boxes", "grads")),
+    (("_grad_image_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "image")),
+)
+
+
+def _family(name):
+    """The rows of a family of ops like crop_and_resize's: the forward op
+    `name`, its image and boxes gradients and boxes JVP (each an op of the
+    signature table), and the derivative along the boxes of the image
+    gradient, which has no kernel."""
+    derived = f"{name}_grad_image_jvp_boxes"
+    rows = (
+        _row(name, result="crops", along_boxes=f"{name}_jvp_boxes"),
+        _row(f"{name}_grad_image", result="image", along_boxes=derived),
+        _row(f"{name}_grad_boxes", result="boxes"),
+        _row(
+            f"{name}_jvp_boxes",
+            result="crops",
+            title=f"the boxes derivative of {name}",
+        ),
+        # The image gradient's parameters, the boxes tangent a fourth operand.
+        _row(
+            f"{name}_grad_image",
+            name=derived,
+            operands=("grads", "boxes", "box_ind", "boxes_tangent"),
+            result="image",
+            title=f"the boxes derivative of {name}_grad_image",
+            second_derivative_of=f"{name}_grad_image",
+            has_kernel=False,
+        ),
+    )
+    rows = {row.name: row for row in rows}
+    for (op, operand), (other, other_operand) in _ADJOINTS:
+        rows[name + op].transposes[operand] = (name + other, other_operand)
+        rows[name + other].transposes[other_operand] = (name + op, operand)
+    return rows
+
+
+OPS = {**_family("crop_and_resize")}
+
+# The FFI targets of the ops, in the table's order.
+TARGETS = tuple(op.target for op in OPS.values() if op.target)

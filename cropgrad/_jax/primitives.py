@@ -1,0 +1,124 @@
+"""The primitives: binding, abstract evaluation, eager evaluation, lowering.
+
+Each row of the op table (ops.py) becomes a JAX primitive lowered to one
+XLA FFI call whose attributes are the parameters (`_attributes`).  Its
+abstract evaluation runs the op's gate (checks.py) before giving the
+result's shape; JAX caches it per shapes and parameters, so the gate runs
+once per traced signature.  Eager evaluation compiles the primitive alone
+with `jax.jit` (cached per parameters), so that it runs the same XLA call.
+
+The vmap, JVP and transpose rules are batching.py's and derivatives.py's.
+
+May import: JAX, NumPy, cropgrad._jax.ops, cropgrad._jax.shapes.
+"""
+
+import functools
+
+import jax
+import jax.extend.core
+import numpy as np
+from jax.interpreters import mlir
+
+from cropgrad._jax import ops as _ops
+from cropgrad._jax import shapes as _shapes
+
+
+def bind(name, *operands, **params):
+    """Apply op `name` to `operands`, with the parameters it takes among
+    `params` (the rules pass those of the op they come from, and what they
+    derive); ``fold`` is ``()`` unless given.
+
+    Under shard_map, JAX types arrays by the mesh axes they vary over, and an
+    op needs its operands all of one such type: those that vary over fewer
+    axes (say, boxes closed over) are cast to vary like the others.  The
+    cast is JAX's own op, whose transpose sums the cotangent over those axes.
+    """
+    op = _ops.OPS[name]
+    params = {"fold": (), **params}
+    axes = frozenset().union(*(_varying_axes(x) for x in operands))
+    if axes:
+        operands = [
+            x
+            if _varying_axes(x) == axes
+            else jax.lax.pcast(x, tuple(axes - _varying_axes(x)), to="varying")
+            for x in operands
+        ]
+    return PRIMITIVES[name].bind(*operands, **{k: params[k] for k in op.params})
+
+
+def _varying_axes(x):
+    return jax.typeof(x).mat.varying
+
+
+def _abstract_eval(op, *avals, **params):
+    operands = dict(zip(op.operands, avals))
+    # A folded call was checked in the caller's shapes, by the vmap rule.
+    if op.gate is not None and not params["fold"]:
+        op.gate(operands, params)
+    shape, dtype = _shapes.result(op.result, operands, params)
+    # `bind` made the operands vary over the same mesh axes.
+    mat = avals[0].mat
+    if mat.empty:
+        return jax.core.ShapedArray(shape, dtype)
+    sharding = jax.sharding.NamedSharding(
+        avals[0].sharding.mesh, jax.sharding.PartitionSpec()
+    )
+    return jax.core.ShapedArray(shape, dtype, sharding=sharding, manual_axis_type=mat)
+
+
+@functools.cache
+def _compiled(prim, params):
+    params = dict(params)
+    return jax.jit(lambda *operands: prim.bind(*operands, **params))
+
+
+def _attributes(*, method, data_format, num_threads, fold, **params):
+    """The XLA call's attributes from an op's parameters."""
+    attrs = dict(
+        method=np.int32(method),
+        layout=np.int32(data_format),
+        num_threads=np.int32(num_threads),
+    )
+    if "extrapolation_value" in params:
+        attrs["extrapolation_value"] = np.float32(params["extrapolation_value"])
+    if fold:
+        # For messages: the caller's shape of box_ind's leading axes, and
+        # by how many times the batch grew.
+        attrs["fold_shape"] = np.array([n for n, _ in fold], np.int64)
+        attrs["fold_images"] = np.int64(np.prod([n for n, s in fold if s]))
+    return attrs
+
+
+_NO_KERNEL = (
+    "cropgrad.jax has no kernel for the derivative of crop_and_resize_grad_image "
+    "with respect to the boxes: forward-mode differentiation of "
+    "crop_and_resize_grad_image along the boxes (and reverse mode of "
+    "crop_and_resize_grad_boxes, or of the boxes JVP, along the image) is not "
+    "supported; reverse mode of crop_and_resize_grad_image along the boxes is"
+)
+
+
+def _primitive(op):
+    """The primitive of row `op`, lowered to its FFI target (if it has one)."""
+    prim = jax.extend.core.Primitive(f"cropgrad_{op.name}")
+    prim.def_impl(
+        lambda *operands, **params: _compiled(prim, tuple(sorted(params.items())))(
+            *operands
+        )
+    )
+    prim.def_abstract_eval(functools.partial(_abstract_eval, op))
+    if op.target is None:
+
+        def lower(ctx, *operands, **params):
+            raise NotImplementedError(_NO_KERNEL)
+    else:
+        rule = jax.ffi.ffi_lowering(op.target)
+
+        def lower(ctx, *operands, **params):
+            return rule(ctx, *operands, **_attributes(**params))
+
+    mlir.register_lowering(prim, lower, platform="cpu")
+    return prim
+
+
+PRIMITIVES = {name: _primitive(op) for name, op in _ops.OPS.items()}

@@ -1,0 +1,51 @@
+"""Shapes in a layout, and each op's result: what abstract evaluation needs.
+
+Shapes are 4-D in the layout's order (a layout code, `LAYOUT_CODES`): NHWC
+``[n, height, width, depth]`` or NCHW ``[n, depth, height, width]``.
+
+May import: NumPy, cropgrad._api.validation.
+"""
+
+import numpy as np
+
+from cropgrad._api import validation as _v
+
+NHWC = _v.LAYOUT_CODES["NHWC"]
+_FLOAT32 = np.dtype(np.float32)
+
+
+def dims(shape, layout):
+    """(batch, height, width, depth) of a 4-D shape in `layout`."""
+    if layout == NHWC:
+        return tuple(shape)
+    batch, depth, height, width = shape
+    return batch, height, width, depth
+
+
+def crop_size(grads_shape, layout):
+    """(crop_height, crop_width) of crops (or grads) of `grads_shape`."""
+    return tuple(dims(grads_shape, layout)[1:3])
+
+
+def result(kind, operands, params):
+    """The shape and dtype of an op's result, of `kind`.
+
+    `operands` maps the op's operand names to their abstract values;
+    `params` are the op's parameters.  The kinds: "crops" (float32, shaped
+    as the image's crops), "image" (the ``image_shape`` and ``dtype``
+    parameters), "boxes" (float32, one row of 4 a box).
+    """
+    if kind == "image":
+        return params["image_shape"], params["dtype"]
+    num_boxes = operands["boxes"].shape[0]
+    if kind == "boxes":
+        return (num_boxes, 4), _FLOAT32
+    crop_height, crop_width = params["crop_size"]
+    shape = _v.crops_shape(
+        params["data_format"],
+        operands["image"].shape,
+        num_boxes,
+        crop_height,
+        crop_width,
+    )
+    return shape, _FLOAT32
