@@ -647,7 +647,6 @@ class Call:
         out,
         layout,
         samples=None,
-        known=None,
     ):
         self.op = op
         self.layout = layout  # "NHWC" or "NCHW": the axes of the arrays
@@ -657,12 +656,8 @@ class Call:
         self.expect_shape = expect_shape
         self.expect_dtype = expect_dtype
         self.out = out
-        # RoIAlign: the samples the reference would visit (None: unknown),
-        # and a known, reported deviation of the library's: None, or
-        # ("message", what): its exception may name no argument;
-        # ("bits", what): its result is not compared with the reference.
+        # RoIAlign: the samples the reference would visit (None: unknown).
         self.samples = samples
-        self.known = known
 
     @property
     def valid(self):
@@ -1297,9 +1292,7 @@ def _roi_arithmetic(op, args):
     data = args["grads" if op == "roi_grad_image" else "image"]
     if data.valid is not True:
         return None
-    dtype = np.asarray(data.value).dtype
-    if op != "roi_grad_image":
-        dtype = _native(dtype)
+    dtype = _native(np.asarray(data.value).dtype)
     return np.dtype(np.float64 if dtype == np.float64 else np.float32)
 
 
@@ -1308,25 +1301,11 @@ def _judge_roi(op, layout, kwargs, checks, args, sizes, out_how):
     several arguments, the result's shape and dtype, the out= array."""
     num_boxes, depth, pooled = sizes
     arith = _roi_arithmetic(op, args)
-    known = None
     if op == "roi_grad_image" and args["grads"].valid is True:
-        # Two deviations of roi_align_grad_image's, reported, not this
-        # target's to judge until they are fixed (the NumPy layer's).
+        # A float wider than float64 has no arithmetic type: refused.
         grads_dtype = np.asarray(args["grads"].value).dtype
         if grads_dtype.kind == "f" and grads_dtype.itemsize > 8:
-            if kwargs.get("dtype") is None:
-                # Its default output dtype is the gradient's, which no
-                # output takes: TypeError("an integer is required").
-                checks["grads"] = None
-                known = ("message", "longdouble grads without dtype=")
-        elif grads_dtype == np.dtype(">f8"):
-            # Computed in float32 (native float64: in float64).
-            known = ("bits", "big-endian float64 grads")
-    if op == "roi_jvp_boxes" and "boxes_tangent" in kwargs:
-        if kwargs["boxes_tangent"] is None:
-            # roi_align_jvp_boxes's, reported likewise: boxes_tangent=None
-            # is refused by the bridge ("a bytes-like object is required").
-            known = ("message", "boxes_tangent=None")
+            checks["grads"] = False
 
     # The result's dtype: dtype=, else the data's float dtype, else float32
     # (the boxes gradient: the arithmetic type).
@@ -1418,7 +1397,6 @@ def _judge_roi(op, layout, kwargs, checks, args, sizes, out_how):
         out,
         layout,
         samples=samples,
-        known=known,
     )
 
 
@@ -1564,7 +1542,7 @@ def expected_roi(call):
 def _compare_with_reference(call, result):
     """Whether the reference has this call's result to give in a few
     milliseconds (crop_and_resize: a small output and grads; RoIAlign: few
-    samples, IEEE arithmetic, no known deviation)."""
+    samples, IEEE arithmetic)."""
     if result.size == 0:
         return False
     if call.op not in ROI_OPS:
@@ -1574,7 +1552,6 @@ def _compare_with_reference(call, result):
         call.samples is not None
         and call.samples <= ROI_REFERENCE_SAMPLES
         and not call.kwargs.get("flush_denormals", False)
-        and (call.known is None or call.known[0] != "bits")
     )
 
 
@@ -1595,7 +1572,7 @@ def execute(data):
                 f"valid call rejected: {type(exc).__name__}: {message}\n"
                 f"  {call.describe()}"
             )
-        if valid is False and (call.known is None or call.known[0] != "message"):
+        if valid is False:
             # The message names an argument that is broken (or may be: the
             # check that fires first may be one of unknown outcome), or the
             # output a size argument describes.

@@ -283,6 +283,23 @@ ROWS = [
         ValueError,
         "num_threads must be from 1 to 1024",
     ),
+    (
+        "longdouble-grads",
+        "grads",
+        GRADS.astype(np.longdouble),
+        ("roi_align_grad_image",),
+        TypeError,
+        r"grads must be float16, float32, float64, bfloat16 or integers, got "
+        r"float\d+: convert them first",
+    ),
+    (
+        "tangent-none",
+        "tangent",
+        None,
+        ("roi_align_jvp_boxes",),
+        TypeError,
+        "boxes_tangent must hold real numbers",
+    ),
 ]
 
 
@@ -334,3 +351,29 @@ def test_out_may_not_share_memory_with_an_input():
         cropgrad.roi_align(
             image, [[0, 0, 1, 1]], [0], 2, out=image.reshape(-1)[:4].reshape(1, 1, 2, 2)
         )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_longdouble_grads_are_refused_whatever_the_output_dtype(dtype):
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(TypeError, match="grads must be float16, float32"):
+        cropgrad.roi_align_grad_image(
+            GRADS.astype(np.longdouble), BOXES, BOX_IND, IMAGE.shape, dtype=dtype
+        )
+
+
+@pytest.mark.parametrize("op", ["roi_align_grad_image", "roi_align_grad_boxes"])
+def test_big_endian_grads_give_the_native_bits(op):
+    # float64 gradients are computed in float64 in either byte order.
+    args, _ = _args(op)
+    grads = np.random.default_rng(2).standard_normal(GRADS.shape) / 3
+    image = IMAGE.astype(np.float64)
+    if op == "roi_align_grad_boxes":
+        args[AT[op]["image"]] = image
+    args[0] = grads
+    native = getattr(cropgrad, op)(*args)
+    args[0] = grads.astype(">f8")
+    swapped = getattr(cropgrad, op)(*args)
+    assert swapped.dtype == native.dtype == np.float64
+    np.testing.assert_array_equal(swapped, native)

@@ -1,7 +1,8 @@
 """Every instruction set of the inner loops gives the same bits.
 
-The image gradient's deep-pixel loop, the boxes gradient's terms and the
-NCHW kernels' plane transposes have clones for wider vectors (x86-64: AVX2
+The image gradient's deep-pixel loop, the boxes gradient's terms, the
+NCHW kernels' plane transposes and RoIAlign's channel loops have clones
+for wider vectors (x86-64: AVX2
 and AVX-512F beside the SSE2 baseline; AArch64: NEON beside the scalar
 portable code), chosen at import by what the CPU runs, or by
 ``CROPGRAD_SIMD``.
@@ -36,7 +37,10 @@ SELECTION = (
     "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
     "or non_finite_gradients or large_overlapping or grad_image_big_problems "
     "or tall_boxes or forward_and_boxes_gradient_big_problems "
-    "or image_dtypes_are_read_as_float32"
+    "or image_dtypes_are_read_as_float32 "
+    # RoIAlign: torchvision's bits, and the tiles against the planes.
+    "or torchvision_bits or every_thread_count_gives_the_same_bits "
+    "or references_bits or jvps_transpose or tiles"
 )
 
 
@@ -91,6 +95,9 @@ def test_fixtures_on_every_target(target):
             os.path.join(HERE, "test_forward_and_boxes.py"),
             # NCHW: the tiles' corner loop, and the transposes of all three ops.
             os.path.join(HERE, "test_nchw.py"),
+            os.path.join(HERE, "test_roi_align.py"),
+            os.path.join(HERE, "test_roi_align_boxes.py"),
+            os.path.join(HERE, "test_roi_align_tiles.py"),
             "-k",
             SELECTION,
         ],
@@ -110,6 +117,7 @@ def test_fixtures_on_every_target(target):
         "_kernels.crop_and_resize.forward_nchw",
         "_kernels.crop_and_resize.grad_boxes",
         "_kernels.crop_and_resize.grad_image",
+        "_kernels.roi_align.grad_boxes",
         "capi",
     ],
 )

@@ -37,6 +37,23 @@ def _arithmetic(code):
     return _FLOAT64 if code == _F64 else _FLOAT32
 
 
+_GRADS_FLOATS = (np.dtype(np.float16), _FLOAT32, _FLOAT64)
+
+
+def _grads_arithmetic(raw):
+    """The arithmetic type of `grads` (a real array): float64 for float64 in
+    either byte order, float32 for the other floats and integers.  A float
+    wider than float64 is refused: computing it in float32 would be a
+    silent loss, and no result dtype has its precision."""
+    native = raw.dtype.newbyteorder("=")
+    if native.kind == "f" and native not in _GRADS_FLOATS:
+        raise TypeError(
+            "grads must be float16, float32, float64, bfloat16 or integers, "
+            f"got {raw.dtype}: convert them first, e.g. grads.astype(numpy.float64)"
+        )
+    return _FLOAT64 if native == _FLOAT64 else _FLOAT32
+
+
 class _Options(NamedTuple):
     """The options every RoIAlign op takes, converted."""
 
@@ -79,8 +96,21 @@ class _Pooled(NamedTuple):
     out_code: int
 
 
+# The forward op's place for the boxes JVP's tangent: it has none (a None
+# from a caller of the JVP is converted, and refused, as any tangent is).
+_NO_TANGENT = object()
+
+
 def _pooled(
-    image, boxes, box_ind, output_size, dtype, out, o, data_format, boxes_tangent=None
+    image,
+    boxes,
+    box_ind,
+    output_size,
+    dtype,
+    out,
+    o,
+    data_format,
+    boxes_tangent=_NO_TANGENT,
 ):
     """Convert the pooled ops' arguments, run the gate, allocate the output."""
     image, image_code = _v.image_array(image, data_format)
@@ -88,7 +118,7 @@ def _pooled(
     arith_code = _v.dtype_code(arith)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
     tangent = None
-    if boxes_tangent is not None:
+    if boxes_tangent is not _NO_TANGENT:
         tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0], arith)
     out_h, out_w = _v.size_pair(output_size, "output_size", "[height, width]")
     result_dtype = _result_dtype(dtype, image.dtype)
@@ -335,7 +365,7 @@ def roi_align_grad_image(
         flush_denormals,
     )
     raw = _v.real_array(grads, "grads", bfloat16=True)
-    arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
+    arith = _grads_arithmetic(raw)
     arith_code = _v.dtype_code(arith)
     grads = _grads(raw, arith, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)

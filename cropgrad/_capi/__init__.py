@@ -14,7 +14,7 @@ Who runs what, so that every call passes the gate once::
     cropgrad.capi.cg_*          <family>.check_<op>  ->  <family>.run_<op>
     cropgrad._core (NumPy API)  <family>.check_<op> (before the output is
                                 allocated)           ->  <family>.run_<op>
-    cropgrad._xla (JAX)         cropgrad.capi.cg_* on XLA's buffers
+    cropgrad._jax (JAX)         cropgrad.capi.cg_* on XLA's buffers
 
 It cimports the kernels (cropgrad/_kernels) and the runtime
 (cropgrad/_runtime), and the C-level API's codes from ``capi.pxd``; the

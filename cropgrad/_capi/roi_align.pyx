@@ -43,6 +43,8 @@ from cropgrad._kernels.roi_align.sampling cimport (
     real_t,
     roi_axis,
 )
+from cropgrad._runtime import tuning as _tuning
+
 from cropgrad._runtime.parallel cimport resolve_threads
 from cropgrad.capi cimport (
     CG_BFLOAT16,
@@ -54,6 +56,20 @@ from cropgrad.capi cimport (
     CG_NCHW,
     CG_OK,
 )
+
+
+# The budget of a thread's tile in NCHW problems (tiles.pxd): it changes
+# how fast NCHW runs, never its bits.
+cdef size_t TILE_BYTES = <size_t>_tuning.ROI_TILE_BYTES
+
+
+def use_tile_bytes(size_t budget):
+    """Set the NCHW tile budget in bytes (0: no tiles; the tests try both
+    ways); returns the previous one."""
+    global TILE_BYTES
+    previous = TILE_BYTES
+    TILE_BYTES = budget
+    return previous
 
 
 # --------------------------------------------------------------------------
@@ -313,6 +329,7 @@ cdef void problem(RoiProblem* g, int64_t num_boxes, int64_t out_h, int64_t out_w
     g.aligned = aligned != 0
     g.nchw = layout == CG_NCHW
     g.double_arith = double_arith
+    g.tile_bytes = TILE_BYTES
 
 
 cdef int run_roi_align(

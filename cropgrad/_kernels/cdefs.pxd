@@ -132,9 +132,50 @@ cdef extern from "cg_lerp.h" nogil:
                      const float* x_lerp, Py_ssize_t count, float y_lerp,
                      float extrapolation, Py_ssize_t n)
 
+cdef extern from "cg_roi.h" nogil:
+    # RoIAlign's loops over a sample's channels, side by side, for float
+    # and double (function pointers to the clone cg_simd_select chose).
+    # pool: acc += ((w1 v1 + w2 v2) + w3 v3) + w4 v4; mean: acc /= count;
+    # spread: dst += (g w)
+    # / divisor (times it, by_inverse); slopes: the boxes gradient's terms
+    # of one axis (hi NULL: the size is held); tangent: the JVP's terms of
+    # the axes `axes` names.
+    enum:
+        CG_ROI_BOTH
+        CG_ROI_ROWS_ONLY
+        CG_ROI_COLS_ONLY
+    void cg_roi_pool_f(float* acc, const float* v1, const float* v2,
+                       const float* v3, const float* v4, float w1, float w2,
+                       float w3, float w4, Py_ssize_t n)
+    void cg_roi_pool_d(double* acc, const double* v1, const double* v2,
+                       const double* v3, const double* v4, double w1, double w2,
+                       double w3, double w4, Py_ssize_t n)
+    void cg_roi_mean_f(float* acc, float count, Py_ssize_t n)
+    void cg_roi_mean_d(double* acc, double count, Py_ssize_t n)
+    void cg_roi_spread_f(float* dst, const float* g, float w, float divisor,
+                         int by_inverse, Py_ssize_t n)
+    void cg_roi_spread_d(double* dst, const double* g, double w, double divisor,
+                         int by_inverse, Py_ssize_t n)
+    void cg_roi_slopes_f(float* lo, float* hi, const float* a1, const float* b1,
+                         const float* a2, const float* b2, float w_rest,
+                         float w_lerp, const float* g, float f_lo, float f_hi,
+                         Py_ssize_t n)
+    void cg_roi_slopes_d(double* lo, double* hi, const double* a1,
+                         const double* b1, const double* a2, const double* b2,
+                         double w_rest, double w_lerp, const double* g,
+                         double f_lo, double f_hi, Py_ssize_t n)
+    void cg_roi_tangent_f(float* acc, const float* v1, const float* v2,
+                          const float* v3, const float* v4, float hy, float ly,
+                          float hx, float lx, float rate_y, float rate_x,
+                          int axes, Py_ssize_t n)
+    void cg_roi_tangent_d(double* acc, const double* v1, const double* v2,
+                          const double* v3, const double* v4, double hy,
+                          double ly, double hx, double lx, double rate_y,
+                          double rate_x, int axes, Py_ssize_t n)
+
 cdef extern from "cg_simd.h" nogil:
     # Which clones of the inner loops above (cg_scatter.h, cg_terms.h,
-    # cg_lerp.h, cg_planes.h, and the F16C rounding of cg_half.h) this
+    # cg_lerp.h, cg_planes.h, cg_roi.h, and the F16C rounding of cg_half.h) this
     # module runs: cg_simd_select points them at a target (x86-64: sse2,
     # avx2 or avx512; AArch64: neon or baseline; elsewhere baseline) and
     # returns -1 when this CPU cannot run it.  cg_simd_supported: whether it

@@ -22,6 +22,18 @@ def round_half_mismatches(start: int, stop: int) -> int | None: ...
 def half_bits_to_float(
     bits: npt.NDArray[np.uint16],  # const uint16_t[::1]
 ) -> npt.NDArray[np.float32]: ...
+def roi_tiles(
+    boxes: npt.NDArray[np.float32],  # const float[:, ::1]
+    box_ind: npt.NDArray[np.int64],  # const int64_t[::1]
+    shape: tuple[int, int, int, int],
+    out_size: tuple[int, int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+    tile_bytes: int,
+    nthreads: int,
+    read_only: bool,
+) -> tuple[int, int, int] | None: ...
 
 _T = TypeVar("_T")
 

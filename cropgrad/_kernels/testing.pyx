@@ -5,7 +5,7 @@ The tests compare the sampling coordinates and the float16 conversions bit
 for bit with NumPy's float32 arithmetic through these.
 """
 
-from libc.stdint cimport uint16_t, uint32_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -24,6 +24,8 @@ from .crop_and_resize.sampling cimport (
     crop_scale,
     sample_coord,
 )
+from .roi_align.plan cimport RoiPlan, RoiProblem, Tiles
+from .roi_align.tiles cimport plan_tiles
 
 
 def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)
@@ -129,6 +131,36 @@ def half_bits_to_float(const uint16_t[::1] bits):  # IN (n,)
     for i in range(bits.shape[0]):
         v[i] = cg_half_to_float(bits[i])
     return values
+
+
+def roi_tiles(const float[:, ::1] boxes,  # IN (num_boxes, 4)
+              const int64_t[::1] box_ind,  # IN (num_boxes,)
+              shape, out_size, double spatial_scale, int sampling_ratio,
+              bint aligned, size_t tile_bytes, int nthreads, bint read_only):
+    """How a float32 NCHW RoIAlign problem on an image of `shape` (NCHW)
+    goes: ``(channels, groups, parts)`` of its tiles, or None for the
+    planes read where they are (`read_only`: the forward op, its JVP and
+    the boxes gradient; else the image gradient)."""
+    cdef RoiProblem g
+    cdef RoiPlan p
+    cdef Tiles t
+    cdef Py_ssize_t images = len(set(np.asarray(box_ind).tolist()))
+    g.num_boxes = boxes.shape[0]
+    g.out_h, g.out_w = out_size
+    g.batch, g.channels, g.height, g.width = shape
+    g.spatial_scale = spatial_scale
+    g.sampling_ratio = sampling_ratio
+    g.aligned = aligned
+    g.nchw = True
+    g.double_arith = False
+    g.tile_bytes = tile_bytes
+    p.g = &g
+    p.boxes = &boxes[0, 0] if boxes.shape[0] else NULL
+    p.box_ind = &box_ind[0] if box_ind.shape[0] else NULL
+    if not plan_tiles(&p, images if read_only else g.batch, nthreads, read_only,
+                      &t, <float*>NULL):
+        return None
+    return t.channels, t.groups, t.parts
 
 
 def with_flush_to_zero(fn):

@@ -147,6 +147,17 @@ def choose(l2, l3_share):
     }
 
 
+# RoIAlign's NCHW tiles (cropgrad/_kernels/roi_align/tiles.pxd): a
+# thread's tile of planes side by side.  A box reads only its window of
+# the tile, so the tile need not fit the L2; what it buys is channels per
+# pass (at most 128), each box's output then written in fewer, longer
+# runs.  On the Xeon with 2 MiB of L2 (a 100 x 136 map, 1024 boxes), 8 MiB
+# tiles (128 channels) took 1.13-1.20x the NHWC time in the three ops, 4
+# MiB (64) 1.30-1.38x and 16 MiB (256) 1.19-1.30x; on a 200 x 272 map (32
+# channels) 8 MiB and 4 MiB were alike, 16 MiB 1.2x slower.
+ROI_TILE_BYTES = 8 << 20
+
+
 def stream_bytes(caches=None):
     """From what size a result is written around the caches (bytes).
 

@@ -327,7 +327,8 @@ step "9. FMA check"
 mkdir -p "$work/so"
 (cd "$work/so" && python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n) for n in z.namelist() if n.startswith("cropgrad/") and n.endswith(".so")]' "$repaired")
 # The modules that do floating-point arithmetic: each kernel.
-for module in _kernels/crop_and_resize/{forward,grad_image,grad_boxes,jvp_boxes,forward_nchw,grad_image_nchw,grad_boxes_nchw}; do
+for module in _kernels/crop_and_resize/{forward,grad_image,grad_boxes,jvp_boxes,forward_nchw,grad_image_nchw,grad_boxes_nchw} \
+    _kernels/roi_align/{forward,grad_image,grad_boxes,jvp_boxes}; do
     so=$(ls "$work"/so/cropgrad/$module.*.so)
     bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
         | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"

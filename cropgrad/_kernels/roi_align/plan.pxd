@@ -36,6 +36,16 @@ ctypedef struct RoiProblem:
     bint aligned
     bint nchw                 # [n, c, h, w] memory (else [n, h, w, c])
     bint double_arith         # the arithmetic type is double (float64 data)
+    size_t tile_bytes         # budget of a thread's NCHW tile (tiles.pxd)
+
+
+ctypedef struct Tiles:
+    # How an NCHW problem goes through tiles (tiles.pxd).
+    Py_ssize_t channels       # per group (the last group may have fewer)
+    Py_ssize_t groups         # per image
+    Py_ssize_t parts          # of an image's boxes, each a task of its own
+    size_t tile_bytes         # one thread's tile, 64-byte aligned
+    Py_ssize_t block_rows     # bin rows computed at a time
 
 
 ctypedef struct RoiPlan:
@@ -52,8 +62,11 @@ ctypedef struct RoiPlan:
     Py_ssize_t range_size     # channels per range
     char* scratch             # per thread, scratch_each bytes each
     size_t scratch_each
-    const int64_t* order      # boxes grouped by image (image gradient)
-    const int64_t* starts
+    const int64_t* order      # boxes grouped by image (image gradient,
+    const int64_t* starts     # tiles): order[starts[i]:starts[i + 1]]
+    bint tiled                # the NCHW problem goes through tiles
+    char* sums                # the boxes gradient's channel sums (tiles)
+    Tiles tiles
 
 
 cdef inline void box_axes(const RoiPlan* p, Py_ssize_t k, real_t* box,

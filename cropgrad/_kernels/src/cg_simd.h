@@ -1,8 +1,8 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
  * and rows of them, the plane transposes (cg_planes.h), the boxes
- * gradient's terms (cg_terms.h), the forward op's samples (cg_lerp.h) and
- * the rounding of a float32 accumulator
- * into a float16 output (cg_half.h).
+ * gradient's terms (cg_terms.h), the forward op's samples (cg_lerp.h),
+ * RoIAlign's channel loops (cg_roi.h) and the rounding of a float32
+ * accumulator into a float16 output (cg_half.h).
  *
  * Chosen once, when cropgrad._runtime.simd is imported, and set in every module
  * that includes these headers (each holds its own function pointers): the
@@ -22,6 +22,7 @@
 #include "cg_half.h"
 #include "cg_lerp.h"
 #include "cg_planes.h"
+#include "cg_roi.h"
 #include "cg_scatter.h"
 #include "cg_terms.h"
 
@@ -44,7 +45,7 @@ static inline int cg_simd_supported(const char* target) {
 }
 
 /* Point this module's clones at the suffix's: corner updates, crop rows,
- * terms and forward samples (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
+ * terms, forward samples and RoIAlign's loops (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
 #define CG_SIMD_USE(CORE, PLANES, NAME)                                       \
     do {                                                                      \
         cg_row_f = cg_row_f_##CORE;                                           \
@@ -54,6 +55,7 @@ static inline int cg_simd_supported(const char* target) {
         cg_planes_gather = cg_planes_gather_##PLANES;                         \
         cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
         cg_round_half = cg_round_half_base;                                   \
+        CG_ROI_USE(CORE);                                                     \
         cg_simd_target = NAME;                                                \
     } while (0)
 
