@@ -389,3 +389,35 @@ def test_non_finite_boxes_are_an_error(op):
             cropgrad.crop_and_resize_grad_boxes(
                 np.ones((2, 2, 2, 1)), image, boxes, [0, 0]
             )
+
+
+def test_whole_pixel_samples_give_no_boxes_gradient():
+    # docs/semantics.md, "Whole pixels give no slope": a crop the size of
+    # the image over the whole image samples every pixel, where TensorFlow's
+    # floor and ceil corners coincide.
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((1, 33, 33, 2)).astype(np.float32)
+    grads = rng.standard_normal((1, 33, 33, 2)).astype(np.float32)
+    on_pixels = cropgrad.crop_and_resize_grad_boxes(grads, image, [[0, 0, 1, 1]], [0])
+    np.testing.assert_array_equal(on_pixels, np.zeros((1, 4), np.float32))
+    jvp = cropgrad.crop_and_resize_jvp_boxes(
+        image, [[0, 0, 1, 1]], [0], [[1.0, -2.0, 3.0, 0.5]], [33, 33]
+    )
+    np.testing.assert_array_equal(jvp, np.zeros_like(jvp))
+    # Between pixels, every coordinate moves the crops.
+    between = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, [[0.251, 0.251, 0.751, 0.751]], [0]
+    )
+    assert (between != 0).all()
+    # RoIAlign's corners give a whole-pixel sample the next cell's slope: a
+    # box whose samples all fall on pixel centres (aligned=False, one
+    # sample per bin: x1 + 0.5 + bin) still has a gradient.
+    nchw = np.ascontiguousarray(image.transpose(0, 3, 1, 2))
+    roi = cropgrad.roi_align_grad_boxes(
+        np.ones((1, 2, 8, 8), np.float32),
+        nchw,
+        [[3.5, 3.5, 11.5, 11.5]],
+        [0],
+        sampling_ratio=1,
+    )
+    assert (roi != 0).all()

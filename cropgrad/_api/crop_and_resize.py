@@ -319,6 +319,16 @@ def crop_and_resize_grad_boxes(
     ndarray of shape (num_boxes, 4), dtype=float32
         Gradient with respect to ``[y1, x1, y2, x2]`` of each box.
 
+    Notes
+    -----
+    A sample on a whole pixel row (column) contributes nothing to the
+    ``y`` (``x``) terms: TensorFlow's two corner rows are then the same
+    row.  A box whose samples all fall on whole pixels has a zero gradient
+    whatever the image (``[[0, 0, 1, 1]]`` with a crop the size of the
+    image).  To learn such boxes, offset them by a fraction of a pixel, or
+    use `roi_align_grad_boxes` (docs/semantics.md, "Whole pixels give no
+    slope").
+
     Examples
     --------
     >>> import numpy as np
@@ -431,7 +441,10 @@ def crop_and_resize_jvp_boxes(
     The sampling coordinates, the slopes and the factors are those of the
     boxes gradient, which rounds the spacing of the samples as
     ``(y2 - y1) * ((H - 1) / (crop_height - 1))``; docs/semantics.md gives
-    the float32 order of every operation.
+    the float32 order of every operation.  As in the boxes gradient, a
+    sample on a whole pixel row (column) has a zero slope along ``y``
+    (``x``), so a box whose samples all fall on whole pixels has a zero
+    JVP whatever the tangent.
 
     Examples
     --------
