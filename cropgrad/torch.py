@@ -75,7 +75,17 @@ except ImportError:  # the extra is not installed (the cause stays chained)
         'cropgrad.torch needs PyTorch: install it with pip install "cropgrad[torch]"'
     )
 
-from cropgrad._torch import registration as _registration
+# The oldest release with the torch.library functions the ops are defined
+# with (register_fake, register_vmap): an older one is told so at import,
+# not failed somewhere inside.
+_OLDEST = (2, 4)
+if tuple(int(p) for p in torch.__version__.split(".")[:2]) < _OLDEST:
+    raise ImportError(
+        f"cropgrad.torch needs PyTorch {_OLDEST[0]}.{_OLDEST[1]} or newer, "
+        f"found {torch.__version__}: upgrade it (pip install -U torch)"
+    )
+
+from cropgrad._torch import registration as _registration  # noqa: E402
 
 __all__ = [
     "crop_and_resize",

@@ -89,6 +89,27 @@ def test_import_without_torch_says_how_to_install():
     assert 'pip install "cropgrad[torch]"' in run.stdout, run.stdout + run.stderr
 
 
+def test_an_older_pytorch_is_refused_at_import():
+    code = (
+        "import torch\n"
+        "torch.__version__ = '2.3.1+cpu'\n"
+        "try:\n"
+        "    import cropgrad.torch\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "needs PyTorch 2.4 or newer, found 2.3.1+cpu" in run.stdout, (
+        run.stdout + run.stderr
+    )
+
+
 # --------------------------------------------------------------------------
 # Problems
 
