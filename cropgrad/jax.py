@@ -137,8 +137,8 @@ def crop_and_resize(
         (other real dtypes are converted); they must be finite.
     box_ind : array of int, shape (num_boxes,)
         Image of each box, in ``[0, batch)``.
-    crop_size : sequence of 2 ints
-        ``[crop_height, crop_width]``, both positive; static.
+    crop_size : int or sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive (an int: a square); static.
     method : {"bilinear", "nearest"}, default "bilinear"
         Static.  The boxes gradient of nearest sampling is zero.
     extrapolation_value : float, default 0.0

@@ -22,7 +22,7 @@ def crop_and_resize(
     image: _Array,
     boxes: _Array,
     box_ind: _Array,
-    crop_size: tuple[int, int] | list[int],
+    crop_size: int | tuple[int, int] | list[int],
     method: _Method = ...,
     extrapolation_value: float = ...,
     *,

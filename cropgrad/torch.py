@@ -129,8 +129,8 @@ def crop_and_resize(
         (bilinear sampling; the gradient of nearest sampling is zero).
     box_ind : Tensor of shape (num_boxes,), int32 or int64
         Image of each box, in ``[0, batch)``.
-    crop_size : sequence of 2 ints
-        ``[crop_height, crop_width]``, both positive.
+    crop_size : int or sequence of 2 ints
+        ``[crop_height, crop_width]``, both positive (an int: a square).
     method : {"bilinear", "nearest"}, default "bilinear"
     extrapolation_value : float, default 0.0
         Value of samples that fall outside the image.

@@ -842,7 +842,11 @@ def _forward_error_cases():
         return []
     return [
         ({"image": np.zeros((2, 3, 5, 4))}, TypeError, "image must be a torch.Tensor"),
-        ({"image": torch.zeros(2, 3, 5)}, ValueError, "[batch, depth, height, width]"),
+        (
+            {"image": torch.zeros(2, 3, 5)},
+            ValueError,
+            "[batch, depth, image_height, image_width]",
+        ),
         # The C-level API's message, with the shape in the caller's layout.
         (
             {"image": torch.zeros(2, 3, 0, 4)},
@@ -868,9 +872,9 @@ def _forward_error_cases():
         ({"box_ind": torch.tensor([0, 1])}, ValueError, "box_ind has incompatible"),
         ({"crop_size": (2, 0)}, ValueError, "crop dimensions must be positive"),
         ({"crop_size": (2,)}, ValueError, "crop_size must have 2 elements"),
-        ({"crop_size": (2.0, 2)}, TypeError, "crop_size must hold ints"),
+        ({"crop_size": (2.0, 2)}, TypeError, "crop_size must hold integers"),
         ({"method": "bicubic"}, ValueError, "method must be one of"),
-        ({"data_format": "NCWH"}, ValueError, "data_format must be one of"),
+        ({"data_format": "NCWH"}, ValueError, "data_format must be 'NHWC' or 'NCHW'"),
         ({"num_threads": 0}, ValueError, "num_threads"),
         ({"num_threads": 2.0}, TypeError, "num_threads"),
         ({"extrapolation_value": "0"}, TypeError, "extrapolation_value"),

@@ -45,16 +45,20 @@ CODES = capi._CODES
 METHOD_CODES = {"bilinear": CODES["CG_BILINEAR"], "nearest": CODES["CG_NEAREST"]}
 LAYOUT_CODES = {"NHWC": CODES["CG_NHWC"], "NCHW": CODES["CG_NCHW"]}
 # The axes of grads and of images in each layout, for messages.
-_GRADS_AXES = {
+GRADS_AXES = {
     "NHWC": "[num_boxes, crop_height, crop_width, depth]",
     "NCHW": "[num_boxes, depth, crop_height, crop_width]",
 }
 # RoIAlign's pooled outputs and their gradients.
+# The image dtypes every API takes, in the words of every API's message.
+IMAGE_DTYPE_NAMES = (
+    "uint8, uint16, int8, int16, int32, int64, float16, bfloat16, float32 or float64"
+)
 POOLED_AXES = {
     "NHWC": "[num_boxes, out_height, out_width, channels]",
     "NCHW": "[num_boxes, channels, out_height, out_width]",
 }
-_IMAGE_AXES = {
+IMAGE_AXES = {
     "NHWC": "[batch, image_height, image_width, depth]",
     "NCHW": "[batch, depth, image_height, image_width]",
 }
@@ -300,7 +304,7 @@ def grads_array(grads, data_format="NHWC"):
     grads = float32_array(grads, "grads")
     if grads.ndim != 4:
         raise ValueError(
-            f"grads must be 4-D {_GRADS_AXES[data_format]} ({data_format}), "
+            f"grads must be 4-D {GRADS_AXES[data_format]} ({data_format}), "
             f"got shape {grads.shape}"
         )
     return grads
@@ -316,16 +320,13 @@ def image_array(image, data_format="NHWC"):
     image = real_array(image, "image", bfloat16=True)
     if image.ndim != 4:
         raise ValueError(
-            f"image must be 4-D {_IMAGE_AXES[data_format]} ({data_format}), got "
+            f"image must be 4-D {IMAGE_AXES[data_format]} ({data_format}), got "
             f"shape {image.shape}"
         )
     native = image.dtype.newbyteorder("=")
     code = dtype_code(native)
     if code is None:
-        raise TypeError(
-            "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"float32 or float64 (or bfloat16), got {image.dtype}"
-        )
+        raise TypeError(f"image must be {IMAGE_DTYPE_NAMES}, got {image.dtype}")
     if image.dtype != native or not image.flags.c_contiguous:
         image = np.ascontiguousarray(image, dtype=native)
     return image, code
@@ -461,7 +462,7 @@ def _int_values(value, length, name, what):
 
 def image_size(value, data_format="NHWC"):
     """``image_size`` as 4 ints (the C-level API checks their values)."""
-    return tuple(int_vector(value, 4, "image_size", _IMAGE_AXES[data_format]))
+    return tuple(int_vector(value, 4, "image_size", IMAGE_AXES[data_format]))
 
 
 def crops_shape(layout, image_shape, num_boxes, crop_height, crop_width):

@@ -47,15 +47,8 @@ IMAGE_DTYPES = tuple(
     )
 )
 
-# Dimension names of images and crops in each layout, for messages.
-ORDER = {
-    _v.LAYOUT_CODES["NHWC"]: "[batch, height, width, depth]",
-    _v.LAYOUT_CODES["NCHW"]: "[batch, depth, height, width]",
-}
-CROP_ORDER = {
-    _v.LAYOUT_CODES["NHWC"]: "[num_boxes, crop_height, crop_width, depth]",
-    _v.LAYOUT_CODES["NCHW"]: "[num_boxes, depth, crop_height, crop_width]",
-}
+# Each layout code's name, for the NumPy API's messages.
+_LAYOUT_NAMES = {code: name for name, code in _v.LAYOUT_CODES.items()}
 
 
 # --------------------------------------------------------------------------
@@ -103,11 +96,10 @@ def _layout(data_format):
 
 
 def crop_size(value):
-    """``crop_size`` as (crop_height, crop_width)."""
-    return tuple(
-        _v.int_vector(
-            static(value, "crop_size"), 2, "crop_size", "[crop_height, crop_width]"
-        )
+    """``crop_size`` as (crop_height, crop_width): an int is a square, as in
+    the NumPy API."""
+    return _v.size_pair(
+        static(value, "crop_size"), "crop_size", "[crop_height, crop_width]"
     )
 
 
@@ -126,7 +118,12 @@ def output_dtype(dtype):
 def image_shape(value, layout):
     """``image_shape`` as 4 ints in the layout's order."""
     return tuple(
-        _v.int_vector(static(value, "image_shape"), 4, "image_shape", ORDER[layout])
+        _v.int_vector(
+            static(value, "image_shape"),
+            4,
+            "image_shape",
+            _v.IMAGE_AXES[_LAYOUT_NAMES[layout]],
+        )
     )
 
 
@@ -153,20 +150,21 @@ def array(value, name):
 def image(value, layout):
     value = array(value, "image")
     if value.dtype not in IMAGE_DTYPES:
-        raise TypeError(
-            "image must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"bfloat16, float32 or float64, got {value.dtype}"
-        )
+        raise TypeError(f"image must be {_v.IMAGE_DTYPE_NAMES}, got {value.dtype}")
     if value.ndim != 4:
-        raise ValueError(f"image must be 4-D {ORDER[layout]}, got shape {value.shape}")
+        name = _LAYOUT_NAMES[layout]
+        raise ValueError(
+            f"image must be 4-D {_v.IMAGE_AXES[name]} ({name}), got shape {value.shape}"
+        )
     return value
 
 
 def grads(value, layout):
     value = array(value, "grads").astype(jnp.float32)
     if value.ndim != 4:
+        name = _LAYOUT_NAMES[layout]
         raise ValueError(
-            f"grads must be 4-D {CROP_ORDER[layout]}, got shape {value.shape}"
+            f"grads must be 4-D {_v.GRADS_AXES[name]} ({name}), got shape {value.shape}"
         )
     return value
 

@@ -121,6 +121,8 @@ def _choice(value, allowed, name):
     # with what was checked here, whatever the subclass's == says.
     plain = str.__str__(value) if isinstance(value, str) else None
     if plain not in allowed:
+        if name == "data_format":
+            _v.data_format(value)  # the NumPy API's message
         choices = ", ".join(repr(m) for m in allowed)
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return plain
@@ -143,24 +145,14 @@ def dims(layout):
     return (1, 2, 3) if layout == "NCHW" else (3, 1, 2)
 
 
-def _describe(layout, first, height="height", width="width"):
-    """The axes of a 4-D shape of `layout`, in words."""
-    if layout == "NCHW":
-        return f"[{first}, depth, {height}, {width}]"
-    return f"[{first}, {height}, {width}, depth]"
-
-
 def _image(image, layout, name="image"):
     """Check a 4-D image's dtype and rank; return its depth."""
     _real(image, name)
     if image.dtype not in IMAGE_DTYPES:
-        raise TypeError(
-            f"{name} must be uint8, uint16, int8, int16, int32, int64, float16, "
-            f"bfloat16, float32 or float64, got {image.dtype}"
-        )
+        raise TypeError(f"{name} must be {_v.IMAGE_DTYPE_NAMES}, got {image.dtype}")
     if image.dim() != 4:
         raise ValueError(
-            f"{name} must be 4-D {_describe(layout, 'batch')} "
+            f"{name} must be 4-D {_v.IMAGE_AXES[layout]} "
             f"({layout}), got shape {tuple(image.shape)}"
         )
     return image.shape[dims(layout)[0]]
@@ -171,9 +163,7 @@ def _grads(grads, layout):
     _real(grads, "grads")
     if grads.dim() != 4:
         raise ValueError(
-            "grads must be 4-D "
-            f"{_describe(layout, 'num_boxes', 'crop_height', 'crop_width')} "
-            f"({layout}), "
+            f"grads must be 4-D {_v.GRADS_AXES[layout]} ({layout}), "
             f"got shape {tuple(grads.shape)}"
         )
     return grads.shape[0]
@@ -206,13 +196,11 @@ def _ints(value, length, name, what):
     values = list(value)
     if len(values) != length:
         raise ValueError(
-            f"{name} must have {length} elements {what}, got {len(values)}"
+            f"{name} must have {length} elements {what}, got shape ({len(values)},)"
         )
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (numbers.Integral, torch.SymInt)):
-            raise TypeError(
-                f"{name} must hold ints {what}, got {type(v).__name__} {v!r}"
-            )
+            raise TypeError(f"{name} must hold integers {what}, got {value!r}")
         if not isinstance(v, torch.SymInt):
             values[i] = int(v)
     return values
@@ -221,7 +209,7 @@ def _ints(value, length, name, what):
 # Each size argument: its number of ints and their axes in words.
 _SIZES = {
     "crop_size": (2, lambda layout: "[crop_height, crop_width]"),
-    "image_size": (4, lambda layout: _describe(layout, "batch")),
+    "image_size": (4, lambda layout: _v.IMAGE_AXES[layout]),
 }
 
 
@@ -234,6 +222,12 @@ def size(arg, value, layout):
         and all(type(v) is int for v in value)
     ):
         return list(value)  # the common case, without the words of a message
+    if (
+        arg == "crop_size"
+        and isinstance(value, (numbers.Integral, torch.SymInt))
+        and not isinstance(value, bool)
+    ):
+        return [value, value]  # a square, as in the NumPy API
     return _ints(value, length, arg, axes(layout))
 
 
