@@ -17,7 +17,10 @@ a second derivative along the boxes, and forward mode of
 `crop_and_resize_grad_image` along the boxes (reverse mode of it works).
 
 float64 images are read exactly, but the ops compute in float32, as
-TensorFlow does: finite-difference checks need a step float32 rounding
+TensorFlow does (`crop_and_resize` returns its crops in the image's
+floating dtype, as JAX's ops do: float16 and bfloat16 rounded once,
+float64 widened exactly; the NumPy API keeps float32): finite-difference
+checks need a step float32 rounding
 does not swamp (``jax.test_util.check_grads(..., eps=1e-2)`` for the image,
 on which the ops are linear; ``eps=1e-3`` and tolerance 1e-2 for boxes well
 inside the image).
@@ -151,8 +154,10 @@ def crop_and_resize(
 
     Returns
     -------
-    jax.Array of shape (num_boxes, crop_height, crop_width, depth), float32
-        (``(num_boxes, depth, crop_height, crop_width)`` with NCHW.)
+    jax.Array of shape (num_boxes, crop_height, crop_width, depth)
+        (``(num_boxes, depth, crop_height, crop_width)`` with NCHW.)  In the
+        image's dtype when it is a floating one (computed in float32 and
+        rounded once), float32 for integer images.
 
     Raises
     ------
@@ -185,7 +190,7 @@ def crop_and_resize(
     extrapolation_value = _checks.extrapolation_value(extrapolation_value)
     image = _checks.image(image, options["data_format"])
     boxes, box_ind = _checks.boxes_and_index(boxes, box_ind)
-    return _bind(
+    crops = _bind(
         "crop_and_resize",
         image,
         boxes,
@@ -194,6 +199,12 @@ def crop_and_resize(
         extrapolation_value=extrapolation_value,
         **options,
     )
+    # JAX's ops return results in their input's floating dtype: float16
+    # and bfloat16 rounded once from the float32 crops, float64 widened
+    # exactly.  The primitive itself keeps float32.
+    if jnp.issubdtype(image.dtype, jnp.floating) and image.dtype != jnp.float32:
+        crops = crops.astype(image.dtype)
+    return crops
 
 
 def crop_and_resize_grad_image(

@@ -41,9 +41,13 @@ transforms go through the Python functions of this module: the
 (they support autograd, ``forward_ad`` and ``vmap`` on their own).  Under
 ``vmap``, an error in one problem's data names that problem's indices.
 
-float64: the ops compute in float32, TensorFlow's arithmetic, whatever the
-input dtype.  ``torch.autograd.gradcheck`` at its default ``eps=1e-6``
-therefore fails (the step is lost in the float32 rounding); steps float32
+Dtypes: the ops compute in float32, TensorFlow's arithmetic, whatever the
+input dtype; `crop_and_resize` returns its crops in the image's floating
+dtype, as PyTorch's ops do (float16 and bfloat16 rounded once from the
+float32 result, float64 widened exactly; float32 for integer images),
+while ``torch.ops.cropgrad.crop_and_resize`` and the NumPy API keep
+float32.  For float64 inputs, ``torch.autograd.gradcheck`` at its default
+``eps=1e-6`` therefore fails (the step is lost in the float32 rounding); steps float32
 resolves check the derivatives, e.g. ``gradcheck(fn, inputs, eps=1e-3,
 atol=1e-3, rtol=1e-3)`` with samples farther than a step from a pixel
 boundary (where the op has a kink in the boxes).
@@ -58,11 +62,12 @@ format); likewise an NHWC-shaped view of NCHW memory goes to the NCHW
 kernel.  Outputs are allocated by PyTorch and written in place.
 
 bfloat16 images are read exactly as float32 and the image gradient can be
-bfloat16 (rounded once); both need ``ml_dtypes``.  Under CPU autocast the
-ops run as they do outside it: nothing is cast (they read every image dtype
-exactly and compute in float32), so an autocast bfloat16 feature map is
-read without a float32 copy and the boxes are never rounded below float32;
-results are float32.
+bfloat16 (rounded once); both need ``ml_dtypes``, which the ``torch``
+extra brings.  Under CPU autocast the ops run as they do outside it:
+nothing is cast on the way in (they read every image dtype exactly and
+compute in float32), so an autocast bfloat16 feature map is read without a
+float32 copy and the boxes are never rounded below float32; its crops come
+back in bfloat16.
 
 Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
@@ -92,6 +97,17 @@ __all__ = [
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
 ]
+
+
+def _in_dtype_of(image, crops):
+    """`crops` (float32) in the dtype of a floating `image`, as PyTorch's
+    ops return results: rounded once (float16, bfloat16) or widened exactly
+    (float64).  The custom op itself keeps float32."""
+    dtype = image.dtype if isinstance(image, torch.Tensor) else None
+    if dtype is None or not dtype.is_floating_point or dtype == torch.float32:
+        return crops
+    return crops.to(dtype)
+
 
 # Each public function passes its arguments on by name (``locals()``, read
 # before anything else is bound): the argument checks and the order the op
@@ -145,10 +161,11 @@ def crop_and_resize(
 
     Returns
     -------
-    Tensor of shape (num_boxes, depth, crop_height, crop_width), float32
+    Tensor of shape (num_boxes, depth, crop_height, crop_width)
         ``(num_boxes, crop_height, crop_width, depth)`` with
         ``data_format="NHWC"``; in ``channels_last`` memory format when
-        the image is.
+        the image is.  In the image's dtype when it is a floating one
+        (computed in float32 and rounded once), float32 for integer images.
 
     Examples
     --------
@@ -160,7 +177,8 @@ def crop_and_resize(
     tensor([[[[0., 2.],
               [6., 8.]]]])
     """
-    return _registration.call("crop_and_resize", locals())
+    crops = _registration.call("crop_and_resize", locals())
+    return _in_dtype_of(image, crops)
 
 
 def crop_and_resize_grad_image(

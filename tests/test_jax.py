@@ -65,6 +65,14 @@ def image_of(image, dtype):
     return image.astype(dtype)
 
 
+def crops_dtype(dtype):
+    """The dtype of `crop_and_resize`'s crops from an image of `dtype`: the
+    image's floating dtype, float32 for integers."""
+    return np.dtype(
+        np.float32 if dtype == "uint8" else image_of(np.zeros(1), dtype).dtype
+    )
+
+
 def to_layout(x, data_format):
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if data_format == "NCHW" else x
 
@@ -108,14 +116,16 @@ def run_child(code, env=None, timeout=300):
 def test_forward_bits(method, dtype, jit, x64):
     image, _, boxes, box_ind = problem(1)
     image = image_of(image, dtype)
+    # The NumPy API's float32 crops, rounded once to the image's dtype.
     expected = cropgrad.crop_and_resize(
         image, boxes, box_ind, (4, 3), method, 0.5, flush_denormals=True
-    )
+    ).astype(crops_dtype(dtype))
 
     def f(image, boxes, box_ind):
         return cgj.crop_and_resize(image, boxes, box_ind, (4, 3), method, 0.5)
 
     actual = (jax.jit(f) if jit else f)(image, boxes, box_ind)
+    assert actual.dtype == expected.dtype
     assert_same_bits(np.asarray(actual), expected)
 
 
@@ -225,6 +235,8 @@ def test_grad_equals_the_gradient_kernels(method, dtype, x64):
         return jnp.sum(crops * grads)
 
     d_image, d_boxes = gradients((image, boxes))
+    # The crops' cotangent reaches the kernels through the crops' dtype.
+    grads = grads.astype(crops_dtype(dtype)).astype(np.float32)
     assert_same_bits(
         np.asarray(d_image),
         cropgrad.crop_and_resize_grad_image(
@@ -1049,10 +1061,12 @@ def test_float64_computes_in_float32_and_check_grads_needs_a_float32_step(x64):
     boxes = np.sort(rng.uniform(0.1, 0.9, (6, 2, 2)), axis=1)
     boxes = boxes.transpose(0, 2, 1).reshape(6, 4)[:, [0, 2, 1, 3]]
     out = cgj.crop_and_resize(image, boxes, box_ind, (4, 3))
-    assert out.dtype == jnp.float32
+    # float32 results, widened: the crops are in the image's dtype.
+    assert out.dtype == jnp.float64
+    assert (out.astype(np.float32).astype(np.float64) == out).all()
 
     def f64(x, b):
-        return cgj.crop_and_resize(x, b, box_ind, (4, 3)).astype(jnp.float64)
+        return cgj.crop_and_resize(x, b, box_ind, (4, 3))
 
     check_grads(
         lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2

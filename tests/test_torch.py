@@ -144,6 +144,13 @@ def problem(
     return image, grads, boxes, box_ind
 
 
+def crops_dtype(image_dtype):
+    """The dtype of `cgt.crop_and_resize`'s crops from an image of
+    `image_dtype` (NumPy): the image's floating dtype, float32 for integers."""
+    dtype = np.dtype(image_dtype)
+    return dtype if dtype.kind == "f" else np.dtype(np.float32)
+
+
 def as_torch(array, layout):
     """An NHWC NumPy array as a tensor in `layout` (see LAYOUTS)."""
     t = torch.from_numpy(np.ascontiguousarray(array))
@@ -195,8 +202,11 @@ def test_forward_matches_numpy(image_dtype, method, layout):
         -1.5,
         data_format=data_format(layout),
     )
-    expected = cropgrad.crop_and_resize(image, boxes, box_ind, (4, 3), method, -1.5)
-    assert crops.dtype == torch.float32
+    # The NumPy API's float32 crops, rounded once to the image's dtype.
+    expected = cropgrad.crop_and_resize(
+        image, boxes, box_ind, (4, 3), method, -1.5
+    ).astype(crops_dtype(image.dtype))
+    assert crops.dtype == torch.from_numpy(expected).dtype
     assert_same_bits(as_nhwc(crops, layout), expected)
     if layout == "channels_last":
         assert crops.is_contiguous(memory_format=torch.channels_last)
@@ -273,7 +283,10 @@ def test_autograd_matches_numpy(image_dtype, method, layout):
         method,
         data_format=data_format(layout),
     )
+    # The gradient arrives in the crops' dtype (the image's).
+    grads = grads.astype(crops_dtype(image.dtype))
     crops.backward(as_torch(grads, layout))
+    grads = grads.astype(np.float32)
     d_image = cropgrad.crop_and_resize_grad_image(
         grads, boxes, box_ind, image.shape, image.dtype, method
     )
@@ -1056,7 +1069,7 @@ def test_meta_tensors_give_shapes_and_dtypes():
     index = torch.empty(6, dtype=torch.int64, **meta)
     crops = cgt.crop_and_resize(image, boxes, index, (4, 3))
     assert crops.device.type == "meta"
-    assert crops.shape == (6, 3, 4, 3) and crops.dtype == torch.float32
+    assert crops.shape == (6, 3, 4, 3) and crops.dtype == torch.float16
     nhwc = cgt.crop_and_resize(
         image.permute(0, 2, 3, 1), boxes, index, (4, 3), data_format="NHWC"
     )
@@ -1183,9 +1196,14 @@ def test_bfloat16_image_and_gradients(layout):
     crops = cgt.crop_and_resize(
         x, b, torch.from_numpy(box_ind), (4, 3), data_format=data_format(layout)
     )
-    # Read exactly as float32: the bits of the image converted to float32.
+    # Read exactly as float32 (the bits of the image converted to float32),
+    # the crops rounded once to bfloat16.
     expected = cropgrad.crop_and_resize(bits, boxes, box_ind, (4, 3))
-    assert_same_bits(as_nhwc(crops, layout), expected)
+    assert crops.dtype == torch.bfloat16
+    assert_same_bits(
+        as_nhwc(crops.detach().view(torch.uint16), layout),
+        expected.astype(ml_dtypes.bfloat16).view(np.uint16),
+    )
     widened = cgt.crop_and_resize(
         x.detach().float(),
         b.detach(),
@@ -1193,8 +1211,12 @@ def test_bfloat16_image_and_gradients(layout):
         (4, 3),
         data_format=data_format(layout),
     )
-    assert_same_bits(crops.detach().numpy(), widened.numpy())
-    crops.backward(as_torch(grads, layout))
+    assert_same_bits(
+        crops.detach().float().numpy(), widened.to(torch.bfloat16).float().numpy()
+    )
+    # The gradient arrives in the crops' dtype, bfloat16.
+    grads = grads.astype(ml_dtypes.bfloat16).astype(np.float32)
+    crops.backward(as_torch(grads, layout).to(torch.bfloat16))
     # The image gradient in the image's dtype, rounded once.
     assert x.grad.dtype == torch.bfloat16
     d_image = cropgrad.crop_and_resize_grad_image(
@@ -1227,7 +1249,7 @@ def test_bfloat16_image_gradient_output():
 @needs_torch
 def test_bfloat16_autocast_detector_step():
     # A bfloat16 feature map from an autocast convolution is read where it is;
-    # the crops stay float32 and every parameter gets a gradient.
+    # the crops come in its dtype and every parameter gets a gradient.
     torch.manual_seed(1)
     conv = torch.nn.Conv2d(3, 4, 3, padding=1)
     head = torch.nn.Linear(4 * 3 * 3, 2)
@@ -1239,9 +1261,9 @@ def test_bfloat16_autocast_detector_step():
         assert features.dtype == torch.bfloat16
         crops = cgt.crop_and_resize(features, boxes, box_ind, (3, 3))
         loss = head(crops.flatten(1)).float().square().sum()
-    assert crops.dtype == torch.float32
+    assert crops.dtype == torch.bfloat16
     expected = cgt.crop_and_resize(features.detach(), boxes, box_ind, (3, 3))
-    assert_same_bits(crops.detach().numpy(), expected.numpy())
+    assert_same_bits(crops.detach().float().numpy(), expected.float().numpy())
     loss.backward()
     assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
 
