@@ -1,9 +1,12 @@
 """The self-check of ``python -m cropgrad``: this install against a reference.
 
-The three operations are compared with the float64 NumPy reference
-(`cropgrad._reference`, independent of the compiled kernels) on a few small
-random problems, both methods and every output dtype, within a rounding
-bound; then 1, 2, 3 and 4 threads must give the same bits.
+Every operation is compared with cropgrad's NumPy reference
+(`cropgrad._reference`: plain NumPy, independent of the compiled kernels,
+held to TensorFlow's and torchvision's bits by the test suite) on a few
+small random problems.  crop_and_resize's ops are held to the reference's
+float64 result within a rounding bound each line states; RoIAlign's to the
+reference's float32 and float64 arithmetic, bit for bit.  Then 1, 2, 3 and
+4 threads must give the same bits.
 """
 
 import sys
@@ -35,13 +38,127 @@ CHECK_SHAPES = (
 )
 
 
+# RoIAlign's problems: (batch, channels, height, width, num_boxes,
+# output_size, spatial_scale, sampling_ratio, aligned).
+ROI_SHAPES = (
+    (2, 5, 12, 10, 6, (3, 2), 0.5, -1, False),
+    (1, 3, 9, 13, 5, (2, 4), 1.0, 0, True),
+    (2, 4, 8, 8, 4, (4, 4), 0.25, 2, False),
+)
+
+
+def _roi_problem(rng, batch, channels, height, width, num_boxes, spatial_scale):
+    """Random image, grads, boxes (in input pixels, some partly outside) and
+    box_ind of a RoIAlign problem."""
+    image = rng.standard_normal((batch, channels, height, width))
+    corners = rng.uniform(-2, [width, height, width, height], (num_boxes, 4))
+    boxes = (
+        np.concatenate(
+            [
+                np.minimum(corners[:, :2], corners[:, 2:]),
+                np.maximum(corners[:, :2], corners[:, 2:]),
+            ],
+            axis=1,
+        )
+        / spatial_scale
+    )
+    box_ind = rng.integers(0, batch, num_boxes).astype(np.int32)
+    return image, boxes, box_ind
+
+
+def _check_roi_align(report, rng):
+    """RoIAlign's forward op, image gradient and boxes gradient against the
+    reference's arithmetic (torchvision's), bit for bit."""
+    for dtype in (np.float32, np.float64):
+        mismatches = {
+            "roi_align": 0,
+            "roi_align_grad_image": 0,
+            "roi_align_grad_boxes": 0,
+        }
+        for (
+            batch,
+            channels,
+            height,
+            width,
+            k,
+            size,
+            scale,
+            ratio,
+            aligned,
+        ) in ROI_SHAPES:
+            image, boxes, box_ind = _roi_problem(
+                rng, batch, channels, height, width, k, scale
+            )
+            image, boxes = image.astype(dtype), boxes.astype(dtype)
+            grads = rng.standard_normal((k, channels, *size)).astype(dtype)
+            options = dict(spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
+            pairs = {
+                "roi_align": (
+                    cropgrad.roi_align(image, boxes, box_ind, size, **options),
+                    reference.roi_align.roi_align(
+                        image, boxes, box_ind, size, exact=True, **options
+                    ),
+                ),
+                "roi_align_grad_image": (
+                    cropgrad.roi_align_grad_image(
+                        grads, boxes, box_ind, image.shape, **options
+                    ),
+                    reference.roi_align.roi_align_grad_image(
+                        grads, boxes, box_ind, image.shape, exact=True, **options
+                    ),
+                ),
+                "roi_align_grad_boxes": (
+                    cropgrad.roi_align_grad_boxes(
+                        grads, image, boxes, box_ind, **options
+                    ),
+                    reference.roi_align.roi_align_grad_boxes(
+                        grads, image, boxes, box_ind, exact=True, **options
+                    ),
+                ),
+            }
+            for name, (actual, expected) in pairs.items():
+                same = (
+                    actual.dtype == expected.dtype
+                    and actual.shape == expected.shape
+                    and actual.tobytes() == np.asarray(expected).tobytes()
+                )
+                mismatches[name] += not same
+        for name, count in mismatches.items():
+            report.item(
+                f"{name} {np.dtype(dtype).name}",
+                count == 0,
+                f"bit for bit on {len(ROI_SHAPES)} problems"
+                if count == 0
+                else f"differs on {count} of {len(ROI_SHAPES)} problems",
+            )
+
+
+def _roi_align_calls(rng):
+    """RoIAlign's ops on a problem large enough for a team of threads."""
+    image, boxes, box_ind = _roi_problem(rng, 2, 32, 40, 48, 64, 0.5)
+    image = image.astype(np.float32)
+    grads = rng.standard_normal((64, 32, 7, 7)).astype(np.float32)
+    options = dict(spatial_scale=0.5, sampling_ratio=2)
+    return {
+        "roi_align": lambda n: cropgrad.roi_align(
+            image, boxes, box_ind, 7, num_threads=n, **options
+        ),
+        "roi_align_grad_image": lambda n: cropgrad.roi_align_grad_image(
+            grads, boxes, box_ind, image.shape, num_threads=n, **options
+        ),
+        "roi_align_grad_boxes": lambda n: cropgrad.roi_align_grad_boxes(
+            grads, image, boxes, box_ind, num_threads=n, **options
+        ),
+    }
+
+
 class _Report:
     def __init__(self, out):
         self.out = out
         self.failures = []
 
     def item(self, what, ok, detail=""):
-        text = f"  {what:<58} {'ok' if ok else 'FAIL'}"
+        text = f"  {what:<50} {'ok' if ok else 'FAIL'}"
         if detail:
             text += f"  ({detail})"
         print(text, file=self.out, flush=True)
@@ -78,8 +195,10 @@ class _Comparison:
             return
         self.worst = max(self.worst, float(np.max(error, initial=0.0)))
 
-    def detail(self):
-        return self.failure if not self.ok else f"max error {self.worst:.1e}"
+    def detail(self, allowed):
+        if not self.ok:
+            return self.failure
+        return f"max error {self.worst:.1e}, allowed {allowed}"
 
 
 def check(out=sys.stdout, seed=12345):
@@ -89,7 +208,10 @@ def check(out=sys.stdout, seed=12345):
     print(
         f"cropgrad {cropgrad.__version__} self-check (NumPy {np.__version__}, "
         f"OpenMP {'on' if config['openmp'] else 'off'}, "
-        f"{config['default_threads']} default threads)",
+        f"{config['default_threads']} default threads)\n"
+        "Each op against cropgrad's NumPy reference (cropgrad._reference: "
+        "TensorFlow's and\ntorchvision's arithmetic in plain NumPy, held to "
+        "their bits by the test suite),\non small random problems:",
         file=out,
     )
     report = _Report(out)
@@ -121,7 +243,10 @@ def check(out=sys.stdout, seed=12345):
             report.item(
                 f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}",
                 comparison.ok,
-                comparison.detail(),
+                comparison.detail(
+                    "1e-5 of the sum of |terms|"
+                    + (" + float16 rounding" if dtype == np.float16 else "")
+                ),
             )
 
     for method in ("bilinear", "nearest"):
@@ -143,7 +268,11 @@ def check(out=sys.stdout, seed=12345):
                 )
                 allowed = 1e-5 * float(np.max(np.abs(img.astype(np.float64))))
                 comparison.add(actual, expected, allowed, f"shape {size}, {img.dtype}")
-        report.item(f"crop_and_resize {method}", comparison.ok, comparison.detail())
+        report.item(
+            f"crop_and_resize {method}",
+            comparison.ok,
+            comparison.detail("1e-5 of the largest pixel"),
+        )
 
     comparison = _Comparison()
     for grads, boxes, box_ind, size, image in problems:
@@ -152,8 +281,11 @@ def check(out=sys.stdout, seed=12345):
         actual = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind)
         comparison.add(actual, expected, 1e-4 * bound, f"shape {size}")
     report.item(
-        "crop_and_resize_grad_boxes bilinear", comparison.ok, comparison.detail()
+        "crop_and_resize_grad_boxes bilinear",
+        comparison.ok,
+        comparison.detail("1e-4 of the sum of |terms|"),
     )
+    _check_roi_align(report, rng)
 
     # Threads: a problem of a few million element updates, far above the
     # size under which the kernels stay on one thread.
@@ -177,13 +309,14 @@ def check(out=sys.stdout, seed=12345):
     calls["crop_and_resize_grad_boxes"] = lambda n: cropgrad.crop_and_resize_grad_boxes(
         grads, image, boxes, box_ind, num_threads=n
     )
+    calls.update(_roi_align_calls(rng))
     differ = []
     for what, call in calls.items():
         first = call(1)
         if any(call(n).tobytes() != first.tobytes() for n in (2, 3, 4)):
             differ.append(what)
     report.item(
-        "same bits on 1, 2, 3 and 4 threads",
+        "every op: the same bits on 1, 2, 3 and 4 threads",
         not differ,
         "differ: " + ", ".join(differ)
         if differ

@@ -24,7 +24,29 @@ def test_check_passes():
     lines = result.stdout.strip().splitlines()
     assert lines[-1].startswith("PASS")
     assert not any(line.rstrip().split("  (")[0].endswith("FAIL") for line in lines)
-    assert any("same bits on 1, 2, 3 and 4 threads" in line for line in lines)
+    assert any("the same bits on 1, 2, 3 and 4 threads" in line for line in lines)
+    # Each line says against what and within what.
+    assert "cropgrad's NumPy reference" in result.stdout
+    for line in lines:
+        if line.startswith("  roi_align"):
+            assert "bit for bit" in line, line
+        elif line.startswith("  crop_and_resize"):
+            assert "allowed" in line, line
+
+
+def test_the_main_job_checks_then_times_two_ops_in_words():
+    # A generous limit: under emulation a call takes a hundred times longer.
+    result = run_cropgrad(timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check, out = result.stdout.split("A short benchmark")
+    assert "PASS" in check
+    # Two workloads, each on 1 thread and the default threads, same bits.
+    assert out.count(" on 1 thread, ") == 2, out
+    assert out.count("), the same bits") == 2, out
+    assert "DIFFERENT BITS" not in out
+    assert "python -m cropgrad bench" in out
+    # No table, no targets: those are the full benchmark's.
+    assert "roofline" not in out and "target" not in out.lower()
 
 
 def test_quick_bench_writes_json(tmp_path):
@@ -43,6 +65,8 @@ def test_quick_bench_writes_json(tmp_path):
     assert "tiny" in result.stdout and "roofline" in result.stdout
     assert "n/a (disabled with --no-tensorflow)" in result.stdout
     assert "[1/1] tiny" in result.stderr
+    # Targets only when asked for; the JSON holds them either way.
+    assert "Performance targets" not in result.stdout
 
     report = json.loads(path.read_text())
     for key in (
@@ -112,3 +136,21 @@ def test_help(args):
     result = run_cropgrad(*args)
     assert result.returncode == 0
     assert "usage: python -m cropgrad" in result.stdout
+
+
+def test_a_target_missed_on_a_busy_machine_is_not_judged():
+    from cropgrad._bench.report import format_targets
+
+    row = {
+        "workload": "detector",
+        "target": "TF default / cropgrad default >= 2",
+        "measured": 1.5,
+        "bound": 2.0,
+        "sense": ">=",
+        "met": False,
+        "unit": "ratio",
+    }
+    quiet = format_targets({"targets": [{**row, "other_cpus": 0.05}]})
+    busy = format_targets({"targets": [{**row, "other_cpus": 0.9}]})
+    assert quiet.rstrip().endswith("missed")
+    assert busy.rstrip().endswith("not judged: other programs used 0.9 CPUs")

@@ -332,7 +332,10 @@ def format_targets(report):
             bound = format_time(row["bound"], us)
         else:
             shown, bound = format_ratio(value), f"{row['bound']:g}"
-        verdict = "n/a" if row["met"] is None else ("met" if row["met"] else "MISSED")
+        verdict = "n/a" if row["met"] is None else ("met" if row["met"] else "missed")
+        busy = row.get("other_cpus")
+        if row["met"] is False and busy is not None and busy > NOISY:
+            verdict = f"not judged: other programs used {busy:.1f} CPUs"
         out.append(
             f"  {row['workload']:<19} {row['target']:<44} {shown:>9} "
             f"({row['sense']} {bound}) {verdict}"
