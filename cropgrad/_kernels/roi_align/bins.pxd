@@ -26,6 +26,7 @@ from .channels cimport mean, pixel, pool, tangent
 from .plan cimport (
     NCHW_CHANNELS,
     TAP_BYTES,
+    TASKS_PER_THREAD,
     BoxTaps,
     RoiPlan,
     RoiProblem,
@@ -289,7 +290,8 @@ cdef inline int run_bins(RoiPlan* p, int nthreads, bint flush, task_fn task,
         tasks = g.batch * p.tiles.groups * p.tiles.parts
     else:
         # Each thread's table of a box's samples and its sums of one bin.
-        channel_ranges(p, g.num_boxes, nthreads, NCHW_CHANNELS if g.nchw else 0)
+        channel_ranges(p, g.num_boxes, nthreads, NCHW_CHANNELS if g.nchw else 0,
+                       TASKS_PER_THREAD)
         each = TAP_BYTES + round64(<size_t>p.range_size * itemsize)
         tasks = g.num_boxes * p.ranges
     p.scratch_each = each

@@ -257,7 +257,11 @@ cdef int roi_align_grad_image(const RoiProblem* g, const void* grads,
             <size_t>(g.out_h * g.out_w * p.tiles.channels) * itemsize)
         tasks = g.batch * p.tiles.groups
     else:
-        channel_ranges(&p, g.batch, nthreads, 0)
+        # One task a thread at least, not several: every task of an image
+        # walks all of its boxes and finds their samples again, so a
+        # channel range costs a pass over the boxes (with four ranges an
+        # image, two threads took longer than one on the detector pooler).
+        channel_ranges(&p, g.batch, nthreads, 0, 1)
         # Each thread's table of a box's samples, and for an output of
         # another dtype its accumulator of a task's channels of one image,
         # in the arithmetic type.

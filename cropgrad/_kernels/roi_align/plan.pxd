@@ -108,11 +108,12 @@ cdef enum:
 
 
 cdef inline void channel_ranges(RoiPlan* p, Py_ssize_t units, int nthreads,
-                                Py_ssize_t most) noexcept nogil:
+                                Py_ssize_t most, Py_ssize_t per_thread) noexcept nogil:
     """Split the channels of each of `units` (boxes, or images) into
-    ranges when the units alone leave threads idle, and into ranges of at
-    most `most` channels (0: any; rounded to CHANNEL_ALIGN)."""
-    cdef Py_ssize_t C = p.g.channels, want = <Py_ssize_t>nthreads * TASKS_PER_THREAD
+    ranges when the units alone give fewer than `per_thread` tasks a thread,
+    and into ranges of at most `most` channels (0: any; rounded to
+    CHANNEL_ALIGN)."""
+    cdef Py_ssize_t C = p.g.channels, want = <Py_ssize_t>nthreads * per_thread
     cdef Py_ssize_t ranges = 1
     if nthreads > 1 and units < want:
         ranges = min((want + units - 1) // units, max(C // CHANNEL_ALIGN, 1))
