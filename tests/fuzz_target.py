@@ -745,7 +745,9 @@ def out_arg(how, expect_shape, expect_dtype):
     else:
         out = np.zeros(tuple(shape[:-1]) + (2 * shape[-1],), expect_dtype)[..., ::2]
         valid = None if shape[-1] <= 1 or 0 in shape else False
-    if not known or expect_dtype is None:
+    if how == 4 and expect_dtype is None:
+        valid = None  # no dtype is known to be the wrong one
+    elif not known or expect_dtype is None:
         valid = None if valid else False
     return Arg(out, valid)
 
