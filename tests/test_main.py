@@ -154,3 +154,22 @@ def test_a_target_missed_on_a_busy_machine_is_not_judged():
     busy = format_targets({"targets": [{**row, "other_cpus": 0.9}]})
     assert quiet.rstrip().endswith("missed")
     assert busy.rstrip().endswith("not judged: other programs used 0.9 CPUs")
+
+
+def test_explain_says_what_every_column_of_the_tables_means():
+    result = run_cropgrad("bench", "--explain")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every abbreviation the tables' headers use is explained.
+    for abbreviation in (
+        "TFdet/cg1",
+        "cg/roof",
+        "scaling",
+        "other",
+        "tv/cg1",
+        "ORT2/cg2",
+        "NCHW/NHWC",
+        "boxes/img",
+        "roofline",
+        "cg new out",
+    ):
+        assert abbreviation in result.stdout, abbreviation

@@ -133,6 +133,12 @@ def _bench_options(parser, top_level):
         help="leave out the rows that installed adapters (JAX, PyTorch) add",
     )
     parser.add_argument(
+        "--explain",
+        action="store_true",
+        default=default(False),
+        help="print what each column of the tables means, in words, and exit",
+    )
+    parser.add_argument(
         "--targets",
         action="store_true",
         default=default(False),
@@ -200,6 +206,63 @@ def _parser():
     return parser
 
 
+# Each column of the tables, in words (``--explain``).
+COLUMNS = (
+    ("cg 1 thr", "cropgrad on one thread, writing into an array made beforehand"),
+    ("cg 2 thr", "the same on the default number of threads (all cores)"),
+    ("cg new out", "the default threads, cropgrad allocating its result each call"),
+    (
+        "roofline",
+        "NumPy reading the inputs once and zeroing the output: about "
+        "the least time any program moving that memory needs",
+    ),
+    (
+        "TF default, TF determ",
+        "TensorFlow's op in its default mode and with "
+        "op determinism (its exact mode, which cropgrad's bits match)",
+    ),
+    ("TF/cg", "how many times faster cropgrad is than TensorFlow's default mode"),
+    (
+        "TFdet/cg1",
+        "how many times faster cropgrad on one thread is than "
+        "TensorFlow with op determinism",
+    ),
+    ("cg/roof", "cropgrad's time over the roofline (1 is the floor)"),
+    (
+        "scaling",
+        "one thread's time over the default threads' (2 on 2 cores would be perfect)",
+    ),
+    (
+        "torchvision, ORT 1/2 thr",
+        "RoIAlign rows: torchvision's serial CPU "
+        "kernel, ONNX Runtime on 1 and 2 threads",
+    ),
+    (
+        "tv/cg1, tv/cg2, ORT1/cg1, ORT2/cg2",
+        "how many times faster cropgrad is "
+        "than torchvision or ONNX Runtime, on 1 thread or the default threads",
+    ),
+    ("NCHW/NHWC", "NHWC rows: the NCHW call's time over the NHWC call's"),
+    (
+        "boxes/img",
+        "boxes-gradient rows: the boxes gradient's time over the "
+        "input gradient's on the same problem",
+    ),
+    (
+        "other",
+        "CPUs other programs kept busy during the row; above 0.2 the "
+        "row's times are noisy",
+    ),
+)
+
+
+def _explain():
+    print("What the benchmark's columns mean (times are medians over rounds):")
+    for name, words in COLUMNS:
+        print(f"  {name}: {words}")
+    return 0
+
+
 def _run_bench(args):
     """Run the benchmark as `args` say; return the exit status."""
     if args.plot:
@@ -243,6 +306,8 @@ def _run_bench(args):
 def main(argv=None):
     """``python -m cropgrad [check | bench] [options]``; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.explain:
+        return _explain()
     if args.command == "bench":
         return _run_bench(args)
     if not check():
