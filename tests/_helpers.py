@@ -57,13 +57,19 @@ def required(variable):
     return env_flag(variable)
 
 
+def unrequired(what, variable="CROPGRAD_REQUIRE_ADAPTERS"):
+    """The reason of a skip for `what`, missing while `variable` does not
+    require it (the form conftest.py accepts under CI only then)."""
+    return f"{what} (not required: {variable} is not set)"
+
+
 def missing(what, variable):
-    """Skip the calling test because `what` is missing, or fail it when
-    `variable` requires it; the skip's reason names the variable (CI
+    """Skip the calling test (or module) because `what` is missing, or fail
+    it when `variable` requires it; the skip's reason names the variable (CI
     accepts such skips only while the variable is unset: conftest.py)."""
     if required(variable):
         pytest.fail(f"{what}, and {variable}=1 requires it", pytrace=False)
-    pytest.skip(f"{what} (not required: {variable} is not set)")
+    pytest.skip(unrequired(what, variable), allow_module_level=True)
 
 
 def load_cases(filename):

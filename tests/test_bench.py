@@ -14,6 +14,7 @@ import types
 
 import numpy as np
 import pytest
+from _helpers import required
 
 import cropgrad
 from cropgrad._bench import (
@@ -354,7 +355,7 @@ def _fake_torchvision(tmp_path, fail=False):
 
 def _onnxruntime_installed():
     found = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
-    if not found and os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
+    if not found and required("CROPGRAD_REQUIRE_ADAPTERS"):
         pytest.fail("CROPGRAD_REQUIRE_ADAPTERS=1 but ONNX Runtime is not installed")
     return found
 

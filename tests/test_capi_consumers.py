@@ -27,14 +27,14 @@ import capi_ctypes
 import fuzz_capi
 import numpy as np
 import pytest
-from _helpers import starting_teams
+from _helpers import required, starting_teams, unrequired
 
 import cropgrad
 import cropgrad.capi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = cropgrad.capi._CODES
-REQUIRE = os.environ.get("CROPGRAD_REQUIRE_ADAPTERS", "0") not in ("", "0")
+REQUIRE = required("CROPGRAD_REQUIRE_ADAPTERS")
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +305,7 @@ def consumer(request):
     if request.param == "ctypes":
         return capi_ctypes.CtypesConsumer()
     if importlib.util.find_spec("numba") is None and not REQUIRE:
-        pytest.skip("Numba is not installed (CROPGRAD_REQUIRE_ADAPTERS=1 requires it)")
+        pytest.skip(unrequired("Numba is not installed"))
     return NumbaConsumer()
 
 

@@ -13,11 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from _helpers import required, unrequired
 
 import cropgrad
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REQUIRED = os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1"
+REQUIRED = required("CROPGRAD_REQUIRE_ADAPTERS")
 
 
 def _framework(name):
@@ -26,7 +27,7 @@ def _framework(name):
     except ImportError:
         if REQUIRED:
             raise
-        pytest.skip(f"{name} is not installed")
+        pytest.skip(unrequired(f"{name} is not installed"))
 
 
 def test_layout_mismatch_names_the_layout_that_fits():

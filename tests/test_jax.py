@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits
+from _helpers import assert_same_bits, missing
 
 import cropgrad
 
@@ -24,12 +24,7 @@ try:
     import jax.numpy as jnp
     from jax.test_util import check_grads
 except ImportError as exc:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
-        pytest.fail(
-            f"CROPGRAD_REQUIRE_ADAPTERS=1 but JAX cannot be imported: {exc}",
-            pytrace=False,
-        )
-    pytest.skip(f"JAX is not installed ({exc})", allow_module_level=True)
+    missing(f"JAX cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
 
 import cropgrad.jax as cgj
 from cropgrad._api.validation import CODES

@@ -16,11 +16,9 @@ shard_map runs on two CPU devices (jax_num_cpu_devices, set before JAX's
 backend starts; pytest collects this module before any test runs).
 """
 
-import os
-
 import numpy as np
 import pytest
-from _helpers import assert_same_bits
+from _helpers import assert_same_bits, missing
 
 import cropgrad
 
@@ -30,12 +28,7 @@ try:
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 except ImportError as exc:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
-        pytest.fail(
-            f"CROPGRAD_REQUIRE_ADAPTERS=1 but JAX cannot be imported: {exc}",
-            pytrace=False,
-        )
-    pytest.skip(f"JAX is not installed ({exc})", allow_module_level=True)
+    missing(f"JAX cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
 
 try:
     jax.config.update("jax_num_cpu_devices", 2)

@@ -36,11 +36,11 @@ import uuid
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits
+from _helpers import assert_same_bits, required, unrequired
 
 import cropgrad
 
-REQUIRE = os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1"
+REQUIRE = required("CROPGRAD_REQUIRE_ADAPTERS")
 
 
 def _framework(*names):
@@ -69,9 +69,13 @@ pytestmark = [
         reason="docs/scaling.md is not next to tests/ (a copy of the tests)",
     ),
 ]
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
-needs_jax = pytest.mark.skipif(jax is None, reason="JAX is not installed")
-needs_dask = pytest.mark.skipif(distributed is None, reason="Dask is not installed")
+needs_torch = pytest.mark.skipif(
+    torch is None, reason=unrequired("PyTorch is not installed")
+)
+needs_jax = pytest.mark.skipif(jax is None, reason=unrequired("JAX is not installed"))
+needs_dask = pytest.mark.skipif(
+    distributed is None, reason=unrequired("Dask is not installed")
+)
 
 # Hang guards, not timings: a job that takes longer is killed and fails.
 JOB_TIMEOUT = 240

@@ -16,7 +16,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_same_bits
+from _helpers import assert_same_bits, required, unrequired
 
 import cropgrad
 from cropgrad import _core
@@ -25,14 +25,16 @@ from cropgrad._api.validation import LAYOUT_CODES
 try:
     import torch
 except ImportError:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
+    if required("CROPGRAD_REQUIRE_ADAPTERS"):
         raise
     torch = None
     cgt = None
 else:
     import cropgrad.torch as cgt
 
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+needs_torch = pytest.mark.skipif(
+    torch is None, reason=unrequired("PyTorch is not installed")
+)
 # torch.compile's own machinery, and forward-mode AD's first use (which
 # loads torch's decompositions for it), warn about deprecated parts of
 # torch.jit.

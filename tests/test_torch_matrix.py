@@ -21,26 +21,25 @@ Skipped when PyTorch is not installed, unless CROPGRAD_REQUIRE_ADAPTERS=1.
 """
 
 import itertools
-import os
 import random
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits
+from _helpers import assert_same_bits, required, unrequired
 
 import cropgrad
 
 try:
     import torch
 except ImportError:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
+    if required("CROPGRAD_REQUIRE_ADAPTERS"):
         raise
     torch = None
 else:
     import cropgrad.torch as cgt
 
 pytestmark = [
-    pytest.mark.skipif(torch is None, reason="PyTorch is not installed"),
+    pytest.mark.skipif(torch is None, reason=unrequired("PyTorch is not installed")),
     # torch.compile's machinery and forward-mode AD's first use warn about
     # deprecated parts of torch.jit.
     pytest.mark.filterwarnings(
