@@ -125,12 +125,16 @@ def test_an_unbuilt_source_tree_says_how_to_build_it(tmp_path):
         tmp_path / "cropgrad",
         ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"),
     )
+    # The folder the command runs from is on sys.path, as in a clone (not
+    # with PYTHONSAFEPATH, which the wheels' test runs set).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
     run = subprocess.run(
         [sys.executable, "-m", "cropgrad", "--help"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert run.returncode != 0
     assert "compiled modules are not built" in run.stderr

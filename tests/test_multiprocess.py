@@ -66,7 +66,7 @@ pytestmark = [
     pytest.mark.skipif(os.name != "posix", reason="the jobs run with bash"),
     pytest.mark.skipif(
         not DOC.exists() and not REQUIRE,
-        reason="docs/scaling.md is not next to tests/ (a copy of the tests)",
+        reason="the documentation is not beside the tests",
     ),
 ]
 needs_torch = pytest.mark.skipif(
