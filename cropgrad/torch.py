@@ -83,7 +83,7 @@ except ImportError:  # the extra is not installed (the cause stays chained)
 # The oldest release with the torch.library functions the ops are defined
 # with (register_fake, register_vmap): an older one is told so at import,
 # not failed somewhere inside.
-_OLDEST = (2, 4)
+_OLDEST = (2, 5)
 if tuple(int(p) for p in torch.__version__.split(".")[:2]) < _OLDEST:
     raise ImportError(
         f"cropgrad.torch needs PyTorch {_OLDEST[0]}.{_OLDEST[1]} or newer, "

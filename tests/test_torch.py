@@ -94,7 +94,7 @@ def test_import_without_torch_says_how_to_install():
 def test_an_older_pytorch_is_refused_at_import():
     code = (
         "import torch\n"
-        "torch.__version__ = '2.3.1+cpu'\n"
+        "torch.__version__ = '2.4.1+cpu'\n"
         "try:\n"
         "    import cropgrad.torch\n"
         "except ImportError as exc:\n"
@@ -107,7 +107,7 @@ def test_an_older_pytorch_is_refused_at_import():
         timeout=120,
         check=True,
     )
-    assert "needs PyTorch 2.4 or newer, found 2.3.1+cpu" in run.stdout, (
+    assert "needs PyTorch 2.5 or newer, found 2.4.1+cpu" in run.stdout, (
         run.stdout + run.stderr
     )
 
