@@ -331,7 +331,7 @@ for module in _kernels/crop_and_resize/{forward,grad_image,grad_boxes,jvp_boxes,
     _kernels/roi_align/{forward,grad_image,grad_boxes,jvp_boxes}; do
     so=$(ls "$work"/so/cropgrad/$module.*.so)
     bash wheels/ci/check_fp_contract.sh "$so" "$src_omp/cropgrad/$module.c" "${omp_config##*|}" \
-        | sed "s/^fma-check: /fma-check: $module: /" | tee -a "$work/fma.txt"
+        | sed "s|^fma-check: |fma-check: $module: |" | tee -a "$work/fma.txt"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || fail "FMA check of $module"
 done
 note "FMA: $(grep -c ' ok$' "$work/fma.txt") checks ok:"
