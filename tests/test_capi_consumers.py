@@ -621,9 +621,12 @@ def _roi_problem(op, arith=np.float32, index_dtype=np.int64, layout=1, seed=0):
     image_dtype = (
         arith if arith == np.float64 else (np.float32, np.uint8, np.float16)[seed % 3]
     )
-    image = (rng.standard_normal((batch, height, width, channels)) * 20).astype(
-        image_dtype
-    )
+    image = rng.standard_normal((batch, height, width, channels)) * 20
+    if image_dtype == np.uint8:
+        # In range: a float cast out of an integer's range is undefined
+        # (and warns on AArch64).
+        image = np.clip(image, 0, 255)
+    image = image.astype(image_dtype)
     grads = rng.standard_normal((num_boxes, *out_size, channels)).astype(arith)
     boxes = rng.uniform(-2, 10, (num_boxes, 4))
     boxes[0] = np.round(boxes[0])
