@@ -400,16 +400,19 @@ def huge_coordinates(rng, boxes):
 @contextlib.contextmanager
 def starting_teams():
     """Calls start a thread team however small their work (the serial
-    threshold lowered to 0; the bits never depend on it).  Yields the
+    threshold lowered to 0; the bits never depend on it) and however few
+    processors OpenMP reports (teams of up to 8 threads).  Yields the
     runtime's parallel module: its ``last_team()`` is the size of the team
     the last call ran (see also `team_of`)."""
     from cropgrad._runtime import parallel
 
     previous = parallel.use_serial_work(0)
+    previous_limit = parallel.use_team_limit(8)
     try:
         yield parallel
     finally:
         parallel.use_serial_work(previous)
+        parallel.use_team_limit(previous_limit)
 
 
 def check_team(team, num_threads, enough=True):

@@ -87,6 +87,8 @@ cdef bint short_wait = not _wait_policy.user_policy
 # written by the calling thread: exact while no other thread calls
 # cropgrad meanwhile.
 cdef Py_ssize_t _serial_work = SERIAL_WORK
+# The most threads a team may have; 0: THREADS_PER_PROC per processor.
+cdef Py_ssize_t _team_limit = 0
 cdef int _last_team = 1
 cdef Py_ssize_t _task_runs = 0
 cdef Py_ssize_t _teams_started = 0
@@ -117,7 +119,9 @@ cdef int team_size(int requested, Py_ssize_t units) noexcept nogil:
         return 1
     if n > units:
         n = units
-    limit = <Py_ssize_t>THREADS_PER_PROC * omp_get_num_procs()
+    limit = _team_limit
+    if limit <= 0:
+        limit = <Py_ssize_t>THREADS_PER_PROC * omp_get_num_procs()
     if n > limit:
         n = limit
     return <int>max(n, 1)
@@ -181,6 +185,18 @@ def use_serial_work(Py_ssize_t work):
     global _serial_work
     previous = _serial_work
     _serial_work = max(work, 0)
+    return previous
+
+
+def use_team_limit(Py_ssize_t limit):
+    """Let teams have up to `limit` threads from now on (0: the default,
+    ``THREADS_PER_PROC`` per processor OpenMP reports); returns the previous
+    value.  For the tests, which ask for teams of up to 8 threads whatever
+    the processor count (LLVM's OpenMP may report one processor where GNU's
+    reports all).  Not thread-safe: no call may run meanwhile."""
+    global _team_limit
+    previous = _team_limit
+    _team_limit = max(limit, 0)
     return previous
 
 
