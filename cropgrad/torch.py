@@ -64,6 +64,18 @@ exactly and compute in float32), so an autocast bfloat16 feature map is
 read without a float32 copy and the boxes are never rounded below float32;
 results are float32.
 
+RoIAlign: `roi_align` is ``torchvision.ops.roi_align`` (its signature,
+its conventions and its bits, as `cropgrad.roi_align` computes them),
+differentiable with respect to the boxes as well, through the custom
+operators ``torch.ops.cropgrad.roi_align``,
+``torch.ops.cropgrad.roi_align_grad_image``,
+``torch.ops.cropgrad.roi_align_grad_boxes`` and
+``torch.ops.cropgrad.roi_align_jvp_boxes``, which take torchvision's
+arguments (boxes ``Tensor[K, 5]``, the image index first) and work under
+the same transforms as the crop_and_resize family.  Its results are in the
+input's dtype.  Second derivatives in the boxes raise
+``NotImplementedError``.
+
 Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
@@ -75,12 +87,14 @@ except ImportError:  # the extra is not installed (the cause stays chained)
         'cropgrad.torch needs PyTorch: install it with pip install "cropgrad[torch]"'
     )
 
+from cropgrad._torch import checks as _checks
 from cropgrad._torch import registration as _registration
 
 __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "roi_align",
 ]
 
 # Each public function passes its arguments on by name (``locals()``, read
@@ -268,3 +282,65 @@ def crop_and_resize_grad_boxes(
     tensor([[12.,  4., 12.,  4.]])
     """
     return _registration.call("crop_and_resize_grad_boxes", locals())
+
+
+def roi_align(
+    input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False
+):
+    """RoIAlign with average pooling: torchvision's ``roi_align``, differentiable
+    in the boxes too.
+
+    ``torchvision.ops.roi_align``'s signature and conventions, and its bits
+    (forward and input gradient) in float32 and float64, as
+    `cropgrad.roi_align` computes them, on CPU tensors.  Differentiable with
+    respect to `input` (floating dtypes) and `boxes` (their coordinates;
+    the image index is piecewise constant, its derivative zero), in reverse
+    and forward mode.
+
+    Parameters
+    ----------
+    input : Tensor of shape (N, C, H, W)
+        The feature maps: float16, bfloat16, float32, float64 (or an integer
+        dtype, read as float32).  float64 is computed in float64, every other
+        dtype in float32 (float16 and bfloat16 read exactly).  Read where it
+        is in ``channels_last`` memory.
+    boxes : Tensor of shape (K, 5) or list of Tensor of shape (L, 4)
+        ``[image index, x1, y1, x2, y2]`` per box in the input image's
+        coordinates, or a list of ``[x1, y1, x2, y2]`` boxes, one tensor per
+        image.  Finite coordinates; the index of a box's image a whole number
+        in ``[0, N)``.  Any real dtype, converted to the arithmetic type.
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box; an int is a square.
+    spatial_scale : float, default 1.0
+        Feature-map pixels per input pixel (``1/16`` for a stride-16 map).
+    sampling_ratio : int, default -1
+        Samples per bin along each axis; 0 or less: adaptive, ``ceil(bin
+        size)`` per box.
+    aligned : bool, default False
+        Shift the scaled boxes by -0.5 pixel (torchvision's ``aligned=True``).
+
+    Returns
+    -------
+    Tensor of shape (K, C, out_height, out_width)
+        In the input's dtype (float32 for integers), computed in the
+        arithmetic type and rounded once; in ``channels_last`` memory
+        format when the input is.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> image = torch.arange(16.0).reshape(1, 1, 4, 4)
+    >>> boxes = torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0]], requires_grad=True)
+    >>> out = cgt.roi_align(image, boxes, 2, sampling_ratio=2)
+    >>> out
+    tensor([[[[ 5.0000,  6.7500],
+              [12.0000, 13.7500]]]], grad_fn=<RoiAlignBackward>)
+    >>> out.sum().backward()
+    >>> boxes.grad
+    tensor([[0.0000, 1.8750, 7.5000, 1.1250, 4.5000]])
+    """
+    args = _checks.roi_public(
+        input, boxes, output_size, spatial_scale, sampling_ratio, aligned
+    )
+    return _registration.call_checked("roi_align", args)

@@ -101,3 +101,11 @@ def numpy(t):
             )
         return t.view(torch.uint16).numpy().view(bfloat16)
     return t.numpy()
+
+
+def buffer(t):
+    """A NumPy view of `t`'s memory for a bridge that is told its dtype by
+    code: bfloat16 as uint16 (its bits), so that ml_dtypes is not needed."""
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.uint16)
+    return numpy(t)
