@@ -88,9 +88,12 @@ except ImportError:  # the extra is not installed (the cause stays chained)
     )
 
 from cropgrad._torch import checks as _checks
+from cropgrad._torch import pyramid as _pyramid
 from cropgrad._torch import registration as _registration
 
 __all__ = [
+    "MultiScaleRoIAlign",
+    "RoIAlign",
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
@@ -344,3 +347,160 @@ def roi_align(
         input, boxes, output_size, spatial_scale, sampling_ratio, aligned
     )
     return _registration.call_checked("roi_align", args)
+
+
+class RoIAlign(torch.nn.Module):
+    """`roi_align` as a module: torchvision's ``RoIAlign``.
+
+    Parameters
+    ----------
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box.
+    spatial_scale : float
+        Feature-map pixels per input pixel.
+    sampling_ratio : int
+        Samples per bin along each axis; 0 or less: adaptive.
+    aligned : bool, default False
+        Shift the scaled boxes by -0.5 pixel.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> pool = cgt.RoIAlign(2, spatial_scale=0.5, sampling_ratio=2)
+    >>> pool
+    RoIAlign(output_size=2, spatial_scale=0.5, sampling_ratio=2, aligned=False)
+    >>> features = torch.arange(16.0).reshape(1, 1, 4, 4)
+    >>> pool(features, [torch.tensor([[0.0, 0.0, 8.0, 8.0]])])
+    tensor([[[[ 5.0000,  6.7500],
+              [12.0000, 13.7500]]]])
+    """
+
+    def __init__(self, output_size, spatial_scale, sampling_ratio, aligned=False):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+        self.sampling_ratio = sampling_ratio
+        self.aligned = aligned
+
+    def forward(self, input, rois):
+        """Pool `rois` (a ``Tensor[K, 5]`` or a list of ``Tensor[L, 4]``)
+        out of `input`, as `roi_align`."""
+        return roi_align(
+            input,
+            rois,
+            self.output_size,
+            self.spatial_scale,
+            self.sampling_ratio,
+            self.aligned,
+        )
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(output_size={self.output_size}, "
+            f"spatial_scale={self.spatial_scale}, "
+            f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned})"
+        )
+
+
+class MultiScaleRoIAlign(torch.nn.Module):
+    """RoIAlign over a feature pyramid: torchvision's ``MultiScaleRoIAlign``.
+
+    Each box is pooled from one level of the pyramid, chosen by its size as
+    torchvision chooses it (the feature-pyramid heuristic: a box of
+    ``canonical_scale`` pixels squared goes to ``canonical_level``, one
+    twice as large a level up), with that level's scale, inferred from the
+    feature maps' and the images' heights on the first call and kept.  The
+    same levels, scales and bits as torchvision's, differentiable in the
+    feature maps and the boxes (the level of a box is piecewise constant in
+    it), so that a torchvision Faster R-CNN's ``roi_heads.box_roi_pool``
+    can be replaced by it.
+
+    Parameters
+    ----------
+    featmap_names : list of str
+        The feature maps to pool from, finest first.
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box.
+    sampling_ratio : int
+        Samples per bin along each axis; 0 or less: adaptive.
+    canonical_scale : int, default 224
+    canonical_level : int, default 4
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> pool = cgt.MultiScaleRoIAlign(["p2", "p3"], output_size=2, sampling_ratio=2)
+    >>> features = {
+    ...     "p2": torch.rand(1, 8, 16, 16),
+    ...     "p3": torch.rand(1, 8, 8, 8),
+    ...     "other": torch.rand(1, 8, 4, 4),
+    ... }
+    >>> boxes = [torch.tensor([[0.0, 0.0, 20.0, 20.0], [0.0, 0.0, 60.0, 60.0]])]
+    >>> pool(features, boxes, [(64, 64)]).shape
+    torch.Size([2, 8, 2, 2])
+    >>> pool.scales
+    [0.25, 0.125]
+    """
+
+    def __init__(
+        self,
+        featmap_names,
+        output_size,
+        sampling_ratio,
+        *,
+        canonical_scale=224,
+        canonical_level=4,
+    ):
+        super().__init__()
+        self.featmap_names = featmap_names
+        self.sampling_ratio = sampling_ratio
+        self.output_size = _pyramid.output_pair(output_size)
+        self.scales = None
+        self.levels = None
+        self.canonical_scale = canonical_scale
+        self.canonical_level = canonical_level
+
+    def forward(self, x, boxes, image_shapes):
+        """Pool `boxes` out of the feature maps `x`.
+
+        Parameters
+        ----------
+        x : dict of str to Tensor of shape (N, C, H_l, W_l)
+            The feature maps by name; those of `featmap_names` are used, in
+            the order of `x`.
+        boxes : list of Tensor of shape (L, 4)
+            ``[x1, y1, x2, y2]`` boxes of each image in image coordinates.
+        image_shapes : list of (int, int)
+            ``(height, width)`` of each image before the backbone.
+
+        Returns
+        -------
+        Tensor of shape (K, C, out_height, out_width)
+            The boxes in order, in the dtype of the first feature map.
+        """
+        features = [v for k, v in x.items() if k in self.featmap_names]
+        if not features:
+            raise ValueError(
+                f"none of featmap_names {self.featmap_names} is among the "
+                f"feature maps given, {list(x)}"
+            )
+        if self.scales is None or self.levels is None:
+            self.scales, self.levels = _pyramid.setup_scales(features, image_shapes)
+        return _pyramid.pool(
+            features,
+            boxes,
+            self.output_size,
+            self.sampling_ratio,
+            self.scales,
+            self.levels,
+            (self.canonical_scale, self.canonical_level),
+        )
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(featmap_names={self.featmap_names}, "
+            f"output_size={self.output_size}, "
+            f"sampling_ratio={self.sampling_ratio})"
+        )

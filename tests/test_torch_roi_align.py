@@ -718,3 +718,142 @@ def test_input_errors():
         cgt.roi_align(torch.zeros(1, 2, 5, 5, dtype=torch.bool), boxes, 2)
     with pytest.raises(ValueError, match="meta tensors"):
         cgt.roi_align(torch.zeros(1, 2, 5, 5, device="meta"), boxes, 2)
+
+
+# --------------------------------------------------------------------------
+# The modules: RoIAlign and MultiScaleRoIAlign
+
+
+def test_roi_align_module_is_the_function():
+    image, rois, size, options = _case()
+    pool = cgt.RoIAlign(size, *options)
+    assert repr(pool) == (
+        "RoIAlign(output_size=(3, 2), spatial_scale=0.5, sampling_ratio=2, "
+        "aligned=True)"
+    )
+    assert torch.equal(pool(image, rois), cgt.roi_align(image, rois, size, *options))
+    assert not cgt.RoIAlign(2, 1.0, 2).aligned
+
+
+MULTI_SCALE = load_cases("multi_scale_roi_align.npz")
+
+
+def _multi_scale_inputs(case, maps):
+    features = {m: torch.from_numpy(case[f"feature_{m}"]) for m in maps}
+    for m in features.values():
+        m.requires_grad_()
+    count = len(case["image_sizes"])
+    boxes = [torch.from_numpy(case[f"boxes_{n}"]) for n in range(count)]
+    sizes = [tuple(int(v) for v in s) for s in case["image_sizes"]]
+    return features, boxes, sizes
+
+
+def _multi_scale_cases():
+    cases = []
+    for name, case in MULTI_SCALE.items():
+        maps = [str(m) for m in case["maps"]]
+        pooled = [str(m) for m in case["featmap_names"]]
+        cases.append(
+            (
+                name,
+                case,
+                maps,
+                pooled,
+                int(case["canonical_scale"]),
+                int(case["canonical_level"]),
+            )
+        )
+    # The pyramid of roi_align.npz: three levels, the default mapping.
+    case = CASES["multi_scale_fpn_f32"]
+    maps = ["p2", "p3", "p4"]
+    cases.append(("multi_scale_fpn_f32", case, maps, maps, 224, 4))
+    return cases
+
+
+@pytest.mark.parametrize(
+    "name, case, maps, pooled, canonical_scale, canonical_level",
+    _multi_scale_cases(),
+    ids=lambda v: v if isinstance(v, str) and v.islower() and "_" in v else "",
+)
+def test_multi_scale_is_torchvision_bits(
+    name, case, maps, pooled, canonical_scale, canonical_level
+):
+    features, boxes, sizes = _multi_scale_inputs(case, maps)
+    pool = cgt.MultiScaleRoIAlign(
+        pooled,
+        tuple(int(v) for v in case["output_size"]),
+        int(case["sampling_ratio"]),
+        canonical_scale=canonical_scale,
+        canonical_level=canonical_level,
+    )
+    out = pool(features, boxes, sizes)
+    assert pool.scales == case["scales"].tolist()
+    if "levels" in case:
+        from cropgrad._torch import pyramid
+
+        levels = pyramid.box_levels(
+            boxes, *pool.levels, canonical_scale, canonical_level
+        )
+        assert np.array_equal(levels.numpy(), case["levels"])
+        assert len(set(case["levels"].tolist())) == len(pooled)  # every level used
+    assert out.dtype == features[pooled[0]].dtype
+    assert_same_bits(out.detach().numpy(), case["out"], name)
+    out.backward(torch.from_numpy(case["grads"]))
+    for m in maps:
+        if m in pooled:
+            assert_same_bits(features[m].grad.numpy(), case[f"grad_{m}"], m)
+        else:
+            assert features[m].grad is None
+
+
+def test_multi_scale_boxes_gradient_is_each_levels():
+    case = MULTI_SCALE["fpn4_adaptive_f32"]
+    maps = [str(m) for m in case["featmap_names"]]
+    features, boxes, sizes = _multi_scale_inputs(case, maps)
+    features = {m: f.detach() for m, f in features.items()}
+    boxes = [b.clone().requires_grad_() for b in boxes]
+    pool = cgt.MultiScaleRoIAlign(maps, (7, 5), 0)
+    out = pool(features, boxes, sizes)
+    grads = torch.from_numpy(case["grads"])
+    out.backward(grads)
+    rois = torch.cat(
+        [
+            torch.cat([torch.full((len(b), 1), float(n)), b.detach()], 1)
+            for n, b in enumerate(boxes)
+        ]
+    )
+    gradient = torch.cat([b.grad for b in boxes])
+    assert gradient.abs().sum() > 0
+    for k, level in enumerate(case["levels"]):
+        r = rois[k : k + 1].clone().requires_grad_()
+        feature = features[maps[level]]
+        one = cgt.roi_align(feature, r, (7, 5), pool.scales[level], 0)
+        one.backward(grads[k : k + 1])
+        assert torch.equal(gradient[k], r.grad[0, 1:]), k
+
+
+def test_multi_scale_keeps_the_scales_of_its_first_call():
+    case = MULTI_SCALE["canonical_f64"]
+    maps = [str(m) for m in case["maps"]]
+    features, boxes, sizes = _multi_scale_inputs(case, maps)
+    pool = cgt.MultiScaleRoIAlign(maps, 3, 2, canonical_scale=112, canonical_level=3)
+    first = pool(features, boxes, sizes)
+    # torchvision infers the scales once: other image sizes later change
+    # nothing.
+    again = pool(features, boxes, [(s[0] * 2, s[1] * 2) for s in sizes])
+    assert torch.equal(first, again)
+    assert repr(pool) == (
+        "MultiScaleRoIAlign(featmap_names=['c3', 'c4', 'c5'], output_size=(3, 3), "
+        "sampling_ratio=2)"
+    )
+
+
+def test_multi_scale_errors():
+    pool = cgt.MultiScaleRoIAlign(["p2"], 2, 2)
+    feature = torch.zeros(1, 2, 8, 8)
+    with pytest.raises(ValueError, match="none of featmap_names"):
+        pool({"p3": feature}, [torch.zeros(1, 4)], [(32, 32)])
+    with pytest.raises(ValueError, match="image_shapes is empty"):
+        pool({"p2": feature}, [torch.zeros(1, 4)], [])
+    with pytest.raises(ValueError, match=r"boxes\[0\] must be 2-D with 4 columns"):
+        pool({"p2": feature}, [torch.zeros(1, 5)], [(32, 32)])
