@@ -58,7 +58,7 @@ format); likewise an NHWC-shaped view of NCHW memory goes to the NCHW
 kernel.  Outputs are allocated by PyTorch and written in place.
 
 bfloat16 images are read exactly as float32 and the image gradient can be
-bfloat16 (rounded once); both need ``ml_dtypes``.  Under CPU autocast the
+bfloat16 (rounded once); neither needs ``ml_dtypes``.  Under CPU autocast the
 ops run as they do outside it: nothing is cast (they read every image dtype
 exactly and compute in float32), so an autocast bfloat16 feature map is
 read without a float32 copy and the boxes are never rounded below float32;

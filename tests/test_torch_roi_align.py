@@ -857,3 +857,51 @@ def test_multi_scale_errors():
         pool({"p2": feature}, [torch.zeros(1, 4)], [])
     with pytest.raises(ValueError, match=r"boxes\[0\] must be 2-D with 4 columns"):
         pool({"p2": feature}, [torch.zeros(1, 5)], [(32, 32)])
+
+
+def test_crop_and_resize_bfloat16_without_ml_dtypes(tmp_path):
+    # The crop_and_resize family reads and writes bfloat16 tensors without
+    # ml_dtypes too: the bits of a process that has it (test_torch.py
+    # compares those with the NumPy API's, which reads bfloat16 through
+    # ml_dtypes).
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(9)
+    image = torch.from_numpy(rng.standard_normal((2, 3, 7, 6))).to(torch.bfloat16)
+    boxes = torch.from_numpy(rng.uniform(-0.2, 1.2, (4, 4))).float()
+    box_ind = torch.tensor([0, 1, 1, 0])
+    code = (
+        "import sys\n"
+        "sys.modules['ml_dtypes'] = None\n"
+        "import torch\n"
+        "import cropgrad.torch as cgt\n"
+        "image, boxes, box_ind = torch.load(sys.argv[1])\n"
+        "image.requires_grad_(); boxes.requires_grad_()\n"
+        "crops = cgt.crop_and_resize(image, boxes, box_ind, (3, 4))\n"
+        "crops.backward(torch.ones_like(crops))\n"
+        "g = torch.ones(4, 3, 3, 4, dtype=torch.bfloat16)\n"
+        "d = cgt.crop_and_resize_grad_image(g, boxes, box_ind, [2, 3, 7, 6], "
+        "torch.bfloat16)\n"
+        "torch.save((crops, image.grad, boxes.grad, d), sys.argv[2])\n"
+    )
+    torch.save((image, boxes, box_ind), tmp_path / "inputs.pt")
+    done = subprocess.run(
+        [sys.executable, "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    image.requires_grad_()
+    b = boxes.clone().requires_grad_()
+    crops = cgt.crop_and_resize(image, b, box_ind, (3, 4))
+    crops.backward(torch.ones_like(crops))
+    g = torch.ones(4, 3, 3, 4, dtype=torch.bfloat16)
+    d = cgt.crop_and_resize_grad_image(g, boxes, box_ind, [2, 3, 7, 6], torch.bfloat16)
+    expected = (crops, image.grad, b.grad, d)
+    for got, want in zip(torch.load(tmp_path / "out.pt"), expected):
+        assert got.dtype == want.dtype
+        assert torch.equal(
+            got.view(-1).view(torch.uint8), want.view(-1).view(torch.uint8)
+        )

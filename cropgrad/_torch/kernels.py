@@ -37,7 +37,9 @@ _FLOAT32 = ("grads", "boxes", "boxes_tangent")
 def _arguments(a, memory, result):
     """What the bridges take, by their names: NumPy views of the call's
     tensors and of its `result`, converted as the NumPy API converts them,
-    and the codes.
+    and the codes.  A bfloat16 image or result is viewed as its bits (the
+    bridge reads the dtype's code), bfloat16 grads are converted by PyTorch:
+    ml_dtypes is not needed.
 
     The thread count's range is checked here, once the metadata has passed
     (its type was checked before dispatch).
@@ -45,12 +47,15 @@ def _arguments(a, memory, result):
     x = {}
     for name in checks.ARRAYS[a._op]:
         t = getattr(a, name)
+        if name in _FLOAT32 and t.dtype == torch.bfloat16:
+            # Exactly, by PyTorch: NumPy has no bfloat16 of its own.
+            t = t.to(torch.float32)
         if name in _LAID_OUT:
             t = tensors.in_layout(t, a.data_format, memory)
-        x[name] = tensors.numpy(t)
+        x[name] = tensors.buffer(t)
     if result.dim() == 4:  # (the boxes gradient, [num_boxes, 4], has no layout)
         result = tensors.in_layout(result, a.data_format, memory)
-    x["out"] = tensors.numpy(result)
+    x["out"] = tensors.buffer(result)
     x["num_threads"] = _v.threads(a.num_threads)
     for name in _FLOAT32:
         if name in x:
