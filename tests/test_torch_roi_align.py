@@ -698,6 +698,8 @@ def test_errors_are_the_numpy_apis(torch_changes, numpy_changes):
         (np.zeros((2, 5)), TypeError, "boxes must be a torch.Tensor"),
         (torch.tensor([[2.0, 0, 0, 2, 2]]), IndexError, r"boxes\[0, 0\] = 2"),
         (torch.tensor([[-1.0, 0, 0, 2, 2]]), IndexError, r"\[0, 2\)"),
+        (torch.tensor([[1e20, 0, 0, 2, 2]], dtype=torch.float64), IndexError, "1e"),
+        (torch.tensor([[float("inf"), 0, 0, 2, 2]]), IndexError, "inf"),
         (torch.tensor([[0.5, 0, 0, 2, 2]]), ValueError, "a whole number"),
         (torch.tensor([[float("nan"), 0, 0, 2, 2]]), ValueError, "a whole number"),
         (torch.tensor([[0, 0, 0, 2, 2]], dtype=torch.complex64), TypeError, "real"),

@@ -218,6 +218,7 @@ def _method(choices):
 # The options every op of the crop_and_resize family ends with (`apis`:
 # the APIs that take them).
 def _options(flush=True, apis=APIS):
+    flushing = ("numpy", "torch") if flush else ("numpy",)
     return (
         _arg("out", "out", None, keyword_only=True, apis=("numpy",)),
         _arg(
@@ -233,9 +234,7 @@ def _options(flush=True, apis=APIS):
             "bool",
             False,
             keyword_only=True,
-            apis=tuple(
-                a for a in apis if a in (("numpy", "torch") if flush else ("numpy",))
-            ),
+            apis=tuple(a for a in apis if a in flushing),
         ),
     )
 

@@ -18,6 +18,7 @@ them (cropgrad/_core.pyi).
 
 import inspect
 
+import numpy as np
 import torch
 
 from cropgrad import _core
@@ -164,22 +165,24 @@ def crop_and_resize_grad_boxes(a, fake):
 def _image_indices(boxes, batch):
     """Column 0 of torchvision's boxes as int64 image indices, checked: whole
     numbers in ``[0, batch)``."""
-    column = boxes[:, 0]
-    inside = (column >= 0) & (column < batch)
-    whole = column == torch.trunc(column)
-    if not bool((inside & whole).all()):
-        k = int(torch.nonzero(~(inside & whole))[0, 0])
-        value = column[k].item()
-        if not bool(whole[k]):
-            raise ValueError(
-                "boxes[:, 0] must hold the index of each box's image, a whole "
-                f"number: boxes[{k}, 0] = {value}"
-            )
-        raise IndexError(
-            "boxes[:, 0] (each box's image) has values outside [0, batch_size) "
-            f"= [0, {batch}): boxes[{k}, 0] = {value:g}"
+    # float64 holds every value of every dtype exactly (NaN as NaN).
+    column = tensors.numpy(boxes[:, 0].to(torch.float64))
+    with np.errstate(invalid="ignore"):
+        index = column.astype(np.int64)
+    whole = index == column
+    if whole.all() and (not len(index) or (index.min() >= 0 and index.max() < batch)):
+        return index
+    bad = ~whole | (index < 0) | (index >= batch)
+    k = int(np.flatnonzero(bad)[0])
+    if np.trunc(column[k]) != column[k]:  # (an integer beyond int64 is whole)
+        raise ValueError(
+            "boxes[:, 0] must hold the index of each box's image, a whole "
+            f"number: boxes[{k}, 0] = {column[k]}"
         )
-    return tensors.numpy(column.to(torch.int64))
+    raise IndexError(
+        "boxes[:, 0] (each box's image) has values outside [0, batch_size) "
+        f"= [0, {batch}): boxes[{k}, 0] = {column[k]:g}"
+    )
 
 
 def _coordinates(boxes, arithmetic):
