@@ -62,12 +62,7 @@ bfloat16 (rounded once); neither needs ``ml_dtypes``.  Under CPU autocast the
 ops run as they do outside it: nothing is cast (they read every image dtype
 exactly and compute in float32), so an autocast bfloat16 feature map is
 read without a float32 copy and the boxes are never rounded below float32;
-crops are in the feature map's dtype, as outside autocast.
-
-Crops are in the image's floating dtype (float32 for integer images), as
-PyTorch's own ops give them: computed in float32, TensorFlow's arithmetic,
-then rounded once (a float64 crop holds the float32 result exactly).  The
-NumPy API and `cropgrad.raw_ops` keep TensorFlow's float32 crops.
+results are float32.
 
 RoIAlign: `roi_align` is ``torchvision.ops.roi_align`` (its signature,
 its conventions and its bits, as `cropgrad.roi_align` computes them),
@@ -157,11 +152,10 @@ def crop_and_resize(
 
     Returns
     -------
-    Tensor of shape (num_boxes, depth, crop_height, crop_width)
+    Tensor of shape (num_boxes, depth, crop_height, crop_width), float32
         ``(num_boxes, crop_height, crop_width, depth)`` with
-        ``data_format="NHWC"``; in the image's floating dtype (float32 for
-        integer images), computed in float32 and rounded once; in
-        ``channels_last`` memory format when the image is.
+        ``data_format="NHWC"``; in ``channels_last`` memory format when
+        the image is.
 
     Examples
     --------

@@ -175,10 +175,8 @@ def test_forward_matches_numpy(image_dtype, method, layout):
         data_format=data_format(layout),
     )
     expected = cropgrad.crop_and_resize(image, boxes, box_ind, (4, 3), method, -1.5)
-    # In the image's floating dtype (float32 for integers), rounded once.
-    dtype = image.dtype if image.dtype.kind == "f" else np.float32
-    assert crops.dtype == DTYPES[np.dtype(dtype).name]
-    assert_same_bits(as_nhwc(crops, layout), expected.astype(dtype))
+    assert crops.dtype == torch.float32
+    assert_same_bits(as_nhwc(crops, layout), expected)
     if layout == "channels_last":
         assert crops.is_contiguous(memory_format=torch.channels_last)
     else:
@@ -254,8 +252,6 @@ def test_autograd_matches_numpy(image_dtype, method, layout):
         method,
         data_format=data_format(layout),
     )
-    # The crops, and so their gradient, are in the image's dtype.
-    grads = grads.astype(image.dtype)
     crops.backward(as_torch(grads, layout))
     d_image = cropgrad.crop_and_resize_grad_image(
         grads, boxes, box_ind, image.shape, image.dtype, method
@@ -1035,7 +1031,7 @@ def test_meta_tensors_give_shapes_and_dtypes():
     index = torch.empty(6, dtype=torch.int64, **meta)
     crops = cgt.crop_and_resize(image, boxes, index, (4, 3))
     assert crops.device.type == "meta"
-    assert crops.shape == (6, 3, 4, 3) and crops.dtype == torch.float16
+    assert crops.shape == (6, 3, 4, 3) and crops.dtype == torch.float32
     nhwc = cgt.crop_and_resize(
         image.permute(0, 2, 3, 1), boxes, index, (4, 3), data_format="NHWC"
     )
@@ -1162,14 +1158,9 @@ def test_bfloat16_image_and_gradients(layout):
     crops = cgt.crop_and_resize(
         x, b, torch.from_numpy(box_ind), (4, 3), data_format=data_format(layout)
     )
-    # Read exactly as float32 (the bits of the image converted to float32);
-    # the crops in bfloat16, rounded once.
-    assert crops.dtype == torch.bfloat16
+    # Read exactly as float32: the bits of the image converted to float32.
     expected = cropgrad.crop_and_resize(bits, boxes, box_ind, (4, 3))
-    assert_same_bits(
-        as_nhwc(crops.view(torch.uint16), layout),
-        expected.astype(ml_dtypes.bfloat16).view(np.uint16),
-    )
+    assert_same_bits(as_nhwc(crops, layout), expected)
     widened = cgt.crop_and_resize(
         x.detach().float(),
         b.detach(),
@@ -1177,9 +1168,8 @@ def test_bfloat16_image_and_gradients(layout):
         (4, 3),
         data_format=data_format(layout),
     )
-    assert torch.equal(crops.detach(), widened.to(torch.bfloat16))
-    grads = grads.astype(ml_dtypes.bfloat16).astype(np.float32)
-    crops.backward(as_torch(grads, layout).to(torch.bfloat16))
+    assert_same_bits(crops.detach().numpy(), widened.numpy())
+    crops.backward(as_torch(grads, layout))
     # The image gradient in the image's dtype, rounded once.
     assert x.grad.dtype == torch.bfloat16
     d_image = cropgrad.crop_and_resize_grad_image(
@@ -1212,8 +1202,7 @@ def test_bfloat16_image_gradient_output():
 @needs_torch
 def test_bfloat16_autocast_detector_step():
     # A bfloat16 feature map from an autocast convolution is read where it is;
-    # the crops are bfloat16, as the feature map, and every parameter gets a
-    # gradient.
+    # the crops stay float32 and every parameter gets a gradient.
     torch.manual_seed(1)
     conv = torch.nn.Conv2d(3, 4, 3, padding=1)
     head = torch.nn.Linear(4 * 3 * 3, 2)
@@ -1225,9 +1214,9 @@ def test_bfloat16_autocast_detector_step():
         assert features.dtype == torch.bfloat16
         crops = cgt.crop_and_resize(features, boxes, box_ind, (3, 3))
         loss = head(crops.flatten(1)).float().square().sum()
-    assert crops.dtype == torch.bfloat16
+    assert crops.dtype == torch.float32
     expected = cgt.crop_and_resize(features.detach(), boxes, box_ind, (3, 3))
-    assert torch.equal(crops.detach().view(torch.uint16), expected.view(torch.uint16))
+    assert_same_bits(crops.detach().numpy(), expected.numpy())
     loss.backward()
     assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
 

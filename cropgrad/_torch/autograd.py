@@ -255,7 +255,7 @@ class Forward(_OpFunction):
                 )
             )
         if not parts:  # nearest sampling, boxes only: piecewise constant
-            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
+            return torch.zeros(ctx.out_shape, dtype=torch.float32)
         return _total(parts)
 
 

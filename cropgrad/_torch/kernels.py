@@ -89,33 +89,23 @@ def _run(a, fake, result, memory, bridge, **more):
 
 
 def _crops(a, fake, shape, bridge, **more):
-    """The crops of the forward op or of the boxes JVP (`shape`: the plan's)
-    in the memory layout of the image and in its floating dtype (float32
-    for integers): computed in float32, then rounded once."""
+    """The crops of the forward op or of the boxes JVP (`shape`: the plan's),
+    float32 in the memory layout of the image."""
     memory = tensors.physical(a.image, a.data_format)
-    dtype = checks.roi_result_dtype(a.image.dtype)
-    crops = tensors.empty(shape, dtype, a.data_format, memory, a.image.device, fake)
-    if fake:
-        return crops
-    computed = crops
-    if dtype != torch.float32:
-        computed = tensors.empty(
-            shape, torch.float32, a.data_format, memory, a.image.device, fake
-        )
+    crops = tensors.empty(
+        shape, torch.float32, a.data_format, memory, a.image.device, fake
+    )
     crop_height, crop_width = a.crop_size
-    _run(
+    return _run(
         a,
         fake,
-        computed,
+        crops,
         memory,
         bridge,
         crop_height=crop_height,
         crop_width=crop_width,
         **more,
     )
-    if computed is not crops:
-        crops.copy_(computed)
-    return crops
 
 
 def crop_and_resize(a, fake):

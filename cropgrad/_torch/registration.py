@@ -92,9 +92,8 @@ def _autocast_kernel(op):
     The ops compute in float32 whatever they are given and read every image
     dtype exactly, so no input is cast: a lower-precision image (a bfloat16
     feature map) is read where it is, without a float32 copy, and the boxes
-    are never rounded below float32.  Results are what they are outside
-    autocast (the crops in the image's floating dtype, the image gradient in
-    the dtype asked for), the NumPy API's bits rounded once.
+    are never rounded below float32.  Results are float32 (the image
+    gradient: the dtype asked for), the NumPy API's bits.
     """
     autocast = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 
