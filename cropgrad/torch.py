@@ -62,12 +62,23 @@ format); likewise an NHWC-shaped view of NCHW memory goes to the NCHW
 kernel.  Outputs are allocated by PyTorch and written in place.
 
 bfloat16 images are read exactly as float32 and the image gradient can be
-bfloat16 (rounded once); both need ``ml_dtypes``, which the ``torch``
-extra brings.  Under CPU autocast the ops run as they do outside it:
-nothing is cast on the way in (they read every image dtype exactly and
-compute in float32), so an autocast bfloat16 feature map is read without a
-float32 copy and the boxes are never rounded below float32; its crops come
-back in bfloat16.
+bfloat16 (rounded once); neither needs ``ml_dtypes``.  Under CPU autocast
+the ops run as they do outside it: nothing is cast on the way in (they read
+every image dtype exactly and compute in float32), so an autocast bfloat16
+feature map is read without a float32 copy and the boxes are never rounded
+below float32; its crops come back in bfloat16.
+
+RoIAlign: `roi_align` is ``torchvision.ops.roi_align`` (its signature,
+its conventions and its bits, as `cropgrad.roi_align` computes them),
+differentiable with respect to the boxes as well, through the custom
+operators ``torch.ops.cropgrad.roi_align``,
+``torch.ops.cropgrad.roi_align_grad_image``,
+``torch.ops.cropgrad.roi_align_grad_boxes`` and
+``torch.ops.cropgrad.roi_align_jvp_boxes``, which take torchvision's
+arguments (boxes ``Tensor[K, 5]``, the image index first) and work under
+the same transforms as the crop_and_resize family.  Its results are in the
+input's dtype.  Second derivatives in the boxes raise
+``NotImplementedError``.
 
 Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
@@ -90,12 +101,17 @@ if tuple(int(p) for p in torch.__version__.split(".")[:2]) < _OLDEST:
         f"found {torch.__version__}: upgrade it (pip install -U torch)"
     )
 
+from cropgrad._torch import checks as _checks  # noqa: E402
+from cropgrad._torch import pyramid as _pyramid  # noqa: E402
 from cropgrad._torch import registration as _registration  # noqa: E402
 
 __all__ = [
+    "MultiScaleRoIAlign",
+    "RoIAlign",
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "roi_align",
 ]
 
 
@@ -296,3 +312,222 @@ def crop_and_resize_grad_boxes(
     tensor([[12.,  4., 12.,  4.]])
     """
     return _registration.call("crop_and_resize_grad_boxes", locals())
+
+
+def roi_align(
+    input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False
+):
+    """RoIAlign with average pooling: torchvision's ``roi_align``, differentiable
+    in the boxes too.
+
+    ``torchvision.ops.roi_align``'s signature and conventions, and its bits
+    (forward and input gradient) in float32 and float64, as
+    `cropgrad.roi_align` computes them, on CPU tensors.  Differentiable with
+    respect to `input` (floating dtypes) and `boxes` (their coordinates;
+    the image index is piecewise constant, its derivative zero), in reverse
+    and forward mode.
+
+    Parameters
+    ----------
+    input : Tensor of shape (N, C, H, W)
+        The feature maps: float16, bfloat16, float32, float64 (or an integer
+        dtype, read as float32).  float64 is computed in float64, every other
+        dtype in float32 (float16 and bfloat16 read exactly).  Read where it
+        is in ``channels_last`` memory.
+    boxes : Tensor of shape (K, 5) or list of Tensor of shape (L, 4)
+        ``[image index, x1, y1, x2, y2]`` per box in the input image's
+        coordinates, or a list of ``[x1, y1, x2, y2]`` boxes, one tensor per
+        image.  Finite coordinates; the index of a box's image a whole number
+        in ``[0, N)``.  Any real dtype, converted to the arithmetic type.
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box; an int is a square.
+    spatial_scale : float, default 1.0
+        Feature-map pixels per input pixel (``1/16`` for a stride-16 map).
+    sampling_ratio : int, default -1
+        Samples per bin along each axis; 0 or less: adaptive, ``ceil(bin
+        size)`` per box.
+    aligned : bool, default False
+        Shift the scaled boxes by -0.5 pixel (torchvision's ``aligned=True``).
+
+    Returns
+    -------
+    Tensor of shape (K, C, out_height, out_width)
+        In the input's dtype (float32 for integers), computed in the
+        arithmetic type and rounded once; in ``channels_last`` memory
+        format when the input is.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> image = torch.arange(16.0).reshape(1, 1, 4, 4)
+    >>> boxes = torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0]], requires_grad=True)
+    >>> out = cgt.roi_align(image, boxes, 2, sampling_ratio=2)
+    >>> out
+    tensor([[[[ 5.0000,  6.7500],
+              [12.0000, 13.7500]]]], grad_fn=<RoiAlignBackward>)
+    >>> out.sum().backward()
+    >>> boxes.grad
+    tensor([[0.0000, 1.8750, 7.5000, 1.1250, 4.5000]])
+    """
+    args = _checks.roi_public(
+        input, boxes, output_size, spatial_scale, sampling_ratio, aligned
+    )
+    return _registration.call_checked("roi_align", args)
+
+
+class RoIAlign(torch.nn.Module):
+    """`roi_align` as a module: torchvision's ``RoIAlign``.
+
+    Parameters
+    ----------
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box.
+    spatial_scale : float
+        Feature-map pixels per input pixel.
+    sampling_ratio : int
+        Samples per bin along each axis; 0 or less: adaptive.
+    aligned : bool, default False
+        Shift the scaled boxes by -0.5 pixel.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> pool = cgt.RoIAlign(2, spatial_scale=0.5, sampling_ratio=2)
+    >>> pool
+    RoIAlign(output_size=2, spatial_scale=0.5, sampling_ratio=2, aligned=False)
+    >>> features = torch.arange(16.0).reshape(1, 1, 4, 4)
+    >>> pool(features, [torch.tensor([[0.0, 0.0, 8.0, 8.0]])])
+    tensor([[[[ 5.0000,  6.7500],
+              [12.0000, 13.7500]]]])
+    """
+
+    def __init__(self, output_size, spatial_scale, sampling_ratio, aligned=False):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+        self.sampling_ratio = sampling_ratio
+        self.aligned = aligned
+
+    def forward(self, input, rois):
+        """Pool `rois` (a ``Tensor[K, 5]`` or a list of ``Tensor[L, 4]``)
+        out of `input`, as `roi_align`."""
+        return roi_align(
+            input,
+            rois,
+            self.output_size,
+            self.spatial_scale,
+            self.sampling_ratio,
+            self.aligned,
+        )
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(output_size={self.output_size}, "
+            f"spatial_scale={self.spatial_scale}, "
+            f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned})"
+        )
+
+
+class MultiScaleRoIAlign(torch.nn.Module):
+    """RoIAlign over a feature pyramid: torchvision's ``MultiScaleRoIAlign``.
+
+    Each box is pooled from one level of the pyramid, chosen by its size as
+    torchvision chooses it (the feature-pyramid heuristic: a box of
+    ``canonical_scale`` pixels squared goes to ``canonical_level``, one
+    twice as large a level up), with that level's scale, inferred from the
+    feature maps' and the images' heights on the first call and kept.  The
+    same levels, scales and bits as torchvision's, differentiable in the
+    feature maps and the boxes (the level of a box is piecewise constant in
+    it), so that a torchvision Faster R-CNN's ``roi_heads.box_roi_pool``
+    can be replaced by it.
+
+    Parameters
+    ----------
+    featmap_names : list of str
+        The feature maps to pool from, finest first.
+    output_size : int or (int, int)
+        ``(out_height, out_width)`` bins per box.
+    sampling_ratio : int
+        Samples per bin along each axis; 0 or less: adaptive.
+    canonical_scale : int, default 224
+    canonical_level : int, default 4
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> pool = cgt.MultiScaleRoIAlign(["p2", "p3"], output_size=2, sampling_ratio=2)
+    >>> features = {
+    ...     "p2": torch.rand(1, 8, 16, 16),
+    ...     "p3": torch.rand(1, 8, 8, 8),
+    ...     "other": torch.rand(1, 8, 4, 4),
+    ... }
+    >>> boxes = [torch.tensor([[0.0, 0.0, 20.0, 20.0], [0.0, 0.0, 60.0, 60.0]])]
+    >>> pool(features, boxes, [(64, 64)]).shape
+    torch.Size([2, 8, 2, 2])
+    >>> pool.scales
+    [0.25, 0.125]
+    """
+
+    def __init__(
+        self,
+        featmap_names,
+        output_size,
+        sampling_ratio,
+        *,
+        canonical_scale=224,
+        canonical_level=4,
+    ):
+        super().__init__()
+        self.featmap_names = featmap_names
+        self.sampling_ratio = sampling_ratio
+        self.output_size = _pyramid.output_pair(output_size)
+        self.scales = None
+        self.levels = None
+        self.canonical_scale = canonical_scale
+        self.canonical_level = canonical_level
+
+    def forward(self, x, boxes, image_shapes):
+        """Pool `boxes` out of the feature maps `x`.
+
+        Parameters
+        ----------
+        x : dict of str to Tensor of shape (N, C, H_l, W_l)
+            The feature maps by name; those of `featmap_names` are used, in
+            the order of `x`.
+        boxes : list of Tensor of shape (L, 4)
+            ``[x1, y1, x2, y2]`` boxes of each image in image coordinates.
+        image_shapes : list of (int, int)
+            ``(height, width)`` of each image before the backbone.
+
+        Returns
+        -------
+        Tensor of shape (K, C, out_height, out_width)
+            The boxes in order, in the dtype of the first feature map.
+        """
+        features = [v for k, v in x.items() if k in self.featmap_names]
+        if not features:
+            raise ValueError(
+                f"none of featmap_names {self.featmap_names} is among the "
+                f"feature maps given, {list(x)}"
+            )
+        if self.scales is None or self.levels is None:
+            self.scales, self.levels = _pyramid.setup_scales(features, image_shapes)
+        return _pyramid.pool(
+            features,
+            boxes,
+            self.output_size,
+            self.sampling_ratio,
+            self.scales,
+            self.levels,
+            (self.canonical_scale, self.canonical_level),
+        )
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(featmap_names={self.featmap_names}, "
+            f"output_size={self.output_size}, "
+            f"sampling_ratio={self.sampling_ratio})"
+        )

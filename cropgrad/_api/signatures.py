@@ -69,6 +69,9 @@ class Arg:
     choices : tuple of str
         The values a string option may take (empty: any), in the order a
         message lists them.
+    positional_in : tuple of str
+        The APIs in which a keyword-only argument is positional (PyTorch's
+        RoIAlign keeps torchvision's signature).
     """
 
     name: str
@@ -78,6 +81,7 @@ class Arg:
     apis: tuple = APIS
     renamed: Mapping = dataclasses.field(default_factory=dict)
     choices: tuple = ()
+    positional_in: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +140,7 @@ class Op:
         for arg in self.args_of(api):
             kind = (
                 inspect.Parameter.KEYWORD_ONLY
-                if arg.keyword_only
+                if arg.keyword_only and api not in arg.positional_in
                 else inspect.Parameter.POSITIONAL_OR_KEYWORD
             )
             params.append(
@@ -211,18 +215,26 @@ def _method(choices):
     return _arg("method", "str", "bilinear", choices=choices)
 
 
-# The options every op of the crop_and_resize family ends with.
-def _options(flush=True):
+# The options every op of the crop_and_resize family ends with (`apis`:
+# the APIs that take them).
+def _options(flush=True, apis=APIS):
+    flushing = ("numpy", "torch") if flush else ("numpy",)
     return (
         _arg("out", "out", None, keyword_only=True, apis=("numpy",)),
-        _arg("data_format", "str", keyword_only=True, choices=("NHWC", "NCHW")),
-        _arg("num_threads", "threads", None, keyword_only=True),
+        _arg(
+            "data_format",
+            "str",
+            keyword_only=True,
+            choices=("NHWC", "NCHW"),
+            apis=apis,
+        ),
+        _arg("num_threads", "threads", None, keyword_only=True, apis=apis),
         _arg(
             "flush_denormals",
             "bool",
             False,
             keyword_only=True,
-            apis=("numpy", "torch") if flush else ("numpy",),
+            apis=tuple(a for a in apis if a in flushing),
         ),
     )
 
@@ -233,15 +245,33 @@ _CROP_AND_RESIZE_LAYOUTS = {"numpy": "NHWC", "jax": "NHWC", "torch": "NCHW"}
 _ROI_ALIGN_LAYOUTS = {"numpy": "NCHW", "jax": "NCHW", "torch": "NCHW"}
 
 
+# The APIs whose RoIAlign ops take what torchvision's do not: the index of
+# each box's image apart, an output dtype, a layout, threads.  PyTorch's
+# ops keep torchvision's arguments (boxes ``Tensor[K, 5]``, the image index
+# first; the dtype, layout and threads of the tensors and of PyTorch).
+_NOT_TORCH = ("numpy", "jax")
+
+
 def _roi_options(dtype=True):
-    """RoIAlign's sampling options, the output dtype, then the usual tail."""
+    """RoIAlign's sampling options (positional in PyTorch, as torchvision's),
+    the output dtype, then the usual tail."""
+    torch = ("torch",)
     return (
-        _arg("spatial_scale", "float", 1.0, keyword_only=True),
-        _arg("sampling_ratio", "int", -1, keyword_only=True),
-        _arg("aligned", "bool", False, keyword_only=True),
-        *((_arg("dtype", "dtype", None, keyword_only=True),) if dtype else ()),
-        *_options(),
+        _arg("spatial_scale", "float", 1.0, keyword_only=True, positional_in=torch),
+        _arg("sampling_ratio", "int", -1, keyword_only=True, positional_in=torch),
+        _arg("aligned", "bool", False, keyword_only=True, positional_in=torch),
+        *(
+            (_arg("dtype", "dtype", None, keyword_only=True, apis=_NOT_TORCH),)
+            if dtype
+            else ()
+        ),
+        *_options(apis=_NOT_TORCH),
     )
+
+
+def _box_ind():
+    """The image of each box: torchvision's boxes hold it in column 0."""
+    return _arg("box_ind", "array", apis=_NOT_TORCH)
 
 
 OPS = {
@@ -303,26 +333,26 @@ OPS = {
         Op(
             "roi_align",
             (
-                _arg("image", "array"),
+                _arg("image", "array", renamed={"torch": "input"}),
                 _arg("boxes", "array"),
-                _arg("box_ind", "array"),
+                _box_ind(),
                 _arg("output_size", "ints"),
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "torch"),
         ),
         Op(
             "roi_align_grad_image",
             (
                 _arg("grads", "array"),
                 _arg("boxes", "array"),
-                _arg("box_ind", "array"),
+                _box_ind(),
                 _arg("image_size", "ints"),
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "torch"),
         ),
         Op(
             "roi_align_grad_boxes",
@@ -330,24 +360,24 @@ OPS = {
                 _arg("grads", "array"),
                 _arg("image", "array"),
                 _arg("boxes", "array"),
-                _arg("box_ind", "array"),
+                _box_ind(),
                 *_roi_options(dtype=False),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "torch"),
         ),
         Op(
             "roi_align_jvp_boxes",
             (
                 _arg("image", "array"),
                 _arg("boxes", "array"),
-                _arg("box_ind", "array"),
+                _box_ind(),
                 _arg("boxes_tangent", "array"),
                 _arg("output_size", "ints"),
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "torch"),
         ),
     )
 }

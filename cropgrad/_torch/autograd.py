@@ -23,6 +23,13 @@ be differentiated in turn.  The derivatives are:
 What is missing (second derivatives in the boxes, the transposes in the
 image of the last two) raises NotImplementedError when it is needed.
 
+RoIAlign's ops (torchvision's boxes ``Tensor[K, 5]``, the image index in
+column 0) have the same structure: roi_align is linear in the image (its
+transpose roi_align_grad_image) and its boxes JVP roi_align_jvp_boxes has
+the transpose roi_align_grad_boxes.  The boxes derivatives are ``[K, 4]``
+in the kernels; the image index, piecewise constant, gets a zero column
+(`_with_index`), and its tangent is not read.
+
 The Functions take the custom ops' arguments, positionally; the rules name
 them through the signature table (`call`, `_saved`, `_gradients`).
 """
@@ -35,8 +42,10 @@ from cropgrad._torch import checks
 
 __all__ = []
 
-# The options every op ends with, passed on from one op to another.
+# The options every op of a family ends with, passed on from one op to
+# another.
 _OPTIONS = ("method", "data_format", "num_threads", "flush_denormals")
+_ROI_OPTIONS = ("spatial_scale", "sampling_ratio", "aligned")
 # What replaces each op's tensors in the call a Function keeps on its ctx.
 _WITHOUT_TENSORS = {name: dict.fromkeys(names) for name, names in checks.ARRAYS.items()}
 
@@ -95,7 +104,7 @@ def apply(function, *args):
 
 def call(function, **values):
     """`function` applied to its op's arguments given by name."""
-    names = checks.OPS[function.op].names("torch")
+    names = checks.OPS[function.op].call_type("torch")._fields
     return apply(function, *(values[n] for n in names))
 
 
@@ -187,6 +196,7 @@ class _OpFunction(torch.autograd.Function):
     """
 
     generate_vmap_rule = True
+    options = _OPTIONS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -199,8 +209,9 @@ class _OpFunction(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.call = a.replace(**_WITHOUT_TENSORS[cls.op])
-        ctx.options = {n: getattr(a, n) for n in _OPTIONS}
+        ctx.options = {n: getattr(a, n) for n in cls.options}
         ctx.out_shape = output.shape
+        ctx.out_dtype = output.dtype
 
 
 class Forward(_OpFunction):
@@ -326,3 +337,152 @@ class JvpBoxes(_OpFunction):
             raise _missing(JvpBoxes.op, "boxes", "forward-mode")
         tangents = {"image": image_t, "boxes_tangent": tangent_t}
         return _linear(JvpBoxes, _saved(ctx), tangents)
+
+
+# --------------------------------------------------------------------------
+# RoIAlign
+
+
+def _with_index(gradient, boxes):
+    """A boxes gradient ``[K, 4]`` as one of torchvision's boxes ``[K, 5]``
+    (zero for the image index), in the boxes' dtype."""
+    return torch.nn.functional.pad(gradient, (1, 0)).to(boxes.dtype)
+
+
+def _output_size(grads):
+    return [grads.shape[2], grads.shape[3]]
+
+
+class RoiAlign(_OpFunction):
+    op = "roi_align"
+    options = _ROI_OPTIONS
+
+    @staticmethod
+    def backward(ctx, grad):
+        a = _saved(ctx)
+        d_image = d_boxes = None
+        if _needs(ctx, "image"):
+            d_image = call(
+                RoiGradImage,
+                grads=grad.to(ctx.out_dtype),
+                boxes=a.boxes,
+                image_size=list(a.image.shape),
+                **ctx.options,
+            ).to(a.image.dtype)
+        if _needs(ctx, "boxes"):
+            gradient = call(
+                RoiGradBoxes, grads=grad, image=a.image, boxes=a.boxes, **ctx.options
+            )
+            d_boxes = _with_index(gradient, a.boxes)
+        return _gradients(ctx, image=d_image, boxes=d_boxes)
+
+    @staticmethod
+    def jvp(ctx, image_t, boxes_t, *_):
+        a = _saved(ctx)
+        output_size = list(a.output_size)
+        parts = []
+        if image_t is not None:
+            # Linear in the image: samples outside it are zero.
+            parts.append(apply(RoiAlign, *a.replace(image=image_t)))
+        if boxes_t is not None:
+            parts.append(
+                call(
+                    RoiJvpBoxes,
+                    image=a.image,
+                    boxes=a.boxes,
+                    boxes_tangent=boxes_t,
+                    output_size=output_size,
+                    **ctx.options,
+                )
+            )
+        if not parts:
+            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
+        return _total(parts).to(ctx.out_dtype)
+
+
+class RoiGradImage(_OpFunction):
+    op = "roi_align_grad_image"
+    options = _ROI_OPTIONS
+
+    @staticmethod
+    def backward(ctx, ct):
+        a = _saved(ctx)
+        d_grads = d_boxes = None
+        if _needs(ctx, "grads"):
+            d_grads = call(
+                RoiAlign,
+                image=ct,
+                boxes=a.boxes,
+                output_size=_output_size(a.grads),
+                **ctx.options,
+            ).to(a.grads.dtype)
+        if _needs(ctx, "boxes"):
+            # <ct, grad_image(g, b)> = <g, roi_align(ct, b)>
+            gradient = call(
+                RoiGradBoxes, grads=a.grads, image=ct, boxes=a.boxes, **ctx.options
+            )
+            d_boxes = _with_index(gradient, a.boxes)
+        return _gradients(ctx, grads=d_grads, boxes=d_boxes)
+
+    @staticmethod
+    def jvp(ctx, grads_t, boxes_t, *_):
+        if _flows(boxes_t):
+            raise _missing(RoiGradImage.op, "boxes", "forward-mode")
+        if grads_t is None:
+            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
+        return apply(RoiGradImage, *_saved(ctx).replace(grads=grads_t))
+
+
+class RoiGradBoxes(_OpFunction):
+    op = "roi_align_grad_boxes"
+    options = _ROI_OPTIONS
+
+    @staticmethod
+    def backward(ctx, ct):
+        _no_reverse(ctx, RoiGradBoxes.op)
+        a = _saved(ctx)
+        d_grads = None
+        if _needs(ctx, "grads"):
+            d_grads = call(
+                RoiJvpBoxes,
+                image=a.image,
+                boxes=a.boxes,
+                boxes_tangent=_with_index(ct, a.boxes),
+                output_size=_output_size(a.grads),
+                **ctx.options,
+            ).to(a.grads.dtype)
+        return _gradients(ctx, grads=d_grads)
+
+    @staticmethod
+    def jvp(ctx, grads_t, image_t, boxes_t, *_):
+        if _flows(boxes_t):
+            raise _missing(RoiGradBoxes.op, "boxes", "forward-mode")
+        tangents = {"grads": grads_t, "image": image_t}
+        total = _linear(RoiGradBoxes, _saved(ctx), tangents)
+        if total is None:
+            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
+        return total
+
+
+class RoiJvpBoxes(_OpFunction):
+    op = "roi_align_jvp_boxes"
+    options = _ROI_OPTIONS
+
+    @staticmethod
+    def backward(ctx, ct):
+        _no_reverse(ctx, RoiJvpBoxes.op)
+        a = _saved(ctx)
+        d_tangent = None
+        if _needs(ctx, "boxes_tangent"):
+            gradient = call(
+                RoiGradBoxes, grads=ct, image=a.image, boxes=a.boxes, **ctx.options
+            )
+            d_tangent = _with_index(gradient, a.boxes_tangent)
+        return _gradients(ctx, boxes_tangent=d_tangent)
+
+    @staticmethod
+    def jvp(ctx, image_t, boxes_t, tangent_t, *_):
+        if _flows(boxes_t):
+            raise _missing(RoiJvpBoxes.op, "boxes", "forward-mode")
+        tangents = {"image": image_t, "boxes_tangent": tangent_t}
+        return _linear(RoiJvpBoxes, _saved(ctx), tangents)

@@ -17,6 +17,10 @@ layout:
 
 Arguments come by name, as `cropgrad._api.signatures` names them: `bind`
 turns the positional arguments the dispatcher passes into that namespace.
+
+RoIAlign's ops take torchvision's arguments: `roi_public` checks those of
+`cropgrad.torch.roi_align` (and turns a list of boxes into one
+``Tensor[K, 5]``), the `roi_*_plan` functions are their plans.
 """
 
 import numbers
@@ -65,7 +69,7 @@ ARRAYS = {
 # it has none).
 _CALLS = {name: op.call_type("torch") for name, op in OPS.items()}
 _DEFAULTS = {
-    name: tuple(op.default(n, "torch", DTYPES) for n in op.names("torch"))
+    name: tuple(op.default(a.name, "torch", DTYPES) for a in op.args_of("torch"))
     for name, op in OPS.items()
 }
 
@@ -395,3 +399,181 @@ def jvp_boxes_plan(a):
         )
     _one_device(image=a.image, boxes_tangent=a.boxes_tangent)
     return shape
+
+
+# --------------------------------------------------------------------------
+# RoIAlign: torchvision's arguments.  Its ops read NCHW tensors (an image in
+# ``channels_last`` memory is read where it is) and boxes ``Tensor[K, 5]``,
+# the index of each box's image first.
+
+_ROI_COLUMNS = "[image index, x1, y1, x2, y2]"
+_ROI_LAYOUT = _v.LAYOUT_CODES["NCHW"]
+
+
+def _box_list(boxes, image):
+    """A list of ``Tensor[L, 4]``, one per image, as one ``Tensor[K, 5]``
+    (torchvision's conversion: the image index in the boxes' dtype)."""
+    parts = []
+    for n, b in enumerate(boxes):
+        name = f"boxes[{n}]"
+        _real(b, name)
+        if b.dim() != 2 or b.shape[1] != 4:
+            raise ValueError(
+                f"{name} must be 2-D with 4 columns [x1, y1, x2, y2] (a list "
+                f"of boxes holds one Tensor[L, 4] per image), got shape "
+                f"{tuple(b.shape)}"
+            )
+        parts.append(b)
+    if not parts:  # no image, no boxes: an empty problem
+        return image.new_zeros((0, 5))
+    coordinates = torch.cat(parts) if len(parts) > 1 else parts[0]
+    index = torch.cat([torch.full_like(b[:, :1], n) for n, b in enumerate(parts)])
+    return torch.cat([index.to(coordinates.dtype), coordinates], dim=1)
+
+
+def roi_public(input, boxes, output_size, spatial_scale, sampling_ratio, aligned):
+    """torchvision's arguments of `cropgrad.torch.roi_align`, checked, as the
+    op `roi_align` takes them (boxes as ``Tensor[K, 5]``, a pair of ints)."""
+    spatial_scale = _v.float_scalar(spatial_scale, "spatial_scale")
+    sampling_ratio = _v.int_scalar(sampling_ratio, "sampling_ratio")
+    aligned = _v.flag(aligned, "aligned")
+    tensor(input, "input")
+    if isinstance(boxes, (list, tuple)):
+        boxes = _box_list(boxes, input)
+    elif isinstance(boxes, torch.Tensor):
+        tensor(boxes, "boxes")
+    else:
+        raise TypeError(
+            f"boxes must be a torch.Tensor of shape [K, 5] {_ROI_COLUMNS} or a "
+            f"list of Tensor[L, 4], one per image, got {type(boxes).__name__}"
+        )
+    size = list(_v.size_pair(output_size, "output_size", "[height, width]"))
+    return [input, boxes, size, spatial_scale, sampling_ratio, aligned]
+
+
+def _roi_boxes(boxes, name="boxes"):
+    """Check torchvision's boxes ``Tensor[K, 5]``; return K."""
+    _real(boxes, name)
+    if boxes.dim() != 2 or boxes.shape[1] != 5:
+        raise ValueError(
+            f"{name} must be 2-D with 5 columns {_ROI_COLUMNS} (or a list of "
+            f"Tensor[L, 4], one per image), got shape {tuple(boxes.shape)}"
+        )
+    return boxes.shape[0]
+
+
+def roi_arithmetic(dtype):
+    """The type RoIAlign computes in for data of `dtype`: float64 for
+    float64, float32 for everything else (as the NumPy API)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def roi_result_dtype(dtype):
+    """The dtype of a pooled output or image gradient computed from data of
+    `dtype`: its own when floating, float32 otherwise."""
+    return dtype if dtype in _GRAD_DTYPES else torch.float32
+
+
+def _roi_scalars(a):
+    """The sampling options, as the NumPy API checks them (an op called
+    directly gets them from the dispatcher unchecked)."""
+    _v.float_scalar(a.spatial_scale, "spatial_scale")
+    _v.int_scalar(a.sampling_ratio, "sampling_ratio")
+    _v.flag(a.aligned, "aligned")
+
+
+def _output_size(value):
+    return _ints(value, 2, "output_size", "[height, width]")
+
+
+def roi_forward_plan(a):
+    """Check the metadata of RoIAlign (or of its boxes JVP); return the
+    output's shape and dtype."""
+    _roi_scalars(a)
+    image = a.image
+    channels = _image(image, "NCHW", "input")
+    k = _roi_boxes(a.boxes)
+    _one_device(input=image, boxes=a.boxes)
+    out_h, out_w = _output_size(a.output_size)
+    dtype = roi_result_dtype(image.dtype)
+    if _concrete(image.shape, (k, out_h, out_w)):
+        _core.check_roi_align(
+            tuple(image.shape),
+            CODES[image.dtype],
+            CODES[roi_arithmetic(image.dtype)],
+            k,
+            out_h,
+            out_w,
+            a.spatial_scale,
+            a.sampling_ratio,
+            _ROI_LAYOUT,
+            CODES[dtype],
+            0,
+        )
+    return [k, channels, out_h, out_w], dtype
+
+
+def roi_grad_image_plan(a):
+    """Check the metadata of RoIAlign's image gradient; return the output's
+    shape and dtype (the gradient's own, float32 for integers)."""
+    _roi_scalars(a)
+    grads = a.grads
+    _grads(grads, "NCHW")
+    _v.same_num_boxes(_roi_boxes(a.boxes), tuple(grads.shape))
+    _one_device(grads=grads, boxes=a.boxes)
+    image_size = size("image_size", a.image_size, "NCHW")
+    dtype = roi_result_dtype(grads.dtype)
+    arithmetic = CODES[roi_arithmetic(grads.dtype)]
+    if _concrete(grads.shape, image_size):
+        _core.check_roi_align_grad_image(
+            tuple(grads.shape),
+            arithmetic,
+            arithmetic,
+            image_size,
+            a.spatial_scale,
+            a.sampling_ratio,
+            _ROI_LAYOUT,
+            CODES[dtype],
+            0,
+        )
+    return image_size, dtype
+
+
+def roi_grad_boxes_plan(a):
+    """Check the metadata of RoIAlign's boxes gradient; return the output's
+    shape ``[K, 4]`` and dtype (the arithmetic type)."""
+    _roi_scalars(a)
+    grads, image = a.grads, a.image
+    _grads(grads, "NCHW")
+    _image(image, "NCHW")
+    k = _roi_boxes(a.boxes)
+    _v.same_num_boxes(k, tuple(grads.shape))
+    _one_device(grads=grads, image=image, boxes=a.boxes)
+    dtype = roi_arithmetic(image.dtype)
+    if _concrete(grads.shape, image.shape):
+        _core.check_roi_align_grad_boxes(
+            tuple(grads.shape),
+            CODES[dtype],
+            tuple(image.shape),
+            CODES[image.dtype],
+            CODES[dtype],
+            a.spatial_scale,
+            a.sampling_ratio,
+            _ROI_LAYOUT,
+            0,
+        )
+    return [k, 4], dtype
+
+
+def roi_jvp_boxes_plan(a):
+    """Check the metadata of RoIAlign's boxes JVP; return the output's shape
+    and dtype."""
+    plan = roi_forward_plan(a)
+    _real(a.boxes_tangent, "boxes_tangent")
+    if tuple(a.boxes_tangent.shape) != tuple(a.boxes.shape):
+        raise ValueError(
+            f"boxes_tangent must have the shape of boxes {tuple(a.boxes.shape)}, "
+            f"got {tuple(a.boxes_tangent.shape)}"
+        )
+    _one_device(input=a.image, boxes_tangent=a.boxes_tangent)
+    return plan

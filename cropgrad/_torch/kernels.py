@@ -18,6 +18,7 @@ them (cropgrad/_core.pyi).
 
 import inspect
 
+import numpy as np
 import torch
 
 from cropgrad import _core
@@ -37,7 +38,9 @@ _FLOAT32 = ("grads", "boxes", "boxes_tangent")
 def _arguments(a, memory, result):
     """What the bridges take, by their names: NumPy views of the call's
     tensors and of its `result`, converted as the NumPy API converts them,
-    and the codes.
+    and the codes.  A bfloat16 image or result is viewed as its bits (the
+    bridge reads the dtype's code), bfloat16 grads are converted by PyTorch:
+    ml_dtypes is not needed.
 
     The thread count's range is checked here, once the metadata has passed
     (its type was checked before dispatch).
@@ -45,12 +48,15 @@ def _arguments(a, memory, result):
     x = {}
     for name in checks.ARRAYS[a._op]:
         t = getattr(a, name)
+        if name in _FLOAT32 and t.dtype == torch.bfloat16:
+            # Exactly, by PyTorch: NumPy has no bfloat16 of its own.
+            t = t.to(torch.float32)
         if name in _LAID_OUT:
             t = tensors.in_layout(t, a.data_format, memory)
-        x[name] = tensors.numpy(t)
+        x[name] = tensors.buffer(t)
     if result.dim() == 4:  # (the boxes gradient, [num_boxes, 4], has no layout)
         result = tensors.in_layout(result, a.data_format, memory)
-    x["out"] = tensors.numpy(result)
+    x["out"] = tensors.buffer(result)
     x["num_threads"] = _v.threads(a.num_threads)
     for name in _FLOAT32:
         if name in x:
@@ -136,3 +142,153 @@ def crop_and_resize_grad_boxes(a, fake):
     memory = tensors.common(a.grads, a.image, a.data_format)
     result = a.boxes.new_empty(shape, dtype=torch.float32)
     return _run(a, fake, result, memory, _core.grad_boxes)
+
+
+# --------------------------------------------------------------------------
+# RoIAlign: NCHW tensors (read where they are: ``channels_last`` memory goes
+# to the NHWC kernel) and torchvision's boxes ``Tensor[K, 5]``, whose first
+# column is split off here into the image indices.  Boxes, grads and
+# tangents are converted to the arithmetic type by PyTorch (no ml_dtypes
+# for bfloat16); images and results are read and written as they are.
+
+
+def _image_indices(boxes, batch):
+    """Column 0 of torchvision's boxes as int64 image indices, checked: whole
+    numbers in ``[0, batch)``."""
+    # float64 holds every value of every dtype exactly (NaN as NaN).
+    column = tensors.numpy(boxes[:, 0].to(torch.float64))
+    with np.errstate(invalid="ignore"):
+        index = column.astype(np.int64)
+    whole = index == column
+    if whole.all() and (not len(index) or (index.min() >= 0 and index.max() < batch)):
+        return index
+    bad = ~whole | (index < 0) | (index >= batch)
+    k = int(np.flatnonzero(bad)[0])
+    if np.trunc(column[k]) != column[k]:  # (an integer beyond int64 is whole)
+        raise ValueError(
+            "boxes[:, 0] must hold the index of each box's image, a whole "
+            f"number: boxes[{k}, 0] = {column[k]}"
+        )
+    raise IndexError(
+        "boxes[:, 0] (each box's image) has values outside [0, batch_size) "
+        f"= [0, {batch}): boxes[{k}, 0] = {column[k]:g}"
+    )
+
+
+def _coordinates(boxes, arithmetic):
+    """Columns 1 to 4 of torchvision's boxes (or of a tangent of them),
+    contiguous in the arithmetic type."""
+    return tensors.numpy(boxes[:, 1:].to(arithmetic).contiguous())
+
+
+_INT64 = _v.CODES["CG_INT64"]
+
+
+def _roi_options(a, memory):
+    return (
+        float(a.spatial_scale),
+        int(a.sampling_ratio),
+        bool(a.aligned),
+        _v.LAYOUT_CODES[memory],
+    )
+
+
+def _pooled(a, fake, bridge, *tangent):
+    """The pooled output of RoIAlign or of its boxes JVP (`tangent`: the
+    boxes tangent's coordinates, for the JVP), in the image's memory
+    layout."""
+    plan = checks.roi_jvp_boxes_plan if tangent else checks.roi_forward_plan
+    shape, dtype = plan(a)
+    image = a.image
+    memory = tensors.physical(image, "NCHW")
+    out = tensors.empty(shape, dtype, "NCHW", memory, image.device, fake)
+    if fake:
+        return out
+    arithmetic = checks.roi_arithmetic(image.dtype)
+    index = _image_indices(a.boxes, image.shape[0])
+    scale, ratio, aligned, layout = _roi_options(a, memory)
+    bridge(
+        tensors.buffer(tensors.in_layout(image, "NCHW", memory)),
+        checks.CODES[image.dtype],
+        _coordinates(a.boxes, arithmetic),
+        *(_coordinates(t, arithmetic) for t in tangent),
+        checks.CODES[arithmetic],
+        index,
+        _INT64,
+        shape[2],
+        shape[3],
+        scale,
+        ratio,
+        aligned,
+        layout,
+        tensors.buffer(tensors.in_layout(out, "NCHW", memory)),
+        checks.CODES[dtype],
+        0,
+        False,
+    )
+    return out
+
+
+def roi_align(a, fake):
+    return _pooled(a, fake, _core.roi_align)
+
+
+def roi_align_jvp_boxes(a, fake):
+    return _pooled(a, fake, _core.roi_align_jvp_boxes, a.boxes_tangent)
+
+
+def roi_align_grad_image(a, fake):
+    shape, dtype = checks.roi_grad_image_plan(a)
+    grads = a.grads
+    memory = tensors.physical(grads, "NCHW")
+    out = tensors.empty(shape, dtype, "NCHW", memory, grads.device, fake)
+    if fake:
+        return out
+    arithmetic = checks.roi_arithmetic(grads.dtype)
+    index = _image_indices(a.boxes, shape[0])
+    scale, ratio, aligned, layout = _roi_options(a, memory)
+    _core.roi_align_grad_image(
+        tensors.numpy(tensors.in_layout(grads.to(arithmetic), "NCHW", memory)),
+        _coordinates(a.boxes, arithmetic),
+        checks.CODES[arithmetic],
+        index,
+        _INT64,
+        tensors.in_memory(shape, "NCHW", memory),
+        scale,
+        ratio,
+        aligned,
+        layout,
+        tensors.buffer(tensors.in_layout(out, "NCHW", memory)),
+        checks.CODES[dtype],
+        0,
+        False,
+    )
+    return out
+
+
+def roi_align_grad_boxes(a, fake):
+    shape, dtype = checks.roi_grad_boxes_plan(a)
+    out = a.boxes.new_empty(shape, dtype=dtype)
+    if fake:
+        return out
+    grads, image = a.grads, a.image
+    memory = tensors.common(grads, image, "NCHW")
+    index = _image_indices(a.boxes, image.shape[0])
+    scale, ratio, aligned, layout = _roi_options(a, memory)
+    _core.roi_align_grad_boxes(
+        tensors.numpy(tensors.in_layout(grads.to(dtype), "NCHW", memory)),
+        tensors.buffer(tensors.in_layout(image, "NCHW", memory)),
+        checks.CODES[image.dtype],
+        _coordinates(a.boxes, dtype),
+        checks.CODES[dtype],
+        index,
+        _INT64,
+        scale,
+        ratio,
+        aligned,
+        layout,
+        tensors.numpy(out),
+        0,
+        False,
+    )
+    return out

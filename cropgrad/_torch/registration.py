@@ -14,7 +14,7 @@ import torch
 from cropgrad._api.signatures import OPS as _SIGNATURES
 from cropgrad._torch import autograd, checks, kernels, vmap
 
-__all__ = ["call"]
+__all__ = ["call", "call_checked"]
 
 # The ops, name: (CPU kernel and fake implementation, ``kernel(a, fake)``;
 # torch.autograd.Function).
@@ -29,6 +29,10 @@ OPS = {
         autograd.GradBoxes,
     ),
     "crop_and_resize_jvp_boxes": (kernels.crop_and_resize_jvp_boxes, autograd.JvpBoxes),
+    "roi_align": (kernels.roi_align, autograd.RoiAlign),
+    "roi_align_grad_image": (kernels.roi_align_grad_image, autograd.RoiGradImage),
+    "roi_align_grad_boxes": (kernels.roi_align_grad_boxes, autograd.RoiGradBoxes),
+    "roi_align_jvp_boxes": (kernels.roi_align_jvp_boxes, autograd.RoiJvpBoxes),
 }
 
 
@@ -40,7 +44,11 @@ def call(name, values):
     the custom op, whose autograd formula is the Function's own
     (TorchDynamo does not trace a custom jvp).
     """
-    args = checks.public(name, values)
+    return call_checked(name, checks.public(name, values))
+
+
+def call_checked(name, args):
+    """Op `name` on arguments already checked, in the op's order (`call`)."""
     if torch.compiler.is_compiling():
         return getattr(torch.ops.cropgrad, name).default(*args)
     return autograd.apply(OPS[name][1], *args)
@@ -110,9 +118,8 @@ def _define(library, name, kernel, function):
     autograd_kernel = _autograd_kernel(op, name, function)
     library.impl(name, autograd_kernel, "Autograd", with_keyset=True)
     library.impl(name, _autocast_kernel(op), "AutocastCPU", with_keyset=True)
-    torch.library.register_vmap(
-        f"cropgrad::{name}", vmap.rule(name, kernel), lib=library
-    )
+    rule = vmap.roi_rule if name.startswith("roi_align") else vmap.rule
+    torch.library.register_vmap(f"cropgrad::{name}", rule(name, kernel), lib=library)
 
 
 _LIBRARY = torch.library.Library("cropgrad", "DEF")

@@ -10,7 +10,6 @@ is allocated in the memory layout of what it is computed from.
 import torch
 
 from cropgrad import _core
-from cropgrad._api import validation as _v
 
 __all__ = []
 
@@ -86,18 +85,20 @@ def _new_tensor(shape, dtype, device, fake):
 
 
 def numpy(t):
-    """A NumPy view of `t` (no copy): autograd's bookkeeping set aside."""
+    """A NumPy view of `t` (no copy): autograd's bookkeeping set aside.
+
+    NumPy has no bfloat16: such a tensor is read through `buffer`.
+    """
     if t.requires_grad:
         t = t.detach()
     if t.is_neg():
         t = t.resolve_neg()
-    if t.dtype == torch.bfloat16:
-        # NumPy has no bfloat16 of its own: the bits, as ml_dtypes' type.
-        bfloat16 = _v.bfloat16_dtype()
-        if bfloat16 is None:
-            raise TypeError(
-                "a bfloat16 tensor needs ml_dtypes, which is not installed "
-                "(pip install ml_dtypes)"
-            )
-        return t.view(torch.uint16).numpy().view(bfloat16)
     return t.numpy()
+
+
+def buffer(t):
+    """A NumPy view of `t`'s memory for a bridge that is told its dtype by
+    code: bfloat16 as uint16 (its bits), so that ml_dtypes is not needed."""
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.uint16)
+    return numpy(t)

@@ -12,6 +12,12 @@ an image folds the images one after another and shifts each problem's
 ``box_ind`` into its own; the image gradient, which writes an image,
 scatters each problem into an image gradient of its own.  Every other
 tensor is folded along its first axis.
+
+RoIAlign's rule (`roi_rule`) does the same with torchvision's boxes
+``Tensor[K, 5]``, whose column 0 holds the image indices: they are shifted
+there, in float64, which holds every index and every coordinate exactly
+(the kernels convert the coordinates to their arithmetic type, which gives
+the same values from float64 as from the boxes' own dtype).
 """
 
 import torch
@@ -37,8 +43,8 @@ def _stacked(t, dim, n):
     return t.movedim(dim, 0)
 
 
-def _fold_index(box_ind, n, batch):
-    """Indices [n, num_boxes] of problem k shifted by k * batch, flattened.
+def _shifted(box_ind, n, batch):
+    """Indices [n, num_boxes] of problem k shifted by k * batch.
 
     An index outside [0, batch) stays outside the folded batch, so that the
     kernel still refuses it instead of reading another problem's image:
@@ -47,7 +53,13 @@ def _fold_index(box_ind, n, batch):
     offset = (torch.arange(n, dtype=box_ind.dtype) * batch)[:, None]
     valid = (box_ind >= 0) & (box_ind < batch)
     outside = torch.where(box_ind < 0, box_ind, box_ind + (n - 1) * batch)
-    return torch.where(valid, box_ind + offset, outside).reshape(-1)
+    return torch.where(valid, box_ind + offset, outside)
+
+
+def _fold_index(box_ind, n, batch):
+    """Indices [n, num_boxes] of problem k shifted by k * batch, flattened
+    (`_shifted`)."""
+    return _shifted(box_ind, n, batch).reshape(-1)
 
 
 def _fold_images(n, image, image_dim, box_ind, index_dim):
@@ -125,6 +137,57 @@ def rule(name, kernel):
         shape = list(kernel(one, True).shape)
         op = getattr(torch.ops.cropgrad, name).default
         out = _in_problems(op, n, a, dims, _folded(a, dims, n, shape))
+        return out.reshape(n, *shape), 0
+
+    return vmap
+
+
+def _fold_roi_boxes(boxes, dim, n, batch):
+    """torchvision's boxes of every problem one after another, in float64;
+    with `batch` (the images folded too), each problem's image indices
+    shifted into its own images."""
+    boxes = _stacked(boxes, dim, n).to(torch.float64)
+    if batch is not None:
+        index = _shifted(boxes[..., 0], n, batch)
+        boxes = torch.cat([index[..., None], boxes[..., 1:]], dim=-1)
+    return boxes.reshape(-1, 5)
+
+
+def _roi_folded(a, dims, n, shape):
+    """The arguments of the one RoIAlign call that computes the `n`
+    problems of `a` (`shape`: one problem's result)."""
+    folded = {
+        name: _fold(getattr(a, name), dim, n)
+        for name, dim in dims.items()
+        if name not in ("image", "boxes")
+    }
+    if "image" in dims:
+        dim = dims["image"]
+        batch = None
+        if dim is not None:
+            batch = _stacked(a.image, dim, n).shape[1]
+            folded["image"] = _fold(a.image, dim, n)
+        folded["boxes"] = _fold_roi_boxes(a.boxes, dims["boxes"], n, batch)
+    else:
+        # Every problem scatters into an image gradient of its own.
+        batch = shape[0]
+        folded["boxes"] = _fold_roi_boxes(a.boxes, dims["boxes"], n, batch)
+        folded["image_size"] = [n * batch, *shape[1:]]
+    return a.replace(**folded)
+
+
+def roi_rule(name, kernel):
+    """The vmap rule of RoIAlign's op `name`, whose fake implementation is
+    ``kernel(a, True)``."""
+
+    def vmap(info, in_dims, *args):
+        n = info.batch_size
+        a = checks.bind(name, args)
+        dims = dict(zip(checks.ARRAYS[name], in_dims))
+        one = a.replace(**{k: _logical(getattr(a, k), d) for k, d in dims.items()})
+        shape = list(kernel(one, True).shape)
+        op = getattr(torch.ops.cropgrad, name).default
+        out = _in_problems(op, n, a, dims, _roi_folded(a, dims, n, shape))
         return out.reshape(n, *shape), 0
 
     return vmap
