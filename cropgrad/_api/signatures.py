@@ -310,7 +310,7 @@ OPS = {
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "jax"),
         ),
         Op(
             "roi_align_grad_image",
@@ -318,11 +318,11 @@ OPS = {
                 _arg("grads", "array"),
                 _arg("boxes", "array"),
                 _arg("box_ind", "array"),
-                _arg("image_size", "ints"),
+                _arg("image_size", "ints", renamed={"jax": "image_shape"}),
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "jax"),
         ),
         Op(
             "roi_align_grad_boxes",
@@ -334,7 +334,7 @@ OPS = {
                 *_roi_options(dtype=False),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "jax"),
         ),
         Op(
             "roi_align_jvp_boxes",
@@ -347,7 +347,7 @@ OPS = {
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy",),
+            ("numpy", "jax"),
         ),
     )
 }
