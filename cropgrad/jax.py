@@ -66,12 +66,23 @@ attribute of the XLA call, like the method).  The default, None, is
 """
 
 try:
+    import jax as _jax
     import jax.numpy as jnp
 except ImportError as _exc:  # not installed, or hidden
     raise ImportError(
         "cropgrad.jax needs JAX, which could not be imported: "
         'pip install "cropgrad[jax]"'
     ) from _exc
+else:
+    # The oldest release whose abstract arrays carry shard_map's manual
+    # axes (ShapedArray's manual_axis_type), which the primitives' types are
+    # made of: an older one is told so at import, not failed inside a trace.
+    _OLDEST = (0, 10)
+    if tuple(int(p) for p in _jax.__version__.split(".")[:2]) < _OLDEST:
+        raise ImportError(
+            f"cropgrad.jax needs JAX {_OLDEST[0]}.{_OLDEST[1]} or newer, found "
+            f"{_jax.__version__}: upgrade it (pip install -U jax jaxlib)"
+        )
 
 from cropgrad._jax import batching as _batching
 from cropgrad._jax import checks as _checks
