@@ -9,6 +9,10 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "roi_align",
+    "roi_align_grad_boxes",
+    "roi_align_grad_image",
+    "roi_align_jvp_boxes",
 ]
 
 DEFAULT_THREADS: int
@@ -47,6 +51,58 @@ def crop_and_resize_grad_boxes(
     box_ind: _Array,
     method: Literal["bilinear"] = ...,
     *,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def roi_align(
+    image: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    output_size: int | tuple[int, int] | list[int],
+    *,
+    spatial_scale: float = ...,
+    sampling_ratio: int = ...,
+    aligned: bool = ...,
+    dtype: Any = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def roi_align_grad_image(
+    grads: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    image_shape: tuple[int, ...] | list[int],
+    *,
+    spatial_scale: float = ...,
+    sampling_ratio: int = ...,
+    aligned: bool = ...,
+    dtype: Any = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def roi_align_grad_boxes(
+    grads: _Array,
+    image: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    *,
+    spatial_scale: float = ...,
+    sampling_ratio: int = ...,
+    aligned: bool = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def roi_align_jvp_boxes(
+    image: _Array,
+    boxes: _Array,
+    box_ind: _Array,
+    boxes_tangent: _Array,
+    output_size: int | tuple[int, int] | list[int],
+    *,
+    spatial_scale: float = ...,
+    sampling_ratio: int = ...,
+    aligned: bool = ...,
+    dtype: Any = ...,
     data_format: _Format = ...,
     num_threads: int | None = ...,
 ) -> jax.Array: ...

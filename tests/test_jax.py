@@ -355,11 +355,13 @@ def test_boxes_gradient_is_not_differentiable():
 
 
 def ffi_calls(fn, *args):
-    """FFI custom calls by target in the HLO of ``jax.jit(fn)(*args)``."""
+    """crop_and_resize's FFI custom calls by target in the HLO of
+    ``jax.jit(fn)(*args)``."""
     text = jax.jit(fn).lower(*args).as_text()
     return {
         target: text.count(f"@{target}(") + text.count(f'"{target}"')
         for target in cgj.FFI_TARGETS
+        if target.startswith("cropgrad_crop_and_resize")
     }
 
 
@@ -900,6 +902,25 @@ def test_import_without_jax_says_how_to_install():
         """
     )
     assert 'pip install "cropgrad[jax]"' in report["error"]
+
+
+def test_an_older_jax_is_refused_at_import():
+    report = run_child(
+        """
+        import json
+        import jax
+        jax.__version__ = "0.9.2"
+        try:
+            import cropgrad.jax
+            print(json.dumps({"error": None}))
+        except ImportError as exc:
+            print(json.dumps({"error": str(exc)}))
+        """
+    )
+    assert report["error"] == (
+        "cropgrad.jax needs JAX 0.10 or newer, found 0.9.2: upgrade it "
+        "(pip install -U jax jaxlib)"
+    )
 
 
 def test_docstring_examples():

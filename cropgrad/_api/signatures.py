@@ -340,7 +340,7 @@ OPS = {
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy", "torch"),
+            ("numpy", "torch", "jax"),
         ),
         Op(
             "roi_align_grad_image",
@@ -348,11 +348,11 @@ OPS = {
                 _arg("grads", "array"),
                 _arg("boxes", "array"),
                 _box_ind(),
-                _arg("image_size", "ints"),
+                _arg("image_size", "ints", renamed={"jax": "image_shape"}),
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy", "torch"),
+            ("numpy", "torch", "jax"),
         ),
         Op(
             "roi_align_grad_boxes",
@@ -364,7 +364,7 @@ OPS = {
                 *_roi_options(dtype=False),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy", "torch"),
+            ("numpy", "torch", "jax"),
         ),
         Op(
             "roi_align_jvp_boxes",
@@ -377,7 +377,7 @@ OPS = {
                 *_roi_options(),
             ),
             _ROI_ALIGN_LAYOUTS,
-            ("numpy", "torch"),
+            ("numpy", "torch", "jax"),
         ),
     )
 }

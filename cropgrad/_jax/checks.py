@@ -141,10 +141,22 @@ def array(value, name):
         jnp.issubdtype(arr.dtype, jnp.integer)
         or jnp.issubdtype(arr.dtype, jnp.floating)
     ):
+        dtype = given_dtype(value, arr)
         raise TypeError(
-            f"{name} must hold real numbers (integers or floats), got dtype {arr.dtype}"
+            f"{name} must hold real numbers (integers or floats), got "
+            f"{_v._KIND_NAMES.get(dtype.kind, dtype.kind)} dtype {dtype}"
         )
     return arr
+
+
+def given_dtype(value, arr):
+    """The dtype `value` had before JAX converted it to `arr` (without x64,
+    float64 becomes float32), for messages in the caller's words."""
+    dtype = getattr(value, "dtype", None)
+    try:
+        return np.dtype(dtype) if dtype is not None else np.dtype(arr.dtype)
+    except TypeError:
+        return np.dtype(arr.dtype)
 
 
 def image(value, layout):
@@ -159,22 +171,36 @@ def image(value, layout):
     return value
 
 
-def grads(value, layout):
-    value = array(value, "grads").astype(jnp.float32)
+def grads(value, layout, dtype=jnp.float32, axes=_v.GRADS_AXES):
+    """``grads`` as 4-D `dtype` (`axes`: its axes in each layout, for the
+    message)."""
+    value = array(value, "grads").astype(dtype)
     if value.ndim != 4:
         name = _LAYOUT_NAMES[layout]
         raise ValueError(
-            f"grads must be 4-D {_v.GRADS_AXES[name]} ({name}), got shape {value.shape}"
+            f"grads must be 4-D {axes[name]} ({name}), got shape {value.shape}"
         )
     return value
 
 
-def boxes_and_index(boxes, box_ind, grads=None):
-    boxes = array(boxes, "boxes").astype(jnp.float32)
-    _v.boxes_shape(boxes.shape)
+def boxes_and_index(
+    boxes, box_ind, grads=None, dtype=jnp.float32, columns="[y1, x1, y2, x2]"
+):
+    """``boxes`` as `dtype` (`columns`: their columns, for the message) and
+    ``box_ind`` as int32 or int64; an empty list of boxes is no boxes."""
+    boxes = array(boxes, "boxes").astype(dtype)
+    _v.boxes_shape(boxes.shape, columns)
+    if boxes.shape == (0,):
+        boxes = boxes.reshape(0, 4)
+    given = box_ind
     box_ind = array(box_ind, "box_ind")
+    if box_ind.dtype.kind == "f" and box_ind.size == 0:
+        # An empty list comes out as a float array: it holds no non-integer.
+        box_ind = box_ind.astype(jnp.int32)
     if box_ind.dtype.kind not in "iu":
-        raise TypeError(f"box_ind must hold integers, got dtype {box_ind.dtype}")
+        raise TypeError(
+            f"box_ind must hold integers, got dtype {given_dtype(given, box_ind)}"
+        )
     _v.box_ind_shape(box_ind.shape, boxes.shape[0])
     if box_ind.dtype != np.int64:
         # int32 holds every index XLA can address in the smaller types;
@@ -187,6 +213,77 @@ def boxes_and_index(boxes, box_ind, grads=None):
     if grads is not None:
         _v.same_num_boxes(boxes.shape[0], grads.shape)
     return boxes, box_ind
+
+
+# --------------------------------------------------------------------------
+# RoIAlign's arguments: torchvision's boxes [x1, y1, x2, y2], computed in
+# the arithmetic type (float64 for float64 data, float32 otherwise), as the
+# NumPy API computes them
+
+ROI_COLUMNS = "[x1, y1, x2, y2]"
+
+
+def roi_options(
+    spatial_scale, sampling_ratio, aligned, data_format, num_threads, default_threads
+):
+    """The options every RoIAlign op takes, as its primitive's parameters, in
+    the NumPy API's order of checks."""
+    spatial_scale = _v.float_scalar(
+        static(spatial_scale, "spatial_scale"), "spatial_scale"
+    )
+    sampling_ratio = _v.int_scalar(
+        static(sampling_ratio, "sampling_ratio"), "sampling_ratio"
+    )
+    aligned = _v.flag(static(aligned, "aligned"), "aligned")
+    layout = _layout(data_format)
+    num_threads = _v.threads(static(num_threads, "num_threads"))
+    return {
+        "spatial_scale": spatial_scale,
+        "sampling_ratio": sampling_ratio,
+        "aligned": aligned,
+        "data_format": layout,
+        "num_threads": default_threads if num_threads == 0 else num_threads,
+    }
+
+
+def output_size(value):
+    """``output_size`` as (out_height, out_width): an int is a square."""
+    return _v.size_pair(static(value, "output_size"), "output_size", "[height, width]")
+
+
+def arithmetic(dtype):
+    """The type RoIAlign computes data of `dtype` in."""
+    return np.dtype(np.float64 if dtype == np.float64 else np.float32)
+
+
+def result_dtype(dtype, data_dtype):
+    """The output dtype: `dtype`, or the data's when it is a floating one
+    (float32 for integer data), as JAX makes it."""
+    if dtype is None:
+        if jnp.issubdtype(data_dtype, jnp.floating):
+            return np.dtype(data_dtype)
+        return np.dtype(np.float32)
+    return output_dtype(dtype)
+
+
+def roi_grads(value, layout, dtype=None):
+    """RoIAlign's ``grads``: 4-D, in `dtype`, or by default in their own
+    arithmetic type (float64 kept, anything else as float32)."""
+    value = array(value, "grads")
+    if dtype is None:
+        dtype = arithmetic(value.dtype)
+    return grads(value, layout, dtype, _v.POOLED_AXES)
+
+
+def boxes_tangent(value, num_boxes, dtype):
+    """``boxes_tangent`` as `dtype`, of the boxes' shape (any values)."""
+    tangent = array(value, "boxes_tangent").astype(dtype)
+    if tangent.shape != (num_boxes, 4):
+        raise ValueError(
+            f"boxes_tangent must have the shape of boxes ({num_boxes}, 4), "
+            f"got shape {tangent.shape}"
+        )
+    return tangent
 
 
 # --------------------------------------------------------------------------
@@ -243,9 +340,58 @@ def _grad_boxes(a, p):
     )
 
 
+def _roi_align(a, p):
+    """The forward op's gate; also the boxes JVP's."""
+    _core.check_roi_align(
+        a["image"].shape,
+        _code(a["image"].dtype),
+        _code(a["boxes"].dtype),
+        a["boxes"].shape[0],
+        *p["output_size"],
+        p["spatial_scale"],
+        p["sampling_ratio"],
+        p["data_format"],
+        _code(p["dtype"]),
+        p["num_threads"],
+    )
+
+
+def _roi_grad_image(a, p):
+    _core.check_roi_align_grad_image(
+        a["grads"].shape,
+        _code(a["grads"].dtype),
+        _code(a["boxes"].dtype),
+        p["image_shape"],
+        p["spatial_scale"],
+        p["sampling_ratio"],
+        p["data_format"],
+        _code(p["dtype"]),
+        p["num_threads"],
+        "image_shape",
+    )
+
+
+def _roi_grad_boxes(a, p):
+    _core.check_roi_align_grad_boxes(
+        a["grads"].shape,
+        _code(a["grads"].dtype),
+        a["image"].shape,
+        _code(a["image"].dtype),
+        _code(a["boxes"].dtype),
+        p["spatial_scale"],
+        p["sampling_ratio"],
+        p["data_format"],
+        p["num_threads"],
+    )
+
+
 GATES = {
     "crop_and_resize": _crop_and_resize,
     "crop_and_resize_grad_image": _grad_image,
     "crop_and_resize_grad_boxes": _grad_boxes,
     "crop_and_resize_jvp_boxes": _jvp_boxes,
+    "roi_align": _roi_align,
+    "roi_align_grad_image": _roi_grad_image,
+    "roi_align_grad_boxes": _roi_grad_boxes,
+    "roi_align_jvp_boxes": _roi_align,
 }

@@ -12,13 +12,14 @@ transposing the linear part, so no rule depends on which inputs are being
 differentiated: what a trace computes is the same for every pattern of
 differentiated inputs, in any order of calls.
 
-May import: JAX, cropgrad._api.validation, cropgrad._jax.ops,
+May import: JAX, NumPy, cropgrad._api.validation, cropgrad._jax.ops,
 cropgrad._jax.primitives, cropgrad._jax.shapes.
 """
 
 import functools
 
 import jax
+import numpy as np
 from jax.interpreters import ad
 
 from cropgrad._api import validation as _v
@@ -51,9 +52,10 @@ def _replaced(xs, i, x):
 
 def _boxes_second_derivative(op):
     return NotImplementedError(
-        f"{op} is not differentiable with respect to the boxes: cropgrad.jax "
-        "differentiates crop_and_resize once with respect to the boxes (the "
-        "sampling's second derivative in the box coordinates has no kernel)"
+        f"{op.second_derivative_of} is not differentiable with respect to the "
+        f"boxes: cropgrad.jax differentiates {op.family} once with respect to "
+        "the boxes (the sampling's second derivative in the box coordinates "
+        "has no kernel)"
     )
 
 
@@ -61,7 +63,7 @@ def _jvp(name, primals, tangents, **params):
     op = _ops.OPS[name]
     t_boxes = tangents[op.operands.index("boxes")]
     if _nonzero(t_boxes) and op.along_boxes is None:
-        raise _boxes_second_derivative(op.second_derivative_of)
+        raise _boxes_second_derivative(op)
     out = bind(name, *primals, **params)
     t_out = _zero_like(out)
     # Linear in these operands, but for the fill of samples outside the
@@ -73,8 +75,8 @@ def _jvp(name, primals, tangents, **params):
                 t_out, bind(name, *_replaced(primals, i, tangents[i]), **linear)
             )
     # Nearest sampling is piecewise constant in the boxes: their derivative
-    # is zero wherever it exists.
-    if _nonzero(t_boxes) and params["method"] == _BILINEAR:
+    # is zero wherever it exists (RoIAlign samples bilinearly).
+    if _nonzero(t_boxes) and params.get("method", _BILINEAR) == _BILINEAR:
         along = _ops.OPS[op.along_boxes]
         values = {**dict(zip(op.operands, primals)), "boxes_tangent": t_boxes}
         t_out = ad.add_tangents(
@@ -91,16 +93,16 @@ def _aval(x):
     return x.aval if ad.is_undefined_primal(x) else jax.typeof(x)
 
 
-def _derived(values, params):
-    """The parameters a transpose's op takes from the operands' shapes: an
-    image's shape and dtype, crops' size, and no fill."""
-    derived = {"extrapolation_value": 0.0}
+def _derived(op, values, undefined, params):
+    """The parameters a transpose's op (`op`) takes from the operands'
+    shapes: an image's shape, crops' size, no fill, and the dtype of the
+    operand transposed in (`undefined`)."""
+    derived = {"extrapolation_value": 0.0, "dtype": np.dtype(_aval(undefined).dtype)}
     if "image" in values:
-        image = _aval(values["image"])
-        derived.update(image_shape=image.shape, dtype=image.dtype)
+        derived["image_shape"] = _aval(values["image"]).shape
     if "grads" in values:
         grads = _aval(values["grads"]).shape
-        derived["crop_size"] = _shapes.crop_size(grads, params["data_format"])
+        derived[op.size] = _shapes.crop_size(grads, params["data_format"])
     return derived
 
 
@@ -118,10 +120,10 @@ def _transpose(name, ct, *operands, **params):
     if not _nonzero(ct):
         return tuple(cotangents)
     target, slot = op.transposes[op.operands[at]]
-    values = dict(zip(op.operands, operands))
-    derived = _derived(values, params)
-    values[slot] = ct
     target = _ops.OPS[target]
+    values = dict(zip(op.operands, operands))
+    derived = _derived(target, values, operands[at], params)
+    values[slot] = ct
     cotangents[at] = bind(
         target.name, *(values[k] for k in target.operands), **{**params, **derived}
     )

@@ -20,11 +20,16 @@ from cropgrad._jax.ffi cimport (
 
 
 cdef struct Attributes:
-    # The attributes every handler takes (and the forward's fill).
+    # The attributes every handler takes: the layout and the threads; the
+    # crop_and_resize family's method (and its forward op's fill); the
+    # RoIAlign family's sampling.
     int method
     int layout
     int num_threads
     float extrapolation_value
+    double spatial_scale
+    int sampling_ratio
+    int aligned
     # Under vmap, cropgrad.jax folds the mapped axes into the op's own:
     # their sizes, outermost first (fold_rank of them, 0 when not folded),
     # and the factor by which the batch grew.  Messages name the caller's
@@ -39,7 +44,8 @@ cdef struct Decoded:
     # restates an error about a box in the caller's indices once the C-level
     # API returns.
     Attributes attrs
-    const float* boxes
+    const void* boxes
+    int boxes_dtype
     const void* box_ind
     int index_dtype
     int64_t num_boxes
@@ -62,13 +68,17 @@ cdef void* data(const cg_ffi_buffer* b) noexcept nogil
 cdef int image_dtype(int xla_dtype) noexcept nogil
 cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
                   capi.cg_error* e) noexcept nogil
+cdef int float_dtype_of(const cg_ffi_buffer* b, const char* name,
+                        bint arithmetic, capi.cg_error* e) noexcept nogil
 cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil
+cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+                               capi.cg_error* e) noexcept nogil
 cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
                   capi.cg_error* e) noexcept nogil
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
-                         int64_t num_boxes, int64_t batch, Decoded* d,
-                         capi.cg_error* e) noexcept nogil
+                         int64_t num_boxes, int64_t batch, bint wide,
+                         Decoded* d, capi.cg_error* e) noexcept nogil
 cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil
 cdef cg_ffi_error* xla_error(const cg_ffi_call_frame* frame, const char* op,
                              const capi.cg_error* e) noexcept nogil

@@ -15,7 +15,7 @@ status names the exception the NumPy API would raise for the same problem.
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdio cimport snprintf
-from libc.string cimport memcmp, strlen
+from libc.string cimport memcmp, strlen, strstr
 
 from cropgrad cimport capi
 from cropgrad._jax.ffi cimport (
@@ -187,6 +187,22 @@ cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
     return code
 
 
+cdef int float_dtype_of(const cg_ffi_buffer* b, const char* name,
+                        bint arithmetic, capi.cg_error* e) noexcept nogil:
+    """The C-level API's code of `b`, a float buffer: float32 or float64 if
+    `arithmetic` (an arithmetic type), else float16, bfloat16 too."""
+    cdef int code = image_dtype(b.dtype)
+    if code == capi.CG_FLOAT32 or code == capi.CG_FLOAT64:
+        return code
+    if not arithmetic and (code == capi.CG_FLOAT16 or code == capi.CG_BFLOAT16):
+        return code
+    snprintf(e.message, capi.CG_MESSAGE_SIZE, "%s must be %s", name,
+             "float32 or float64" if arithmetic
+             else "float16, bfloat16, float32 or float64")
+    e.status = capi.CG_ERR_TYPE
+    return -1
+
+
 cdef int64_t _find(const cg_ffi_attrs* attrs, const char* name) noexcept nogil:
     """The position of attribute `name`, or -1."""
     cdef size_t n = strlen(name)
@@ -217,12 +233,49 @@ cdef void* _attr(const cg_ffi_attrs* attrs, const char* name, int dtype,
 
 cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil:
-    """Decode the attributes every handler takes (and the forward's fill)."""
+    """Decode the crop_and_resize family's attributes: the method, the
+    layout, the threads, the fold (and the forward's fill)."""
     cdef void* v = _attr(&frame.attrs, "method", CG_FFI_S32, e)
     if v == NULL:
         return -1
     a.method = (<int32_t*>v)[0]
-    v = _attr(&frame.attrs, "layout", CG_FFI_S32, e)
+    if _layout_and_threads(&frame.attrs, a, e) < 0:
+        return -1
+    a.extrapolation_value = 0
+    if extrapolation:
+        v = _attr(&frame.attrs, "extrapolation_value", CG_FFI_F32, e)
+        if v == NULL:
+            return -1
+        a.extrapolation_value = (<float*>v)[0]
+    return 0
+
+
+cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+                               capi.cg_error* e) noexcept nogil:
+    """Decode the RoIAlign family's attributes: ``spatial_scale`` (f64),
+    ``sampling_ratio`` and ``aligned`` (s32), the layout, the threads, the
+    fold."""
+    cdef void* v = _attr(&frame.attrs, "spatial_scale", CG_FFI_F64, e)
+    if v == NULL:
+        return -1
+    a.spatial_scale = (<double*>v)[0]
+    v = _attr(&frame.attrs, "sampling_ratio", CG_FFI_S32, e)
+    if v == NULL:
+        return -1
+    a.sampling_ratio = (<int32_t*>v)[0]
+    v = _attr(&frame.attrs, "aligned", CG_FFI_S32, e)
+    if v == NULL:
+        return -1
+    a.aligned = (<int32_t*>v)[0] != 0
+    a.method = 0
+    a.extrapolation_value = 0
+    return _layout_and_threads(&frame.attrs, a, e)
+
+
+cdef int _layout_and_threads(const cg_ffi_attrs* attrs, Attributes* a,
+                             capi.cg_error* e) noexcept nogil:
+    """Decode ``layout`` and ``num_threads`` (s32), and the fold."""
+    cdef void* v = _attr(attrs, "layout", CG_FFI_S32, e)
     if v == NULL:
         return -1
     a.layout = (<int32_t*>v)[0]
@@ -233,19 +286,11 @@ cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                  "layout code %d is unknown", a.layout)
         e.status = capi.CG_ERR_UNSUPPORTED
         return -1
-    v = _attr(&frame.attrs, "num_threads", CG_FFI_S32, e)
+    v = _attr(attrs, "num_threads", CG_FFI_S32, e)
     if v == NULL:
         return -1
     a.num_threads = (<int32_t*>v)[0]
-    if _fold(&frame.attrs, a, e) < 0:
-        return -1
-    a.extrapolation_value = 0
-    if extrapolation:
-        v = _attr(&frame.attrs, "extrapolation_value", CG_FFI_F32, e)
-        if v == NULL:
-            return -1
-        a.extrapolation_value = (<float*>v)[0]
-    return 0
+    return _fold(attrs, a, e)
 
 
 cdef int _fold(const cg_ffi_attrs* attrs, Attributes* a,
@@ -285,13 +330,20 @@ cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
 
 
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
-                         int64_t num_boxes, int64_t batch, Decoded* d,
-                         capi.cg_error* e) noexcept nogil:
+                         int64_t num_boxes, int64_t batch, bint wide,
+                         Decoded* d, capi.cg_error* e) noexcept nogil:
     """Decode operands `first` (boxes) and `first + 1` (box_ind) into `d`,
-    with `batch`, the number of images box_ind indexes."""
+    with `batch`, the number of images box_ind indexes.  The boxes are
+    float32, or float64 too if `wide` (RoIAlign's arithmetic types)."""
     cdef cg_ffi_buffer* b = buffer(args, first, 2, "boxes", e)
     cdef cg_ffi_buffer* i
-    if b == NULL or dtype_of(b, "boxes", False, e) < 0:
+    if b == NULL:
+        return -1
+    if wide:
+        d.boxes_dtype = float_dtype_of(b, "boxes", True, e)
+    else:
+        d.boxes_dtype = dtype_of(b, "boxes", False, e)
+    if d.boxes_dtype < 0:
         return -1
     if b.dims[0] != num_boxes or b.dims[1] != 4:
         snprintf(e.message, capi.CG_MESSAGE_SIZE,
@@ -315,7 +367,7 @@ cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
                  <long long>num_boxes, <long long>i.dims[0])
         e.status = capi.CG_ERR_VALUE
         return -1
-    d.boxes = <const float*>data(b)
+    d.boxes = data(b)
     d.box_ind = data(i)
     d.num_boxes = num_boxes
     d.batch = batch
@@ -334,7 +386,6 @@ cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
     ``folded batch - batch``; negative ones were kept.
     """
     cdef const Attributes* a = &d.attrs
-    cdef const float* box
     cdef char where[256]
     cdef int64_t digits[33]
     cdef int64_t rest = e.position, per_problem = d.num_boxes, v, user_batch
@@ -374,11 +425,26 @@ cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
                  "box_ind[%s] = %lld", <long long>user_batch, where,
                  <long long>v)
     else:
-        box = d.boxes + 4 * e.position
-        snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "boxes must be finite: boxes[%s] = [%.9g, %.9g, %.9g, %.9g] "
-                 "has a NaN or infinite coordinate", where, <double>box[0],
-                 <double>box[1], <double>box[2], <double>box[3])
+        _restate_box(e, where)
+
+
+cdef void _restate_box(capi.cg_error* e, const char* where) noexcept nogil:
+    """Put `where` in place of the box's index in a message about a box
+    (``boxes[<index>] = ...``), keeping every other word and value."""
+    cdef char text[capi.CG_MESSAGE_SIZE]
+    cdef const char* start = strstr(e.message, "boxes[")
+    cdef const char* end
+    if start == NULL:
+        return
+    start += 6
+    end = start
+    while end[0] >= c'0' and end[0] <= c'9':
+        end += 1
+    if end == start or end[0] != c']':
+        return
+    snprintf(text, capi.CG_MESSAGE_SIZE, "%.*s%s%s",
+             <int>(start - e.message), e.message, where, end)
+    snprintf(e.message, capi.CG_MESSAGE_SIZE, "%s", text)
 
 
 cdef cg_ffi_error* xla_error(const cg_ffi_call_frame* frame, const char* op,

@@ -37,6 +37,23 @@ Targets and their operands (shapes in the layout's order, NHWC or NCHW):
     image, boxes, box_ind, boxes_tangent f32 [n, 4] -> f32 crops: the
     crops' derivative along the boxes tangent; attributes as above.
 
+``cropgrad_roi_align``
+    image (any image dtype) [batch, C, H, W] (NCHW) or [batch, H, W, C],
+    boxes f32/f64 [n, 4] (``[x1, y1, x2, y2]``, in the arithmetic type:
+    float64 for a float64 image, float32 otherwise), box_ind s32/s64 [n]
+    -> pooled output (f16/bf16/f32/f64) [n, C, out_h, out_w] or NHWC;
+    attributes ``spatial_scale`` f64, ``sampling_ratio``, ``aligned``,
+    ``layout``, ``num_threads`` s32.
+``cropgrad_roi_align_grad_image``
+    grads (the arithmetic type) of the pooled output's shape, boxes, box_ind
+    -> image gradient (f16/bf16/f32/f64) of the output's shape; attributes
+    as above.
+``cropgrad_roi_align_grad_boxes``
+    grads, image, boxes, box_ind -> [n, 4] in the boxes' dtype.
+``cropgrad_roi_align_jvp_boxes``
+    image, boxes, box_ind, boxes_tangent [n, 4] in the boxes' dtype -> the
+    pooled output's derivative along the tangent.
+
 ``cropgrad_ffi_version``
     no operand -> s32 [2]: the FFI API version of the running XLA.
 
@@ -154,13 +171,13 @@ cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, frames.Decoded* d,
     if image_dtype < 0 or frames.dtype_of(crops, "crops", False, e) < 0:
         return
     if (frames.boxes_and_index(&frame.args, 1, crops.dims[0], image.dims[0],
-                               d, e) < 0
+                               False, d, e) < 0
             or _crop_size(crops, "crops", image, d.attrs.layout, &crop_h,
                           &crop_w, e) < 0):
         return
     capi.cg_crop_and_resize(
-        frames.data(image), image_dtype, image.dims, d.boxes, d.box_ind,
-        d.index_dtype, d.num_boxes, crop_h, crop_w, d.attrs.method,
+        frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
+        d.box_ind, d.index_dtype, d.num_boxes, crop_h, crop_w, d.attrs.method,
         d.attrs.extrapolation_value, d.attrs.layout,
         <float*>frames.data(crops), d.attrs.num_threads, 1, e)
 
@@ -175,21 +192,17 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
         return
     if frames.dtype_of(grads, "grads", False, e) < 0:
         return
-    output_dtype = frames.image_dtype(output.dtype)
-    if (output_dtype != capi.CG_FLOAT16 and output_dtype != capi.CG_FLOAT32
-            and output_dtype != capi.CG_FLOAT64
-            and output_dtype != capi.CG_BFLOAT16):
-        frames.refuse(e, capi.CG_ERR_TYPE,
-                      "output must be float16, bfloat16, float32 or float64")
+    output_dtype = frames.float_dtype_of(output, "output", False, e)
+    if output_dtype < 0:
         return
     # The output's shape is image_size: the C-level API checks it against
     # the grads.
     if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
-                              d, e) < 0:
+                              False, d, e) < 0:
         return
     capi.cg_crop_and_resize_grad_image(
-        <const float*>frames.data(grads), grads.dims, d.boxes, d.box_ind,
-        d.index_dtype, output.dims, frames.data(output), output_dtype,
+        <const float*>frames.data(grads), grads.dims, <const float*>d.boxes,
+        d.box_ind, d.index_dtype, output.dims, frames.data(output), output_dtype,
         d.attrs.method, d.attrs.layout, d.attrs.num_threads, 1, e)
 
 
@@ -208,12 +221,12 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
         return
     if (frames.box_rows(output, grads.dims[0], "output", e) < 0
             or frames.boxes_and_index(&frame.args, 2, grads.dims[0],
-                                      image.dims[0], d, e) < 0):
+                                      image.dims[0], False, d, e) < 0):
         return
     capi.cg_crop_and_resize_grad_boxes(
         <const float*>frames.data(grads), grads.dims, frames.data(image),
-        image_dtype, image.dims, d.boxes, d.box_ind, d.index_dtype,
-        <float*>frames.data(output), d.attrs.method, d.attrs.layout,
+        image_dtype, image.dims, <const float*>d.boxes, d.box_ind,
+        d.index_dtype, <float*>frames.data(output), d.attrs.method, d.attrs.layout,
         d.attrs.num_threads, 1, e)
 
 
@@ -233,16 +246,148 @@ cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
             or frames.dtype_of(tangent, "boxes_tangent", False, e) < 0):
         return
     if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
-                               d, e) < 0
+                               False, d, e) < 0
             or frames.box_rows(tangent, output.dims[0], "boxes_tangent", e) < 0
             or _crop_size(output, "output", image, d.attrs.layout, &crop_h,
                           &crop_w, e) < 0):
         return
     capi.cg_crop_and_resize_jvp_boxes(
-        frames.data(image), image_dtype, image.dims, d.boxes,
+        frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
         <const float*>frames.data(tangent), d.box_ind, d.index_dtype,
         d.num_boxes, crop_h, crop_w, d.attrs.method, d.attrs.layout,
         <float*>frames.data(output), d.attrs.num_threads, 1, e)
+
+
+# The RoIAlign family: boxes [x1, y1, x2, y2] in the arithmetic type
+# (float64 for float64 data, float32 otherwise), as are grads and tangents;
+# the C-level API checks that they agree.
+
+cdef int _boxes_dtype(const cg_ffi_buffer* b, const char* name,
+                      const frames.Decoded* d, capi.cg_error* e) noexcept nogil:
+    """Check that `b` has the boxes' dtype; 0 or -1."""
+    if frames.float_dtype_of(b, name, True, e) < 0:
+        return -1
+    if frames.image_dtype(b.dtype) != d.boxes_dtype:
+        snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                 "%s must have the dtype of boxes", name)
+        e.status = capi.CG_ERR_TYPE
+        e.position = -1
+        return -1
+    return 0
+
+
+cdef void _run_roi_align(cg_ffi_call_frame* frame, frames.Decoded* d,
+                         capi.cg_error* e) noexcept nogil:
+    cdef int image_dtype, output_dtype
+    cdef int64_t out_h, out_w
+    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
+    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
+    if (image == NULL or output == NULL
+            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
+        return
+    image_dtype = frames.dtype_of(image, "image", True, e)
+    if image_dtype < 0:
+        return
+    output_dtype = frames.float_dtype_of(output, "output", False, e)
+    if output_dtype < 0:
+        return
+    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
+                               True, d, e) < 0
+            or _crop_size(output, "output", image, d.attrs.layout, &out_h,
+                          &out_w, e) < 0):
+        return
+    capi.cg_roi_align(
+        frames.data(image), image_dtype, image.dims, d.boxes, d.boxes_dtype,
+        d.box_ind, d.index_dtype, d.num_boxes, out_h, out_w,
+        d.attrs.spatial_scale, d.attrs.sampling_ratio, d.attrs.aligned,
+        d.attrs.layout, frames.data(output), output_dtype, d.attrs.num_threads,
+        1, e)
+
+
+cdef void _run_roi_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
+                              capi.cg_error* e) noexcept nogil:
+    cdef int grads_dtype, output_dtype
+    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
+    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
+    if (grads == NULL or output == NULL
+            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
+        return
+    grads_dtype = frames.float_dtype_of(grads, "grads", True, e)
+    if grads_dtype < 0:
+        return
+    output_dtype = frames.float_dtype_of(output, "output", False, e)
+    if output_dtype < 0:
+        return
+    # The output's shape is image_size: the C-level API checks it against
+    # the grads.
+    if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
+                              True, d, e) < 0:
+        return
+    capi.cg_roi_align_grad_image(
+        frames.data(grads), grads_dtype, grads.dims, d.boxes, d.boxes_dtype,
+        d.box_ind, d.index_dtype, output.dims, d.attrs.spatial_scale,
+        d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
+        frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
+
+
+cdef void _run_roi_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                              capi.cg_error* e) noexcept nogil:
+    cdef int grads_dtype, image_dtype
+    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
+    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
+    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 2, "output", e)
+    if (grads == NULL or image == NULL or output == NULL
+            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
+        return
+    image_dtype = frames.dtype_of(image, "image", True, e)
+    if image_dtype < 0:
+        return
+    grads_dtype = frames.float_dtype_of(grads, "grads", True, e)
+    if grads_dtype < 0:
+        return
+    if (frames.boxes_and_index(&frame.args, 2, grads.dims[0], image.dims[0],
+                               True, d, e) < 0
+            or frames.box_rows(output, grads.dims[0], "output", e) < 0
+            or _boxes_dtype(output, "output", d, e) < 0):
+        return
+    capi.cg_roi_align_grad_boxes(
+        frames.data(grads), grads_dtype, grads.dims, frames.data(image),
+        image_dtype, image.dims, d.boxes, d.boxes_dtype, d.box_ind,
+        d.index_dtype, d.attrs.spatial_scale, d.attrs.sampling_ratio,
+        d.attrs.aligned, d.attrs.layout, frames.data(output),
+        d.attrs.num_threads, 1, e)
+
+
+cdef void _run_roi_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                             capi.cg_error* e) noexcept nogil:
+    cdef int image_dtype, output_dtype
+    cdef int64_t out_h, out_w
+    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
+    cdef cg_ffi_buffer* tangent = frames.buffer(&frame.args, 3, 2,
+                                                "boxes_tangent", e)
+    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
+    if (image == NULL or tangent == NULL or output == NULL
+            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
+        return
+    image_dtype = frames.dtype_of(image, "image", True, e)
+    if image_dtype < 0:
+        return
+    output_dtype = frames.float_dtype_of(output, "output", False, e)
+    if output_dtype < 0:
+        return
+    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
+                               True, d, e) < 0
+            or frames.box_rows(tangent, output.dims[0], "boxes_tangent", e) < 0
+            or _boxes_dtype(tangent, "boxes_tangent", d, e) < 0
+            or _crop_size(output, "output", image, d.attrs.layout, &out_h,
+                          &out_w, e) < 0):
+        return
+    capi.cg_roi_align_jvp_boxes(
+        frames.data(image), image_dtype, image.dims, d.boxes,
+        frames.data(tangent), d.boxes_dtype, d.box_ind, d.index_dtype,
+        d.num_boxes, out_h, out_w, d.attrs.spatial_scale,
+        d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
+        frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
 
 
 # The smallest op: it reports the FFI API version of the running XLA (the
@@ -266,6 +411,14 @@ cdef Target _GRAD_BOXES = Target(
     "crop_and_resize_grad_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_grad_boxes)
 cdef Target _JVP_BOXES = Target(
     "crop_and_resize_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_jvp_boxes)
+cdef Target _ROI_ALIGN = Target(
+    "roi_align", 3, FFI_MAJOR, FFI_MINOR, _run_roi_align)
+cdef Target _ROI_GRAD_IMAGE = Target(
+    "roi_align_grad_image", 3, FFI_MAJOR, FFI_MINOR, _run_roi_grad_image)
+cdef Target _ROI_GRAD_BOXES = Target(
+    "roi_align_grad_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_roi_grad_boxes)
+cdef Target _ROI_JVP_BOXES = Target(
+    "roi_align_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_roi_jvp_boxes)
 # The version this one declares can be changed (version_probe), to test
 # XLA's refusal of an incompatible handler.
 cdef Target _FFI_VERSION = Target(
@@ -287,6 +440,22 @@ cdef cg_ffi_error* _grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
 
 cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
     return _handle(frame, &_JVP_BOXES)
+
+
+cdef cg_ffi_error* _roi_align(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_ROI_ALIGN)
+
+
+cdef cg_ffi_error* _roi_grad_image(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_ROI_GRAD_IMAGE)
+
+
+cdef cg_ffi_error* _roi_grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_ROI_GRAD_BOXES)
+
+
+cdef cg_ffi_error* _roi_jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_ROI_JVP_BOXES)
 
 
 cdef cg_ffi_error* _ffi_version(cg_ffi_call_frame* frame) noexcept nogil:
@@ -317,6 +486,10 @@ def handlers():
         "cropgrad_crop_and_resize_grad_image": _capsule(_grad_image),
         "cropgrad_crop_and_resize_grad_boxes": _capsule(_grad_boxes),
         "cropgrad_crop_and_resize_jvp_boxes": _capsule(_jvp_boxes),
+        "cropgrad_roi_align": _capsule(_roi_align),
+        "cropgrad_roi_align_grad_image": _capsule(_roi_grad_image),
+        "cropgrad_roi_align_grad_boxes": _capsule(_roi_grad_boxes),
+        "cropgrad_roi_align_jvp_boxes": _capsule(_roi_jvp_boxes),
         "cropgrad_ffi_version": _capsule(_ffi_version),
     }
 

@@ -6,16 +6,18 @@ spelling), the FFI target it lowers to, the kind of its result, the gate it
 runs while traced, and how it is differentiated.  The primitives
 (primitives.py), the vmap rule (batching.py) and the JVP and transpose
 rules (derivatives.py) are written once for every row.  The rows come by
-family (`_family`): an op like crop_and_resize, its image and boxes
-gradients, its boxes JVP, and the image gradient's derivative along the
-boxes, linked by the same transposes; another family is one more
-``_family`` call here, its handlers in handlers.pyx, its gates in
+family (`_family`): an op like crop_and_resize (or roi_align), its image
+and boxes gradients, its boxes JVP, and the image gradient's derivative
+along the boxes, linked by the same transposes; another family is one
+more ``_family`` call here, its handlers in handlers.pyx, its gates in
 checks.py and its public functions.
 
 A parameter has the name the public function's argument has, and holds the
 converted value: ``method`` and ``data_format`` their codes, ``num_threads``
-the count (`DEFAULT_THREADS` for None), ``crop_size`` and ``image_shape``
-tuples of ints, ``dtype`` a NumPy dtype.  Every primitive also has ``fold``:
+the count (`DEFAULT_THREADS` for None), ``crop_size``, ``output_size`` and
+``image_shape`` tuples of ints, ``dtype`` a NumPy dtype (RoIAlign's: the
+result's, never None), ``spatial_scale`` a float, ``sampling_ratio`` an
+int, ``aligned`` a bool.  Every primitive also has ``fold``:
 how vmap folded mapped axes into the op's own, outermost first, as
 (size, whether box_ind was shifted) pairs, for the kernel's messages to
 name the caller's indices (``()`` when not folded).
@@ -30,11 +32,13 @@ tangent, c a crops-shaped array)::
     jvp_boxes(x, b, t), in x                <->  grad_image_jvp_boxes(c, b, t)
     grad_image_jvp_boxes(c, b, t), in t     <->  grad_boxes(c, x, b), in x
 
-the last two following from <x, d/db grad_image(c, b) t> =
+(RoIAlign's pooling in place of crop, which has no fill), the last two
+following from <x, d/db grad_image(c, b) t> =
 <c, jvp_boxes(x, b, t)> = <grad_boxes(c, x, b), t>.  grad_image_jvp_boxes
 (the boxes derivative of the image gradient) has no kernel: it is only ever
 transposed, in reverse mode; evaluating it (forward mode through
-crop_and_resize_grad_image along the boxes) raises NotImplementedError.
+crop_and_resize_grad_image or roi_align_grad_image along the boxes) raises
+NotImplementedError.
 
 May import: cropgrad._api.signatures, cropgrad._jax.checks.
 """
@@ -79,6 +83,16 @@ class Op:
         derivative along the boxes, which cannot be taken again.
     second_derivative_of : str
         The op a refused second derivative along the boxes names.
+    family : str
+        The family's forward op, which messages name.
+    size : str
+        The parameter holding the crops' (or pooled output's) height and
+        width.
+    arithmetic : {"float32", "boxes"}
+        The type the op computes in: float32 (crop_and_resize's family), or
+        that of its boxes (RoIAlign's: float64 for float64 data), which its
+        grads and boxes tangent then have too (`primitives.bind` converts
+        what the derivative rules pass).
     """
 
     name: str
@@ -91,6 +105,9 @@ class Op:
     has_kernel: bool = True
     gate: Callable | None = None
     second_derivative_of: str = ""
+    family: str = ""
+    size: str = "crop_size"
+    arithmetic: str = "float32"
 
     @property
     def target(self):
@@ -122,20 +139,22 @@ _ADJOINTS = (
 )
 
 
-def _family(name):
+def _family(name, **common):
     """The rows of a family of ops like crop_and_resize's: the forward op
     `name`, its image and boxes gradients and boxes JVP (each an op of the
     signature table), and the derivative along the boxes of the image
-    gradient, which has no kernel."""
+    gradient, which has no kernel; `common` are columns every row has."""
     derived = f"{name}_grad_image_jvp_boxes"
+    common["family"] = name
     rows = (
-        _row(name, result="crops", along_boxes=f"{name}_jvp_boxes"),
-        _row(f"{name}_grad_image", result="image", along_boxes=derived),
-        _row(f"{name}_grad_boxes", result="boxes"),
+        _row(name, result="crops", along_boxes=f"{name}_jvp_boxes", **common),
+        _row(f"{name}_grad_image", result="image", along_boxes=derived, **common),
+        _row(f"{name}_grad_boxes", result="boxes", **common),
         _row(
             f"{name}_jvp_boxes",
             result="crops",
             title=f"the boxes derivative of {name}",
+            **common,
         ),
         # The image gradient's parameters, the boxes tangent a fourth operand.
         _row(
@@ -146,6 +165,7 @@ def _family(name):
             title=f"the boxes derivative of {name}_grad_image",
             second_derivative_of=f"{name}_grad_image",
             has_kernel=False,
+            **common,
         ),
     )
     rows = {row.name: row for row in rows}
@@ -155,7 +175,10 @@ def _family(name):
     return rows
 
 
-OPS = {**_family("crop_and_resize")}
+OPS = {
+    **_family("crop_and_resize"),
+    **_family("roi_align", size="output_size", arithmetic="boxes"),
+}
 
 # The FFI targets of the ops, in the table's order.
 TARGETS = tuple(op.target for op in OPS.values() if op.target)

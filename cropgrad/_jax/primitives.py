@@ -28,6 +28,11 @@ def bind(name, *operands, **params):
     `params` (the rules pass those of the op they come from, and what they
     derive); ``fold`` is ``()`` unless given.
 
+    An op that computes in its boxes' type (`ops.Op.arithmetic`) gets its
+    grads and boxes tangent in that type, and a floating image computed in
+    it: the public functions pass them so, the derivative rules pass
+    cotangents and tangents of the dtypes the results had (`_conform`).
+
     Under shard_map, JAX types arrays by the mesh axes they vary over, and an
     op needs its operands all of one such type: those that vary over fewer
     axes (say, boxes closed over) are cast to vary like the others.  The
@@ -35,6 +40,8 @@ def bind(name, *operands, **params):
     """
     op = _ops.OPS[name]
     params = {"fold": (), **params}
+    if op.arithmetic == "boxes":
+        operands = _conform(op, operands)
     axes = frozenset().union(*(_varying_axes(x) for x in operands))
     if axes:
         operands = [
@@ -46,6 +53,29 @@ def bind(name, *operands, **params):
     return PRIMITIVES[name].bind(*operands, **{k: params[k] for k in op.params})
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _conform(op, operands):
+    """`operands` of `op` in its boxes' type: grads and a boxes tangent
+    converted to it, a floating image to it where one of them is float64
+    and the other not (float16 and bfloat16 images are read exactly in
+    float32 arithmetic)."""
+    values = dict(zip(op.operands, operands))
+    arith = np.dtype(values["boxes"].dtype)
+    for k in ("grads", "boxes_tangent"):
+        if k in values and values[k].dtype != arith:
+            values[k] = values[k].astype(arith)
+    image = values.get("image")
+    if (
+        image is not None
+        and jax.numpy.issubdtype(image.dtype, jax.numpy.floating)
+        and (image.dtype == _FLOAT64) != (arith == _FLOAT64)
+    ):
+        values["image"] = image.astype(arith)
+    return [values[k] for k in op.operands]
+
+
 def _varying_axes(x):
     return jax.typeof(x).mat.varying
 
@@ -55,7 +85,7 @@ def _abstract_eval(op, *avals, **params):
     # A folded call was checked in the caller's shapes, by the vmap rule.
     if op.gate is not None and not params["fold"]:
         op.gate(operands, params)
-    shape, dtype = _shapes.result(op.result, operands, params)
+    shape, dtype = _shapes.result(op.result, operands, params, op.size)
     # `bind` made the operands vary over the same mesh axes.
     mat = avals[0].mat
     if mat.empty:
@@ -72,15 +102,18 @@ def _compiled(prim, params):
     return jax.jit(lambda *operands: prim.bind(*operands, **params))
 
 
-def _attributes(*, method, data_format, num_threads, fold, **params):
-    """The XLA call's attributes from an op's parameters."""
-    attrs = dict(
-        method=np.int32(method),
-        layout=np.int32(data_format),
-        num_threads=np.int32(num_threads),
-    )
+def _attributes(*, data_format, num_threads, fold, **params):
+    """The XLA call's attributes from an op's parameters: the layout and the
+    threads; crop_and_resize's method and fill; RoIAlign's sampling."""
+    attrs = dict(layout=np.int32(data_format), num_threads=np.int32(num_threads))
+    if "method" in params:
+        attrs["method"] = np.int32(params["method"])
     if "extrapolation_value" in params:
         attrs["extrapolation_value"] = np.float32(params["extrapolation_value"])
+    if "spatial_scale" in params:
+        attrs["spatial_scale"] = np.float64(params["spatial_scale"])
+        attrs["sampling_ratio"] = np.int32(params["sampling_ratio"])
+        attrs["aligned"] = np.int32(params["aligned"])
     if fold:
         # For messages: the caller's shape of box_ind's leading axes, and
         # by how many times the batch grew.
@@ -89,13 +122,16 @@ def _attributes(*, method, data_format, num_threads, fold, **params):
     return attrs
 
 
-_NO_KERNEL = (
-    "cropgrad.jax has no kernel for the derivative of crop_and_resize_grad_image "
-    "with respect to the boxes: forward-mode differentiation of "
-    "crop_and_resize_grad_image along the boxes (and reverse mode of "
-    "crop_and_resize_grad_boxes, or of the boxes JVP, along the image) is not "
-    "supported; reverse mode of crop_and_resize_grad_image along the boxes is"
-)
+def _no_kernel(op):
+    """The error of evaluating `op`, a derivative without a kernel."""
+    image_gradient = op.second_derivative_of
+    return NotImplementedError(
+        f"cropgrad.jax has no kernel for the derivative of {image_gradient} "
+        "with respect to the boxes: forward-mode differentiation of "
+        f"{image_gradient} along the boxes (and reverse mode of "
+        f"{op.family}_grad_boxes, or of the boxes JVP, along the image) is not "
+        f"supported; reverse mode of {image_gradient} along the boxes is"
+    )
 
 
 def _primitive(op):
@@ -110,7 +146,7 @@ def _primitive(op):
     if op.target is None:
 
         def lower(ctx, *operands, **params):
-            raise NotImplementedError(_NO_KERNEL)
+            raise _no_kernel(op)
     else:
         rule = jax.ffi.ffi_lowering(op.target)
 

@@ -27,20 +27,22 @@ def crop_size(grads_shape, layout):
     return tuple(dims(grads_shape, layout)[1:3])
 
 
-def result(kind, operands, params):
+def result(kind, operands, params, size="crop_size"):
     """The shape and dtype of an op's result, of `kind`.
 
     `operands` maps the op's operand names to their abstract values;
-    `params` are the op's parameters.  The kinds: "crops" (float32, shaped
-    as the image's crops), "image" (the ``image_shape`` and ``dtype``
-    parameters), "boxes" (float32, one row of 4 a box).
+    `params` are the op's parameters, `size` the name of the one holding
+    the crops' height and width.  The kinds: "crops" (shaped as the image's
+    crops, in the ``dtype`` parameter if the op has one, else float32),
+    "image" (the ``image_shape`` and ``dtype`` parameters), "boxes" (one
+    row of 4 a box, in the boxes' dtype).
     """
     if kind == "image":
         return params["image_shape"], params["dtype"]
     num_boxes = operands["boxes"].shape[0]
     if kind == "boxes":
-        return (num_boxes, 4), _FLOAT32
-    crop_height, crop_width = params["crop_size"]
+        return (num_boxes, 4), np.dtype(operands["boxes"].dtype)
+    crop_height, crop_width = params[size]
     shape = _v.crops_shape(
         params["data_format"],
         operands["image"].shape,
@@ -48,4 +50,4 @@ def result(kind, operands, params):
         crop_height,
         crop_width,
     )
-    return shape, _FLOAT32
+    return shape, params.get("dtype", _FLOAT32)
