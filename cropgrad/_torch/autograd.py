@@ -196,7 +196,7 @@ class _OpFunction(torch.autograd.Function):
     """
 
     generate_vmap_rule = True
-    options = _OPTIONS
+    options: tuple[str, ...] = _OPTIONS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
