@@ -1328,3 +1328,53 @@ def test_benchmark_rows_on_a_small_detector():
         )
         == []
     )
+
+
+@needs_torch
+def test_benchmark_roi_rows_on_a_small_pooler():
+    from cropgrad._bench import roi_worker, rows, torch_rows
+    from cropgrad._bench.workloads import FORWARD_BACKWARD, ROI_ROWS
+
+    by_name = {w.name: w for w in ROI_ROWS}
+    found = []
+    for name in ("roi-fpn-forward", "roi-fpn-grad-boxes"):
+        small = by_name[name].variant(nchw=(2, 8, 20, 24), num_boxes=9)
+        made, errors = rows.adapter_rows({"torch": torch_rows}, small, True)
+        assert not errors
+        found += [(small, row) for _, row in made]
+    (w_forward, forward), (w_both, both) = found
+    assert forward["name"] == "roi-fpn-forward-torch"
+    assert both["name"] == "roi-fpn-torch-forward-backward"
+    p = w_both.problem()
+    options = w_both.options()
+    expected_crops = cropgrad.roi_align(
+        p["image"], p["boxes"], p["box_ind"], w_both.crop, **options
+    )
+    expected_d_image = cropgrad.roi_align_grad_image(
+        p["grads"], p["boxes"], p["box_ind"], p["image"].shape, **options
+    )
+    # The torch columns compute what the NumPy API and torchvision do.
+    crops = forward["columns"]["cropgrad_default"]()
+    assert_same_bits(
+        crops.numpy(),
+        cropgrad.roi_align(
+            *(w_forward.problem()[k] for k in ("image", "boxes", "box_ind")),
+            w_forward.crop,
+            **options,
+        ),
+    )
+    (d_image,) = both["columns"]["cropgrad_default"]()
+    assert_same_bits(d_image.numpy(), expected_d_image)
+    d_image, d_boxes = both["columns"]["torch_op_input_and_boxes"]()
+    assert_same_bits(d_image.numpy(), expected_d_image)
+    assert torch.count_nonzero(d_boxes[:, 1:]) > 0
+    both["columns"]["numpy_api"]()
+    assert expected_crops.shape == (9, 8, *w_both.crop)
+    # torchvision times its forward op and input gradient beside the
+    # training-step row; ONNX Runtime, which has no gradient, does not.
+    assert both["reference_op"] == FORWARD_BACKWARD
+    reasons = roi_worker.not_measured(w_both.variant(reference_op=FORWARD_BACKWARD))
+    assert "torchvision" not in reasons
+    assert "no gradient" in reasons["onnxruntime_default"]
+    spec = w_both.variant(reference_op=FORWARD_BACKWARD).reference_spec()
+    assert spec["op"] == "forward_backward"

@@ -129,11 +129,17 @@ a module of this package listed in `cropgrad._bench.rows.ADAPTERS`:
       standard ones);
   ``"targets"``: list of (str, str, float, str), optional
       targets of the row: (what, ratio or column, bound, ``"<="`` or
-      ``">="``), listed with the others.
+      ``">="``), listed with the others;
+  ``"reference_op"``: str, optional
+      RoIAlign rows: what the references time instead of the workload's
+      op (``"forward_backward"``: torchvision's forward op and its input
+      gradient, for a training-step row after a boxes-gradient workload,
+      whose problem has both the image and ``grads``).
 
-- The benchmark adds the workload's roofline and TensorFlow columns, so
-  the row's ``TF/cg``, ``cg/roof`` and ``scaling`` compare like those of
-  the built-in row.  An exception in ``extra_rows`` or a malformed row
+- The benchmark adds the workload's roofline and TensorFlow columns (a
+  RoIAlign workload's: its references'), so the row's ``TF/cg``,
+  ``cg/roof`` and ``scaling`` (or ``torchvision/cg``) compare like those
+  of the built-in row.  An exception in ``extra_rows`` or a malformed row
   ends that adapter's rows for the workload, with a message; the rest of
   the run goes on.
 

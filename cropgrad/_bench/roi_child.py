@@ -19,8 +19,11 @@ Backends:
 ``torchvision``
     ``torchvision.ops.roi_align`` (forward) and
     ``torch.ops.torchvision._roi_align_backward`` (the input gradient:
-    what autograd calls), on tensors made once from the arrays (the boxes
-    as torchvision's ``[K, 5]`` rois), allocating the result on each call.
+    what autograd calls), or both (``forward_backward``: the forward op on
+    an input that requires grad, then ``torch.autograd.grad`` with the
+    problem's ``grads``, as a training step runs them), on tensors made
+    once from the arrays (the boxes as torchvision's ``[K, 5]`` rois),
+    allocating the result on each call.
     torchvision's CPU kernels run on one thread; PyTorch's thread count
     (in the ``hello`` reply) only matters for zeroing the gradient.
 ``onnxruntime``
@@ -95,6 +98,14 @@ def torchvision_backend(threads=None):
                     grads, boxes, scale, oh, ow, batch, channels, height, width,
                     ratio, aligned,
                 )  # fmt: skip
+
+        elif spec["op"] == "forward_backward":
+            image = torch.from_numpy(problem["image"]).requires_grad_()
+            grads = torch.from_numpy(problem["grads"])
+
+            def call():
+                crops = roi_align(image, boxes, (oh, ow), scale, ratio, aligned)
+                return torch.autograd.grad(crops, image, grads)[0]
 
         else:
             raise ValueError(f"torchvision has no {spec['op']} op")

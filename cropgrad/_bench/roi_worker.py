@@ -33,7 +33,7 @@ import numpy as np
 
 from .columns import ORT1, ORTD, TV
 from .tf_worker import WorkerError, WorkerProcess
-from .workloads import FORWARD, GRAD_IMAGE, to_nchw
+from .workloads import FORWARD, FORWARD_BACKWARD, GRAD_IMAGE, to_nchw
 
 TORCHVISION_PYTHON_ENV = "CROPGRAD_BENCH_TORCHVISION_PYTHON"
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roi_child.py")
@@ -87,9 +87,10 @@ def not_measured(workload):
     if workload.data_format != "NCHW":
         why = "n/a (NCHW only: see the row's NCHW twin)"
         return dict.fromkeys(BACKENDS, why)
-    if workload.op != FORWARD:
+    op = workload.reference_op or workload.op
+    if op != FORWARD:
         reasons[ORT1] = reasons[ORTD] = "n/a (ONNX Runtime's RoiAlign has no gradient)"
-    if workload.op not in (FORWARD, GRAD_IMAGE):
+    if op not in (FORWARD, GRAD_IMAGE, FORWARD_BACKWARD):
         reasons[TV] = "n/a (torchvision has no boxes gradient)"
     return reasons
 

@@ -8,7 +8,7 @@ imports the adapters, asks them for rows and checks what they return.
 
 import importlib
 
-from .columns import COLUMNS
+from .columns import COLUMNS, ROI_COLUMNS
 
 # Adapter name -> module.  A module that does not import (its framework is
 # missing, or it is not part of this version) adds no rows.  "nchw" is
@@ -100,7 +100,7 @@ def _checked(rows, adapter):
                     f"column, bound, '<=' or '>='), got {target!r}"
                 )
         for ratio, pair in row.get("ratios", {}).items():
-            known = set(columns) | set(COLUMNS)
+            known = set(columns) | set(COLUMNS) | set(ROI_COLUMNS)
             if len(pair) != 2 or any(c not in known for c in pair):
                 raise AdapterError(
                     f"{adapter}: row {name!r}: ratio {ratio!r} must name two "

@@ -282,6 +282,11 @@ class _Run:
         return self.measure(workload.name, workload, build, finish, external=False)
 
     def adapter_row(self, adapter, row, workload):
+        if row.get("reference_op"):
+            # The references time the row's own calls (e.g. forward and
+            # backward) rather than the workload's op.
+            workload = workload.variant(reference_op=row["reference_op"])
+
         def build(problem):
             columns = dict(row["columns"])
             columns.update(roofline_columns(workload, problem, self.pool, self.threads))

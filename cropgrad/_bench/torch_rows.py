@@ -24,6 +24,24 @@ image only) are measured once while the rows are built: in each row's
 
 The forward row follows ``detector-forward``, the forward + backward row
 ``detector`` (see `cropgrad._bench` for the contract of adapter rows).
+
+RoIAlign: two rows on torchvision's Faster R-CNN box pooler (``roi-fpn``,
+NCHW float32 tensors), beside the references' columns of the RoIAlign
+rows (``torchvision`` in its worker process):
+
+- ``roi-fpn-forward-torch`` (after ``roi-fpn-forward``):
+  ``cgt.roi_align`` (``cropgrad_default``) against the NumPy API on the
+  same memory (``numpy_api``) and ``torchvision.ops.roi_align``;
+- ``roi-fpn-torch-forward-backward`` (after ``roi-fpn-grad-boxes``, whose
+  problem has the feature map and ``grads``): ``cgt.roi_align`` then
+  ``torch.autograd.grad`` with respect to the feature map
+  (``cropgrad_default``), as torchvision's autograd computes it (the
+  ``torchvision`` column: its forward op and ``_roi_align_backward``); the
+  boxes as well (``torch_op_input_and_boxes``), which torchvision cannot;
+  the NumPy API's forward op and input gradient (``numpy_api``).
+
+Targets on these rows: the PyTorch op within 1.15x of the NumPy API, and
+forward + backward at least 1.8x torchvision's speed.
 """
 
 import math
@@ -34,6 +52,8 @@ import torch.nn.functional as F
 
 import cropgrad
 import cropgrad.torch as cgt
+
+from .workloads import FORWARD_BACKWARD
 
 __all__ = ["extra_rows", "grid_sample_crops"]
 
@@ -47,6 +67,10 @@ def extra_rows(workload, quick):
         return [_forward_row(workload)]
     if workload.name == "detector":
         return [_backward_row(workload)]
+    if workload.name == "roi-fpn-forward":
+        return [_roi_forward_row(workload)]
+    if workload.name == "roi-fpn-grad-boxes":
+        return [_roi_backward_row(workload)]
     return []
 
 
@@ -229,4 +253,90 @@ def _backward_row(workload):
             "grid_sample_over_torch_op": ("grid_sample", "torch_op"),
         },
         "figures": figures,
+    }
+
+
+def _rois(problem):
+    """torchvision's ``[K, 5]`` boxes: the image's index, then the box."""
+    index = problem["box_ind"].astype(np.float32)[:, None]
+    return torch.from_numpy(np.concatenate([index, problem["boxes"]], axis=1))
+
+
+def _roi_forward_row(workload):
+    p = workload.problem()  # NCHW arrays
+    image, rois = torch.from_numpy(p["image"]), _rois(p)
+    size, options = tuple(workload.crop), workload.options()
+    args = (size, *options.values())  # torchvision's positional order
+    return {
+        "name": "roi-fpn-forward-torch",
+        "about": "cropgrad.torch.roi_align, NCHW tensors, vs the NumPy API on "
+        "the same memory and torchvision.ops.roi_align",
+        "columns": {
+            "cropgrad_default": lambda: cgt.roi_align(image, rois, *args),
+            "numpy_api": lambda: cropgrad.roi_align(
+                p["image"], p["boxes"], p["box_ind"], size, **options
+            ),
+        },
+        "ratios": {"torch_op_over_numpy_api": ("cropgrad_default", "numpy_api")},
+        "targets": [
+            (
+                "roi-fpn-forward-torch: within 1.15x of the NumPy API",
+                "torch_op_over_numpy_api",
+                1.15,
+                "<=",
+            )
+        ],
+    }
+
+
+def _roi_backward_row(workload):
+    p = workload.problem()  # NCHW arrays, the feature map and grads
+    image = torch.from_numpy(p["image"]).requires_grad_()
+    rois = _rois(p)
+    rois_g = rois.clone().requires_grad_()
+    grads = torch.from_numpy(p["grads"])
+    size, options = tuple(workload.crop), workload.options()
+    args = (size, *options.values())
+
+    def torch_op():
+        crops = cgt.roi_align(image, rois, *args)
+        return torch.autograd.grad(crops, image, grads)
+
+    def input_and_boxes():
+        crops = cgt.roi_align(image, rois_g, *args)
+        return torch.autograd.grad(crops, (image, rois_g), grads)
+
+    def numpy_api():
+        cropgrad.roi_align(p["image"], p["boxes"], p["box_ind"], size, **options)
+        cropgrad.roi_align_grad_image(
+            p["grads"], p["boxes"], p["box_ind"], p["image"].shape, **options
+        )
+
+    name = "roi-fpn-torch-forward-backward"
+    return {
+        "name": name,
+        "about": "cropgrad.torch.roi_align and torch.autograd.grad w.r.t. the "
+        "feature map (and the boxes, torch_op_input_and_boxes), NCHW tensors, "
+        "vs torchvision's forward and backward",
+        "columns": {
+            "cropgrad_default": torch_op,
+            "torch_op_input_and_boxes": input_and_boxes,
+            "numpy_api": numpy_api,
+        },
+        "ratios": {"torch_op_over_numpy_api": ("cropgrad_default", "numpy_api")},
+        "reference_op": FORWARD_BACKWARD,
+        "targets": [
+            (
+                f"{name}: within 1.15x of the NumPy API",
+                "torch_op_over_numpy_api",
+                1.15,
+                "<=",
+            ),
+            (
+                f"{name}: at least 1.8x torchvision's speed",
+                "torchvision_over_cropgrad_default",
+                1.8,
+                ">=",
+            ),
+        ],
     }

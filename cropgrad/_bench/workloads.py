@@ -7,6 +7,9 @@ import numpy as np
 SEED = 20240603
 
 GRAD_IMAGE, FORWARD, GRAD_BOXES = "grad_image", "forward", "grad_boxes"
+# Not a row's op: what the references time for an adapter's training-step
+# row (a RoIAlign workload's ``reference_op``).
+FORWARD_BACKWARD = "forward_backward"
 # The op families: a workload's ``family``.
 CROP_AND_RESIZE, ROI_ALIGN = "crop_and_resize", "roi_align"
 
@@ -99,6 +102,7 @@ class RoiWorkload(Workload):
         data_format="NCHW",
         box_sides=(16.0, 400.0),
         about="",
+        reference_op=None,
     ):
         batch, channels, height, width = nchw
         super().__init__(
@@ -113,6 +117,10 @@ class RoiWorkload(Workload):
         self.sampling_ratio = int(sampling_ratio)
         self.aligned = bool(aligned)
         self.box_sides = tuple(float(v) for v in box_sides)
+        # What the references time, when not the row's own op: an adapter
+        # row's ``FORWARD_BACKWARD`` (the forward op and its input
+        # gradient, on a boxes-gradient problem, which has both arrays).
+        self.reference_op = reference_op
 
     def options(self):
         """The keywords every call of the workload takes."""
@@ -136,6 +144,7 @@ class RoiWorkload(Workload):
             "data_format": self.data_format,
             "box_sides": self.box_sides,
             "about": self.about,
+            "reference_op": self.reference_op,
         }
         args.update(changes)
         return RoiWorkload(**args)
@@ -187,7 +196,7 @@ class RoiWorkload(Workload):
     def reference_spec(self):
         """What a reference worker needs besides the arrays (JSON)."""
         return {
-            "op": self.op,
+            "op": self.reference_op or self.op,
             "nchw": list(self.nchw),
             "output_size": list(self.crop),
             **self.options(),
