@@ -354,9 +354,34 @@ def _crop_and_resize_numpy(arrays, options):
     }
 
 
+def _roi_align_numpy(arrays, options):
+    """The NumPy API's result and gradients for a recorded roi_align (boxes
+    ``[K, 5]``: the image's index, whose gradient is zero, then the box)."""
+    image, rois, grads = arrays["input"], arrays["boxes"], arrays["d_result"]
+    boxes, box_ind = rois[:, 1:], rois[:, 0].astype(np.int64)
+    common = {
+        "spatial_scale": options["spatial_scale"],
+        "sampling_ratio": options["sampling_ratio"],
+        "aligned": options["aligned"],
+    }
+    d_boxes = cropgrad.roi_align_grad_boxes(grads, image, boxes, box_ind, **common)
+    return {
+        "result": cropgrad.roi_align(
+            image, boxes, box_ind, options["output_size"], **common
+        ),
+        "d_input": cropgrad.roi_align_grad_image(
+            grads, boxes, box_ind, image.shape, **common
+        ),
+        "d_boxes": np.concatenate([np.zeros_like(d_boxes[:, :1]), d_boxes], 1),
+    }
+
+
 # Each recorded op (harness.RECORDED): the NumPy API's result and gradients
-# for a call, from its recorded arguments.  The RoIAlign pooler joins here.
-NUMPY_GRADIENTS = {"crop_and_resize": _crop_and_resize_numpy}
+# for a call, from its recorded arguments.
+NUMPY_GRADIENTS = {
+    "crop_and_resize": _crop_and_resize_numpy,
+    "roi_align": _roi_align_numpy,
+}
 
 
 @needs_torch
@@ -371,7 +396,8 @@ def test_ddp_ranks_have_the_numpy_gradients_and_one_process_parameters(folder):
     assert_one_thread_each(ranks, torch_threads=1)
     assert [r["rank"] for r in ranks] == ["0", "1"]
     for rank in ranks:
-        assert rank["calls"], "the op was never called"
+        ops = sorted({call["op"] for call in rank["calls"]})
+        assert ops == sorted(NUMPY_GRADIENTS), ops
         with np.load(folder / "out" / f"calls-{rank['pid']}.npz") as arrays:
             numbered = {name: arrays[name] for name in arrays.files}
         for i, call in enumerate(rank["calls"]):
@@ -381,8 +407,8 @@ def test_ddp_ranks_have_the_numpy_gradients_and_one_process_parameters(folder):
                 if name.startswith(f"{i}.")
             }
             expected = NUMPY_GRADIENTS[call["op"]](recorded, call["options"])
-            # The model differentiates the op with respect to both.
-            assert {"d_image", "d_boxes"} <= recorded.keys(), sorted(recorded)
+            # The model differentiates each op with respect to both.
+            assert set(expected) <= recorded.keys(), sorted(recorded)
             for key, value in expected.items():
                 what = f"rank {rank['rank']}, call {i} ({call['op']}), {key}"
                 assert_same_bits(recorded[key], value, what)

@@ -32,9 +32,9 @@ import sys
 import numpy as np
 
 # The cropgrad.torch ops whose calls `record=True` records, each with its
-# differentiable tensor arguments.  The RoIAlign pooler joins here once it
-# exists (and the test's NUMPY_GRADIENTS gets its NumPy API gradients).
-RECORDED = {"crop_and_resize": ("image", "boxes")}
+# differentiable tensor arguments (the test's NUMPY_GRADIENTS has the NumPy
+# API's gradients of each).
+RECORDED = {"crop_and_resize": ("image", "boxes"), "roi_align": ("input", "boxes")}
 
 
 def _keep(arrays, key):
