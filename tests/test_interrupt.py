@@ -35,6 +35,10 @@ CHILD = textwrap.dedent(r"""
     import numpy as np
     import cropgrad
 
+    # Python's own SIGINT handling, even when the test runs in a background
+    # job, whose children inherit SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     op, dtype, threads = sys.argv[1], np.dtype(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(0)
 
@@ -170,9 +174,11 @@ def test_interrupt_during_a_long_call(op, dtype, threads, tmp_path):
 
 
 DEFAULT_HANDLER = textwrap.dedent(r"""
-    import sys, time
+    import signal, sys, time
     import numpy as np
     import cropgrad
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as above
 
     rng = np.random.default_rng(0)
     grads = rng.standard_normal((3000, 14, 14, 64)).astype(np.float32)
