@@ -43,3 +43,18 @@ def test_readme_usage_example_runs():
     assert namespace["crops"].shape == (2, 14, 14, 16)
     assert namespace["d_image"].shape == namespace["image"].shape
     assert namespace["d_boxes"].shape == (2, 4)
+
+
+def test_readme_roi_align_example_runs():
+    with open(README, encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+    (block,) = [b for b in blocks if "cropgrad.roi_align(" in b]
+    namespace = {}
+    exec(block, namespace)
+    assert namespace["pooled"].shape == (2, 16, 7, 7)
+    assert namespace["d_features"].shape == namespace["features"].shape
+    assert namespace["d_boxes"].shape == (2, 4)
+    # Both boxes lie inside the map: each bin's sample weights add up to 1,
+    # so a gradient of ones gives back one unit per pooled element.
+    total = namespace["d_features"].sum(dtype="float64")
+    assert abs(total - namespace["pooled"].size) < 1e-3
