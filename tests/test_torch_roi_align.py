@@ -348,7 +348,7 @@ def test_bfloat16_without_ml_dtypes(tmp_path):
         "    print('no ml_dtypes')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
+        [sys.executable, "-P", "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
         capture_output=True,
         text=True,
         check=False,
@@ -889,7 +889,7 @@ def test_crop_and_resize_bfloat16_without_ml_dtypes(tmp_path):
     )
     torch.save((image, boxes, box_ind), tmp_path / "inputs.pt")
     done = subprocess.run(
-        [sys.executable, "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
+        [sys.executable, "-P", "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
         capture_output=True,
         text=True,
         check=False,
