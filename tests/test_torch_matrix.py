@@ -1,13 +1,17 @@
 """cropgrad.torch: every op x every input to differentiate x every transformation
 x both layouts, against the NumPy API.
 
-The matrix: the three public ops (crop_and_resize with respect to the image,
+The matrix: the public ops (crop_and_resize with respect to the image,
 the boxes and both; crop_and_resize_grad_image with respect to grads, the
 boxes and both; crop_and_resize_grad_boxes with respect to grads, and in
-forward mode grads, the image and both) x {eager autograd, torch.compile,
-torch.export's program, torch.func.grad / vjp / jacrev, torch.func.jvp /
-jacfwd, torch.func.vmap} x {NCHW, NHWC}.  Reverse-mode results are compared
-with the NumPy API's bits on the same arrays, and so are forward-mode ones:
+forward mode grads, the image and both; roi_align with respect to the
+feature map, the boxes and both, with torchvision's default options and
+with the others changed) x {eager autograd, torch.compile, torch.export's
+program, torch.func.grad / vjp / jacrev, torch.func.jvp / jacfwd,
+torch.func.vmap} x {NCHW, NHWC} (for roi_align, which takes NCHW tensors
+only: NCHW in contiguous and in channels_last memory).  Reverse-mode
+results are compared with the NumPy API's bits on the same arrays, and so
+are forward-mode ones:
 the jvp rules call the same kernels (the forward op on an image's tangent,
 the boxes JVP on the boxes', an op linear in an input on its tangent) and
 add the parts in float32, in the order the rule adds them.  The derivatives
@@ -74,6 +78,28 @@ def arrays(seed):
     }
 
 
+# RoIAlign's problems: boxes [x1, y1, x2, y2] in input pixels, some reaching
+# outside the map, one flipped; the two option sets of its rows.
+ROI_OUTPUT = (2, 3)
+ROI_OPTIONS = {
+    "roi_align": dict(spatial_scale=1.0, sampling_ratio=-1, aligned=False),
+    "roi_align(0.5, 2, aligned)": dict(
+        spatial_scale=0.5, sampling_ratio=2, aligned=True
+    ),
+}
+
+
+def roi_arrays(seed):
+    a = arrays(seed)
+    rng = np.random.default_rng(seed + 50)
+    a["boxes"] = np.array(
+        [[0.6, 0.3, 3.2, 4.1], [-0.9, 1.3, 2.7, 5.6], [3.4, 3.1, 1.2, 0.4]],
+        dtype=np.float32,
+    ) + rng.uniform(-0.2, 0.2, (NUM_BOXES, 4)).astype(np.float32)
+    a["grads"] = rng.standard_normal((NUM_BOXES, *ROI_OUTPUT, DEPTH)).astype(np.float32)
+    return a
+
+
 def to_torch(a, layout):
     t = torch.from_numpy(np.ascontiguousarray(a))
     if a.ndim == 4 and layout == "NCHW":
@@ -101,9 +127,22 @@ def image_size(layout):
 
 class Op:
     def __init__(
-        self, name, inputs, call, reference, vjp, reverse, forward, jvp, linear=None
+        self,
+        name,
+        inputs,
+        call,
+        reference,
+        vjp,
+        reverse,
+        forward,
+        jvp,
+        linear=None,
+        make=arrays,
+        custom_op=None,
     ):
         self.name = name
+        self.make = make  # seed -> the NHWC arrays of a problem
+        self.custom_op = custom_op or name  # what torch.export's graph calls
         # (NHWC arrays, {input: NHWC tangent}) -> NHWC output tangent: the
         # kernels the op's jvp rule calls, its parts added in its order.
         self.jvp = jvp
@@ -216,6 +255,67 @@ def _grad_boxes_vjp(a, c):
     }
 
 
+def _roi_call(options):
+    """cgt.roi_align on the matrix's tensors: an NHWC layout is the NCHW
+    tensor in channels_last memory (its permuted view), the result permuted
+    back; the boxes become torchvision's ``[K, 5]`` inside the call, so that
+    their gradient is the coordinates'."""
+
+    def call(t, layout):
+        image = t["image"].permute(0, 3, 1, 2) if layout == "NHWC" else t["image"]
+        index = t["box_ind"][:, None].to(t["boxes"].dtype)
+        rois = torch.cat([index, t["boxes"]], dim=1)
+        out = cgt.roi_align(image, rois, ROI_OUTPUT, **options)
+        return out.permute(0, 2, 3, 1) if layout == "NHWC" else out
+
+    return call
+
+
+def _roi_op(name, options):
+    kw = dict(options, data_format="NHWC")
+
+    def vjp(a, w):
+        return {
+            "image": cropgrad.roi_align_grad_image(
+                w, a["boxes"], a["box_ind"], a["image"].shape, **kw
+            ),
+            "boxes": cropgrad.roi_align_grad_boxes(
+                w, a["image"], a["boxes"], a["box_ind"], **kw
+            ),
+        }
+
+    def jvp(a, t):
+        parts = []
+        if "image" in t:  # linear in the feature map
+            parts.append(
+                cropgrad.roi_align(
+                    t["image"], a["boxes"], a["box_ind"], ROI_OUTPUT, **kw
+                )
+            )
+        if "boxes" in t:
+            parts.append(
+                cropgrad.roi_align_jvp_boxes(
+                    a["image"], a["boxes"], a["box_ind"], t["boxes"], ROI_OUTPUT, **kw
+                )
+            )
+        return _sum(parts)
+
+    return Op(
+        name,
+        ("image", "boxes"),
+        _roi_call(options),
+        lambda a: cropgrad.roi_align(
+            a["image"], a["boxes"], a["box_ind"], ROI_OUTPUT, **kw
+        ),
+        vjp,
+        reverse=("image", "boxes"),
+        forward=("image", "boxes"),
+        jvp=jvp,
+        make=roi_arrays,
+        custom_op="roi_align",
+    )
+
+
 OPS = {
     op.name: op
     for op in (
@@ -260,6 +360,7 @@ OPS = {
                 )
             },
         ),
+        *(_roi_op(name, options) for name, options in ROI_OPTIONS.items()),
     )
 }
 
@@ -279,7 +380,7 @@ def subsets(names):
 class Problem:
     def __init__(self, op, layout, seed=0):
         self.op, self.layout = op, layout
-        self.a = arrays(seed)
+        self.a = op.make(seed)
         self.out = op.reference(self.a)
         self.cotangent = (
             np.random.default_rng(seed + 100)
@@ -413,7 +514,7 @@ def exported(p, names):
         )
         # The program calls the custom ops themselves.
         targets = {str(n.target) for n in program.graph.nodes}
-        assert f"cropgrad.{p.op.name}.default" in targets, targets
+        assert f"cropgrad.{p.op.custom_op}.default" in targets, targets
         _EXPORTED[key] = program.module()
     t = p.tensors(names)
     out = _EXPORTED[key](*(t[k] for k in keys))
@@ -547,9 +648,10 @@ def test_matrix_dimensions():
     layouts = {c[2] for c in CELLS}
     assert ops == set(OPS) and layouts == set(LAYOUTS)
     assert modes == set(REVERSE) | set(FORWARD)
-    # 3 ops: (3 + 3 + 1) reverse input sets x 5 + (3 + 1 + 3) forward x 1,
-    # in 2 layouts.
-    assert len(CELLS) == 2 * (7 * 5 + 7)
+    # crop_and_resize's 3 ops: (3 + 3 + 1) reverse input sets x 5 + (3 + 1 +
+    # 3) forward x 1; roi_align's 2 option sets: 3 x 5 + 3 x 1 each; in 2
+    # layouts.
+    assert len(CELLS) == 2 * (7 * 5 + 7) + 2 * 2 * (3 * 5 + 3)
 
 
 @pytest.mark.parametrize("order", ["in order", "reversed", "shuffled"])
