@@ -8,20 +8,17 @@ installed, unless CROPGRAD_REQUIRE_ADAPTERS=1 (CI sets it).
 """
 
 import inspect
-import os
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases
+from _helpers import assert_same_bits, load_cases, missing
 
 import cropgrad
 
 try:
     import torch
 except ImportError:
-    if os.environ.get("CROPGRAD_REQUIRE_ADAPTERS") == "1":
-        raise
-    pytest.skip("PyTorch is not installed", allow_module_level=True)
+    missing("PyTorch is not installed", "CROPGRAD_REQUIRE_ADAPTERS")
 
 import ml_dtypes
 from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
