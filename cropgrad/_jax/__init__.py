@@ -38,6 +38,9 @@ Modules, what each owns and what it may import (besides JAX and NumPy):
     cropgrad._api.validation, ``ops``, ``primitives`` and ``shapes``.
 ``registration``
     The handlers registered with XLA.  Imports ``handlers``.
+``roi_align``
+    The RoIAlign family's public functions, which cropgrad.jax re-exports.
+    Imports ``checks`` and ``primitives``.
 
 Compiled, built without JAX (no module above is imported by them):
 
@@ -57,5 +60,5 @@ cropgrad.jax wires them when imported (registration, then the rules);
 nothing here imports cropgrad.jax.  A new family of ops (RoIAlign's) is its
 run functions and Target rows in ``handlers.pyx``, one ``_family`` call in
 ``ops`` with its gates in ``checks.GATES``, and its public functions in
-cropgrad.jax.
+a module of their own (``roi_align``), re-exported by cropgrad.jax.
 """

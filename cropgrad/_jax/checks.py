@@ -31,6 +31,20 @@ from cropgrad import _core
 from cropgrad._api import validation as _v
 from cropgrad._jax import handlers as _handlers
 
+# num_threads=None means this many threads; 0 is the library's default, that
+# of the NumPy API: OpenMP's default count on the calling thread, which for
+# XLA's threads is OMP_NUM_THREADS or the CPU count (threadpoolctl's limits
+# are per thread and do not reach them).
+#
+# Why not 1: XLA runs the call on one of its threads and, unless it has
+# independent work to run beside it, waits for it with the rest of its pool
+# idle, so an OpenMP team has the cores to itself, and its threads do not
+# spin at XLA's expense once the call returns.  The benchmark row
+# detector-train-step-jax (a jitted training step with an independent
+# branch XLA may run beside the call) measures the default against one
+# thread: benchmarks/README.md has the figures.
+DEFAULT_THREADS = 0
+
 IMAGE_DTYPES = tuple(
     np.dtype(t)
     for t in (
@@ -64,11 +78,11 @@ def static(value, name):
     return value
 
 
-def options(method, data_format, num_threads, default_threads, methods=_v.METHODS):
+def options(method, data_format, num_threads, methods=_v.METHODS):
     """The options every op takes, as its primitive's parameters.
 
     ``method`` (one of `methods`) and ``data_format`` become their codes,
-    ``num_threads`` the NumPy API's count, or `default_threads` for None.
+    ``num_threads`` the NumPy API's count, or `DEFAULT_THREADS` for None.
     """
     method = _v.method(static(method, "method"), methods)
     layout = _layout(data_format)
@@ -76,7 +90,7 @@ def options(method, data_format, num_threads, default_threads, methods=_v.METHOD
     return {
         "method": method,
         "data_format": layout,
-        "num_threads": default_threads if num_threads == 0 else num_threads,
+        "num_threads": DEFAULT_THREADS if num_threads == 0 else num_threads,
     }
 
 
@@ -223,9 +237,7 @@ def boxes_and_index(
 ROI_COLUMNS = "[x1, y1, x2, y2]"
 
 
-def roi_options(
-    spatial_scale, sampling_ratio, aligned, data_format, num_threads, default_threads
-):
+def roi_options(spatial_scale, sampling_ratio, aligned, data_format, num_threads):
     """The options every RoIAlign op takes, as its primitive's parameters, in
     the NumPy API's order of checks."""
     spatial_scale = _v.float_scalar(
@@ -242,7 +254,7 @@ def roi_options(
         "sampling_ratio": sampling_ratio,
         "aligned": aligned,
         "data_format": layout,
-        "num_threads": default_threads if num_threads == 0 else num_threads,
+        "num_threads": DEFAULT_THREADS if num_threads == 0 else num_threads,
     }
 
 
