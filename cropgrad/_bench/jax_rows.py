@@ -152,45 +152,28 @@ def _comparison(name, about, columns):
     }
 
 
-def _forward_rows(p, crop):
-    image, boxes, box_ind = (
-        jax.device_put(p[k]) for k in ("image", "boxes", "box_ind")
-    )
-    grads_np = np.random.default_rng(7).standard_normal(
-        (p["boxes"].shape[0], *crop, p["image"].shape[3]), dtype=np.float32
-    )
-    grads = jax.device_put(grads_np)
+def _op_rows(names, about, forward, pure_forward, grads, numpy_ops, outputs, image):
+    """One op's two rows: its forward call, and its forward call with the
+    image gradient (jax.vjp), as a training step needs them.
 
-    def forward(num_threads=None):
-        return lambda x: cgj.crop_and_resize(
-            x, boxes, box_ind, crop, num_threads=num_threads
-        )
-
-    def pure_forward(x):
-        return pure_jax_crop_and_resize(x, boxes, box_ind, crop)
+    `names` and `about` are the two rows' names and descriptions (``{diff}``:
+    the pure-JAX op's largest difference from the reference's bits);
+    ``forward(num_threads)`` is the cropgrad.jax op as a function of the
+    image, `pure_forward` the gather op; `numpy_ops` the NumPy API's forward
+    and image gradient, each taking an ``out``, and `outputs` their arrays.
+    """
 
     def backward(forward):
-        # The crops and the image gradient, as a training step needs them.
         def both(x):
             crops, vjp = jax.vjp(forward, x)
             return crops, vjp(grads)[0]
 
         return both
 
-    crops_out = np.empty(grads_np.shape, np.float32)
-    d_image_out = np.empty_like(p["image"])
-
-    def numpy_forward(out=None):
-        return cropgrad.crop_and_resize(
-            p["image"], p["boxes"], p["box_ind"], crop, out=out
-        )
+    numpy_forward, numpy_grad_image = numpy_ops
 
     def numpy_both(out=None, d_out=None):
-        crops = numpy_forward(out)
-        d_image = cropgrad.crop_and_resize_grad_image(
-            grads_np, p["boxes"], p["box_ind"], p["image"].shape, out=d_out
-        )
-        return crops, d_image
+        return numpy_forward(out), numpy_grad_image(d_out)
 
     forward_diff = _largest_difference(
         jax.jit(pure_forward)(image), jax.jit(forward())(image)
@@ -199,12 +182,11 @@ def _forward_rows(p, crop):
         jax.jit(backward(pure_forward))(image)[1],
         jax.jit(backward(forward()))(image)[1],
     )
+    crops_out, d_image_out = outputs
     return [
         _comparison(
-            "detector-forward-jax",
-            "cropgrad.jax.crop_and_resize under jit vs the NumPy API and a jitted "
-            "pure-JAX gather op (its largest difference from TensorFlow's bits: "
-            f"{forward_diff:.3g})",
+            names[0],
+            about[0].format(diff=f"{forward_diff:.3g}"),
             {
                 "cropgrad_1thread": _Reusing(forward(1), image),
                 "cropgrad_default": _Reusing(forward(), image),
@@ -215,10 +197,8 @@ def _forward_rows(p, crop):
             },
         ),
         _comparison(
-            "detector-forward-backward-jax",
-            "the crops and their image gradient (jax.vjp) under jit vs the NumPy "
-            "API and pure JAX with autodiff (its largest difference from "
-            f"TensorFlow's bits: {gradient_diff:.3g})",
+            names[1],
+            about[1].format(diff=f"{gradient_diff:.3g}"),
             {
                 "cropgrad_1thread": _Reusing(backward(forward(1)), image),
                 "cropgrad_default": _Reusing(backward(forward()), image),
@@ -231,6 +211,51 @@ def _forward_rows(p, crop):
             },
         ),
     ]
+
+
+def _forward_rows(p, crop):
+    image, boxes, box_ind = (
+        jax.device_put(p[k]) for k in ("image", "boxes", "box_ind")
+    )
+    grads_np = np.random.default_rng(7).standard_normal(
+        (p["boxes"].shape[0], *crop, p["image"].shape[3]), dtype=np.float32
+    )
+
+    def forward(num_threads=None):
+        return lambda x: cgj.crop_and_resize(
+            x, boxes, box_ind, crop, num_threads=num_threads
+        )
+
+    def pure_forward(x):
+        return pure_jax_crop_and_resize(x, boxes, box_ind, crop)
+
+    def numpy_forward(out=None):
+        return cropgrad.crop_and_resize(
+            p["image"], p["boxes"], p["box_ind"], crop, out=out
+        )
+
+    def numpy_grad_image(out=None):
+        return cropgrad.crop_and_resize_grad_image(
+            grads_np, p["boxes"], p["box_ind"], p["image"].shape, out=out
+        )
+
+    return _op_rows(
+        ("detector-forward-jax", "detector-forward-backward-jax"),
+        (
+            "cropgrad.jax.crop_and_resize under jit vs the NumPy API and a jitted "
+            "pure-JAX gather op (its largest difference from TensorFlow's bits: "
+            "{diff})",
+            "the crops and their image gradient (jax.vjp) under jit vs the NumPy "
+            "API and pure JAX with autodiff (its largest difference from "
+            "TensorFlow's bits: {diff})",
+        ),
+        forward,
+        pure_forward,
+        jax.device_put(grads_np),
+        (numpy_forward, numpy_grad_image),
+        (np.empty(grads_np.shape, np.float32), np.empty_like(p["image"])),
+        image,
+    )
 
 
 def _vmap_row(p, crop):
@@ -377,7 +402,6 @@ def _roi_rows(workload):
     )
     shape = (p["boxes"].shape[0], p["image"].shape[1], *size)
     grads_np = np.random.default_rng(7).standard_normal(shape, dtype=np.float32)
-    grads = jax.device_put(grads_np)
 
     def forward(num_threads=None):
         return lambda x: cgj.roi_align(
@@ -387,67 +411,33 @@ def _roi_rows(workload):
     def pure_forward(x):
         return pure_jax_roi_align(x, boxes, box_ind, size, **options)
 
-    def backward(forward):
-        def both(x):
-            crops, vjp = jax.vjp(forward, x)
-            return crops, vjp(grads)[0]
-
-        return both
-
-    crops_out = np.empty(shape, np.float32)
-    d_image_out = np.empty_like(p["image"])
-
     def numpy_forward(out=None):
         return cropgrad.roi_align(
             p["image"], p["boxes"], p["box_ind"], size, out=out, **options
         )
 
-    def numpy_both(out=None, d_out=None):
-        crops = numpy_forward(out)
-        d_image = cropgrad.roi_align_grad_image(
-            grads_np, p["boxes"], p["box_ind"], p["image"].shape, out=d_out, **options
+    def numpy_grad_image(out=None):
+        return cropgrad.roi_align_grad_image(
+            grads_np, p["boxes"], p["box_ind"], p["image"].shape, out=out, **options
         )
-        return crops, d_image
 
-    forward_diff = _largest_difference(
-        jax.jit(pure_forward)(image), jax.jit(forward())(image)
-    )
-    gradient_diff = _largest_difference(
-        jax.jit(backward(pure_forward))(image)[1],
-        jax.jit(backward(forward()))(image)[1],
-    )
-    rows = [
-        _comparison(
-            "roi-fpn-forward-jax",
+    rows = _op_rows(
+        ("roi-fpn-forward-jax", "roi-fpn-forward-backward-jax"),
+        (
             "cropgrad.jax.roi_align under jit vs the NumPy API and a jitted "
             "pure-JAX gather RoIAlign (its largest difference from torchvision's "
-            f"bits: {forward_diff:.3g})",
-            {
-                "cropgrad_1thread": _Reusing(forward(1), image),
-                "cropgrad_default": _Reusing(forward(), image),
-                "cropgrad_default_new_output": _ready(jax.jit(forward()), image),
-                "numpy_out": lambda: numpy_forward(crops_out),
-                "numpy_new_output": numpy_forward,
-                "pure_jax": _ready(jax.jit(pure_forward), image),
-            },
-        ),
-        _comparison(
-            "roi-fpn-forward-backward-jax",
+            "bits: {diff})",
             "roi_align and its image gradient (jax.vjp) under jit vs the NumPy "
             "API and pure JAX with autodiff (its largest difference from "
-            f"torchvision's bits: {gradient_diff:.3g})",
-            {
-                "cropgrad_1thread": _Reusing(backward(forward(1)), image),
-                "cropgrad_default": _Reusing(backward(forward()), image),
-                "cropgrad_default_new_output": _ready(
-                    jax.jit(backward(forward())), image
-                ),
-                "numpy_out": lambda: numpy_both(crops_out, d_image_out),
-                "numpy_new_output": numpy_both,
-                "pure_jax": _ready(jax.jit(backward(pure_forward)), image),
-            },
+            "torchvision's bits: {diff})",
         ),
-    ]
+        forward,
+        pure_forward,
+        jax.device_put(grads_np),
+        (numpy_forward, numpy_grad_image),
+        (np.empty(shape, np.float32), np.empty_like(p["image"])),
+        image,
+    )
     for row in rows:
         row["targets"].append(
             (
