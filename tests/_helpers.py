@@ -11,7 +11,11 @@ valgrind).
 """
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -489,3 +493,21 @@ def assert_same_values(actual, expected, what=""):
     moved = np.argwhere(np.isnan(actual) != nan)
     assert not len(moved), f"{what}: NaN at different elements, first {moved[0]}"
     assert_same_bits(np.where(nan, 0, actual), np.where(nan, 0, expected), what)
+
+
+def run_child(code, env=None, timeout=300):
+    """Run `code` in a fresh interpreter that imports this cropgrad (not one
+    from the current folder); return its last stdout line as JSON."""
+    import cropgrad
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": root, **(env or {})},
+        cwd=os.path.dirname(root) or "/",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -134,3 +134,12 @@ def pytest_terminal_summary(terminalreporter):
 def out_dtype(request):
     """Every output dtype of the image gradient."""
     return np.dtype(request.param)
+
+
+@pytest.fixture
+def x64():
+    """JAX's float64 and int64 arrays for the test's duration."""
+    import jax
+
+    with jax.enable_x64(True):
+        yield

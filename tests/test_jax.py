@@ -6,16 +6,12 @@ or needs its own XLA flags runs in a child process.
 """
 
 import contextlib
-import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, missing
+from _helpers import assert_same_bits, missing, run_child
 
 import cropgrad
 
@@ -38,7 +34,6 @@ OUT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 LAYOUTS = ["NHWC", "NCHW"]
 NCHW_BUILT = _handlers.layout_status(CODES["CG_NCHW"])[0] == CODES["CG_OK"]
 # Where the subprocesses find the cropgrad under test (installed or in place).
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
 
 
 def problem(seed, batch=2, height=9, width=7, depth=5, num_boxes=6, crop=(4, 3)):
@@ -77,28 +72,6 @@ def expect_layout(data_format):
     if data_format == "NCHW" and not NCHW_BUILT:
         return pytest.raises(NotImplementedError, match="NCHW")
     return contextlib.nullcontext()
-
-
-@pytest.fixture
-def x64():
-    """float64 and int64 arrays for the test's duration."""
-    with jax.enable_x64(True):
-        yield
-
-
-def run_child(code, env=None, timeout=300):
-    """Run `code` in a fresh interpreter; return its last stdout line as JSON."""
-    full_env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-P", "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=os.path.dirname(PACKAGE_ROOT) or "/",
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------

@@ -9,15 +9,9 @@ CROPGRAD_REQUIRE_ADAPTERS is not 1.  What needs its own XLA flags, or a
 fresh process, runs in a child process.
 """
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing
+from _helpers import assert_same_bits, load_cases, missing, run_child
 
 import cropgrad
 
@@ -43,29 +37,6 @@ OPTIONS = [
     dict(spatial_scale=1.0, sampling_ratio=-1, aligned=False),
     dict(spatial_scale=0.5, sampling_ratio=2, aligned=True),
 ]
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cropgrad.__file__)))
-
-
-@pytest.fixture
-def x64():
-    """float64 and int64 arrays for the test's duration."""
-    with jax.enable_x64(True):
-        yield
-
-
-def run_child(code, env=None, timeout=300):
-    """Run `code` in a fresh interpreter; return its last stdout line as JSON."""
-    full_env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-P", "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=os.path.dirname(PACKAGE_ROOT) or "/",
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def problem(seed, batch=2, channels=3, height=9, width=8, num_boxes=6, out=(3, 2)):
