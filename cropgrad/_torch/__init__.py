@@ -32,8 +32,9 @@ cropgrad._api):
 
 RoIAlign's ops are four more rows of `registration.OPS`, with their own
 plans (`checks.roi_*_plan`), kernels (`kernels.roi_align*`), Functions
-(`autograd.Roi*`) and vmap rule (`vmap.roi_rule`): they take torchvision's
-boxes ``Tensor[K, 5]``, whose first column holds the image indices.
+(`autograd.Roi*`) and folding under vmap (`vmap._roi_folded`): they take
+torchvision's boxes ``Tensor[K, 5]``, whose first column holds the image
+indices.
 
 A new op of the family is a kernel function and a plan, a Function, and a
 row of `registration.OPS`; its schema and argument names come from

@@ -118,8 +118,9 @@ def _define(library, name, kernel, function):
     autograd_kernel = _autograd_kernel(op, name, function)
     library.impl(name, autograd_kernel, "Autograd", with_keyset=True)
     library.impl(name, _autocast_kernel(op), "AutocastCPU", with_keyset=True)
-    rule = vmap.roi_rule if name.startswith("roi_align") else vmap.rule
-    torch.library.register_vmap(f"cropgrad::{name}", rule(name, kernel), lib=library)
+    torch.library.register_vmap(
+        f"cropgrad::{name}", vmap.rule(name, kernel), lib=library
+    )
 
 
 _LIBRARY = torch.library.Library("cropgrad", "DEF")

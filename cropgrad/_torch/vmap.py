@@ -7,13 +7,13 @@ and an error in the data (a ``box_ind`` value, a non-finite box) is found
 again in the problem it belongs to, so that messages speak of the caller's
 indices, not of the folded ones.
 
-One rule serves every op of the crop_and_resize family: an op that reads
+One rule serves every op.  In the crop_and_resize family, an op that reads
 an image folds the images one after another and shifts each problem's
 ``box_ind`` into its own; the image gradient, which writes an image,
 scatters each problem into an image gradient of its own.  Every other
 tensor is folded along its first axis.
 
-RoIAlign's rule (`roi_rule`) does the same with torchvision's boxes
+RoIAlign's ops (`_roi_folded`) do the same with torchvision's boxes
 ``Tensor[K, 5]``, whose column 0 holds the image indices: they are shifted
 there, in float64, which holds every index and every coordinate exactly
 (the kernels convert the coordinates to their arithmetic type, which gives
@@ -127,7 +127,9 @@ def _in_problems(op, n, a, dims, folded):
 
 def rule(name, kernel):
     """The vmap rule of op `name`, whose fake implementation is
-    ``kernel(a, True)``."""
+    ``kernel(a, True)``: one call of the op on the problems folded together
+    (RoIAlign's with torchvision's boxes, `_roi_folded`)."""
+    fold = _roi_folded if name.startswith("roi_align") else _folded
 
     def vmap(info, in_dims, *args):
         n = info.batch_size
@@ -136,7 +138,7 @@ def rule(name, kernel):
         one = a.replace(**{k: _logical(getattr(a, k), d) for k, d in dims.items()})
         shape = list(kernel(one, True).shape)
         op = getattr(torch.ops.cropgrad, name).default
-        out = _in_problems(op, n, a, dims, _folded(a, dims, n, shape))
+        out = _in_problems(op, n, a, dims, fold(a, dims, n, shape))
         return out.reshape(n, *shape), 0
 
     return vmap
@@ -174,20 +176,3 @@ def _roi_folded(a, dims, n, shape):
         folded["boxes"] = _fold_roi_boxes(a.boxes, dims["boxes"], n, batch)
         folded["image_size"] = [n * batch, *shape[1:]]
     return a.replace(**folded)
-
-
-def roi_rule(name, kernel):
-    """The vmap rule of RoIAlign's op `name`, whose fake implementation is
-    ``kernel(a, True)``."""
-
-    def vmap(info, in_dims, *args):
-        n = info.batch_size
-        a = checks.bind(name, args)
-        dims = dict(zip(checks.ARRAYS[name], in_dims))
-        one = a.replace(**{k: _logical(getattr(a, k), d) for k, d in dims.items()})
-        shape = list(kernel(one, True).shape)
-        op = getattr(torch.ops.cropgrad, name).default
-        out = _in_problems(op, n, a, dims, _roi_folded(a, dims, n, shape))
-        return out.reshape(n, *shape), 0
-
-    return vmap
