@@ -722,6 +722,14 @@ def _output_refused(shape, itemsize):
     return span > MAXSIZE or count > 2**40
 
 
+def _image_depth(image, depth, depth_axis):
+    """The depth of the image passed, which the result takes: an image drawn
+    with a mangled shape may have another depth than `depth`, the one drawn,
+    and still be valid."""
+    shape = image.info.get("shape", ())
+    return shape[depth_axis] if len(shape) == 4 else depth
+
+
 def out_arg(how, expect_shape, expect_dtype):
     """The out= array number `how` (0-7) stands for: right, or of the wrong
     dtype, shape, writeability or memory layout."""
@@ -937,10 +945,11 @@ def decode(data):
         crop = args["crop_size"]
         if crop.valid:
             crop_hw = [int(v) for v in crop.info["ints"]]
+            crops_depth = _image_depth(args["image"], depth, depth_axis)
             if layout == "NCHW":
-                expect_shape = (num_boxes, depth, *crop_hw)
+                expect_shape = (num_boxes, crops_depth, *crop_hw)
             else:
-                expect_shape = (num_boxes, *crop_hw, depth)
+                expect_shape = (num_boxes, *crop_hw, crops_depth)
     if op.endswith("grad_boxes"):
         expect_shape = (num_boxes, 4)
     if expect_shape is not None and (
@@ -1342,10 +1351,11 @@ def _judge_roi(op, layout, kwargs, checks, args, sizes, out_how):
             )
     if op in ("roi_forward", "roi_jvp_boxes") and checks["output_size"]:
         out_h, out_w = (int(v) for v in args["output_size"].info["ints"])
+        channels = _image_depth(args["image"], depth, depth_axis)
         if layout == "NCHW":
-            expect_shape = (num_boxes, depth, out_h, out_w)
+            expect_shape = (num_boxes, channels, out_h, out_w)
         else:
-            expect_shape = (num_boxes, out_h, out_w, depth)
+            expect_shape = (num_boxes, out_h, out_w, channels)
         size_name = "output_size"
         pooled = (out_h, out_w)
     if op == "roi_grad_boxes":
