@@ -10,6 +10,8 @@ ones that start threads, NaN and infinite gradients, depths around every
 switch of the kernels) against the NHWC result transposed.
 """
 
+import sys
+
 import numpy as np
 import pytest
 from _helpers import (
@@ -34,6 +36,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cropgrad
+from cropgrad._kernels import testing as _testing
 from cropgrad._kernels.crop_and_resize import forward_nchw as _forward_nchw
 
 GRAD_IMAGE = load_cases("grad_image.npz")
@@ -492,10 +495,13 @@ def test_forward_crops_written_around_the_caches(stream, num_threads):
     boxes = np.stack([y1, x1, y1 + 0.4, x1 + 0.5], 1).astype(np.float32)
     box_ind = rng.integers(0, 2, 90)
     expected = cropgrad.crop_and_resize(image, boxes, box_ind, (14, 13), num_threads=1)
+    # Only into memory written before (streaming stores into pages that
+    # fault in as they are written cost more than ordinary ones).
+    out = np.full((90, 40, 14, 13), np.nan, np.float32)
     saved = _forward_nchw.use_stream_bytes(0 if stream else 1 << 62)
     try:
         # Two images: tasks for two threads.
-        out = on_team(
+        on_team(
             num_threads,
             2,
             lambda: cropgrad.crop_and_resize(
@@ -503,6 +509,7 @@ def test_forward_crops_written_around_the_caches(stream, num_threads):
                 boxes,
                 box_ind,
                 (14, 13),
+                out=out,
                 num_threads=num_threads,
                 data_format="NCHW",
             ),
@@ -510,6 +517,18 @@ def test_forward_crops_written_around_the_caches(stream, num_threads):
     finally:
         _forward_nchw.use_stream_bytes(saved)
     assert_same_bits(out, nchw(expected))
+
+
+def test_streaming_waits_for_resident_pages():
+    # A fresh 64 MiB block (larger than any size glibc serves from its
+    # heap) has no page in memory until it is written.
+    block = np.empty(16 << 20, np.float32)
+    if sys.platform.startswith("linux"):
+        assert _testing.pages_resident(block) == 0
+        block[: 1 << 20] = 1
+        assert _testing.pages_resident(block) == 0
+    block.fill(1)
+    assert _testing.pages_resident(block) != 0
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,9 @@ def test_results_stream_past_the_last_level_cache():
     assert _tuning.stream_bytes({2: (2 << 20, 1)}) == 2 << 20
     assert _tuning.stream_bytes({}) == 32 << 20
     assert _tuning.stream_bytes({1: (32 << 10, 1)}) == 32 << 20
+    # A virtual machine's report of its host's L3: at most 32 MiB.
+    assert _tuning.stream_bytes({3: (480 << 20, 2)}) == 32 << 20
+    assert _tuning.stream_bytes({3: (16 << 20, 8)}) == 16 << 20
     saved = _forward_nchw.use_stream_bytes(0)
     assert saved == _tuning.stream_bytes()
     assert _forward_nchw.use_stream_bytes(saved) == 0

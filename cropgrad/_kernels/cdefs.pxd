@@ -91,6 +91,12 @@ cdef extern from "cg_shallow.h" nogil:
                                   Py_ssize_t crop_w, Py_ssize_t width, float w_top,
                                   float w_bottom, int same, Py_ssize_t n)
 
+cdef extern from "cg_pages.h" nogil:
+    # Whether a block's first, middle and last pages are resident: 1, 0, or
+    # -1 where the system does not say.
+    int cg_pages_resident(const void* start, size_t nbytes)
+
+
 cdef extern from "cg_planes.h" nogil:
     # Channels between NCHW planes and side-by-side pixels.  gather and
     # scatter_f are function pointers to the clone chosen by cg_simd_select.

@@ -7,6 +7,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+def pages_resident(array: npt.NDArray[np.generic]) -> int: ...
 def sample_coords(
     boxes: npt.NDArray[np.float32],  # const float[:, ::1]
     size: int,

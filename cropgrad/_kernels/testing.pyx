@@ -15,6 +15,7 @@ from .cdefs cimport (
     cg_fpenv_enter,
     cg_fpenv_leave,
     cg_half_to_float,
+    cg_pages_resident,
     cg_round_half_base,
     cg_round_half_f16c_clone,
     cg_round_half_fn,
@@ -26,6 +27,14 @@ from .crop_and_resize.sampling cimport (
 )
 from .roi_align.plan cimport RoiPlan, RoiProblem, Tiles
 from .roi_align.tiles cimport plan_tiles
+
+
+def pages_resident(array):
+    """Whether the pages of an array's memory are resident (cg_pages.h): 1,
+    0 (not yet written, as a fresh large allocation), or -1 where the
+    system does not say."""
+    cdef const unsigned char[::1] view = array.reshape(-1).view(np.uint8)
+    return cg_pages_resident(&view[0], view.shape[0])
 
 
 def sample_coords(const float[:, ::1] boxes,  # IN (num_boxes, 4)
