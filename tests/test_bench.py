@@ -26,7 +26,7 @@ from cropgrad._bench import (
     targets,
     workloads,
 )
-from cropgrad._bench.columns import cropgrad_columns
+from cropgrad._bench.columns import RATIOS, cropgrad_columns
 from cropgrad._bench.run import run
 from cropgrad._bench.timing import Settings
 from cropgrad._bench.workloads import WORKLOADS
@@ -222,6 +222,13 @@ def test_nchw_rows_time_the_same_problem_in_both_layouts(name):
         nhwc = nhwc.transpose(0, 3, 1, 2)
     assert nchw.tobytes() == np.ascontiguousarray(nhwc).tobytes()
     assert row["columns"]["cropgrad_1thread"]().tobytes() == nchw.tobytes()
+    # The image gradient's NCHW rows must scale as the NHWC ones.
+    keys = {key for _, key, _, _ in row["targets"]}
+    assert keys == {"nchw_over_nhwc"} | (
+        {"scaling_1thread_over_default"}
+        if workload.op == workloads.GRAD_IMAGE
+        else set()
+    )
 
 
 # --------------------------------------------------------------------------
@@ -498,3 +505,19 @@ def test_command_line_roi_rows_without_references(tmp_path):
     (row,) = json.loads(path.read_text())["workloads"]
     assert row["median_s"]["nchw_default"] > 0
     assert row["not_measured"]["torchvision"].startswith("n/a (NCHW only")
+
+
+def test_every_main_table_target_reads_a_figure_its_row_has():
+    # A target naming a ratio no row computes would print "n/a" forever.
+    figures = {*RATIOS, "float16_over_float32", "float64_over_float32"}
+    figures.add("cropgrad_default")
+    for name, what, key, _, sense in targets.TARGETS:
+        w = WORKLOADS[name]
+        if w.family == workloads.ROI_ALIGN or w.kind == "pipeline":
+            continue
+        assert key in figures, (name, what)
+        assert sense in ("<=", ">=")
+    fourth = [t for t in targets.TARGETS if t[2] == "new_output_over_default"]
+    assert [t[0] for t in fourth] == ["detector-forward"]
+    scaling = {t[0] for t in targets.TARGETS if t[3] == 1.7 and "scaling" in t[1]}
+    assert {"detector", "augment", "dense"} <= scaling

@@ -106,8 +106,10 @@ def test_quick_bench_writes_json(tmp_path):
     ratios = tiny["ratios"]
     assert ratios["cropgrad_default_over_roofline"] > 0
     assert ratios["scaling_1thread_over_default"] > 0
+    assert ratios["new_output_over_default"] > 0
     assert ratios["tf_default_over_cropgrad_default"] is None
     assert ratios["tf_deterministic_over_cropgrad_1thread"] is None
+    assert ratios["tf_deterministic_over_cropgrad_default"] is None
 
 
 def test_repeats_and_bad_workload(tmp_path):

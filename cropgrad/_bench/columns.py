@@ -35,6 +35,9 @@ RATIOS = {
     "cropgrad_default_over_roofline": (CGD, ROOF),
     "scaling_1thread_over_default": (CG1, CGD),
     "tf_default_over_cropgrad_new_output": (TFD, CGN),
+    "tf_deterministic_over_cropgrad_default": (TFX, CGD),
+    # What allocating the result costs: the same call, default threads.
+    "new_output_over_default": (CGN, CGD),
 }
 ROI_RATIOS = {
     "torchvision_over_cropgrad_1thread": (TV, CG1),

@@ -77,7 +77,17 @@ def extra_rows(workload, quick):
             },
             "ratios": {"nchw_over_nhwc": ("cropgrad_default", "nhwc_default")},
             "targets": [
-                ("NCHW default <= 1.2 x NHWC default", "nchw_over_nhwc", 1.2, "<=")
+                ("NCHW default <= 1.2 x NHWC default", "nchw_over_nhwc", 1.2, "<="),
+                *_scaling_target(workload),
             ],
         }
     ]
+
+
+def _scaling_target(workload):
+    """The image gradient's rows scale to two threads as the NHWC ones must
+    (cropgrad._bench.targets)."""
+    if workload.op != GRAD_IMAGE:
+        return []
+    what = "scaling 1 thread -> default >= 1.7"
+    return [(what, "scaling_1thread_over_default", 1.7, ">=")]
