@@ -756,7 +756,8 @@ def out_arg(how, expect_shape, expect_dtype):
     if how == 4 and expect_dtype is None:
         valid = None  # no dtype is known to be the wrong one
     elif not known or expect_dtype is None:
-        valid = None if valid else False
+        # Sure only of what is wrong whatever the dtype (unknown stays unknown).
+        valid = False if valid is False else None
     return Arg(out, valid)
 
 
