@@ -5,8 +5,14 @@ Under ``CI=true`` a skipped test is a failure unless its reason matches one
 of ``ACCEPTED_SKIPS``: a skip nobody reads is a check that silently stopped
 running.  The list is printed at the end of such a run, with the skips it
 accepted.
+
+``CROPGRAD_UNREQUIRED_SKIPS=FILE`` writes the ids of the tests (or modules)
+skipped because something this run does not require is missing, one a line,
+so that a second run with the frameworks installed runs exactly those
+(``.ci/run``: the README's test command first, as written, then the rest).
 """
 
+import os
 import re
 
 import numpy as np
@@ -14,6 +20,10 @@ import pytest
 from _helpers import REQUIRE_VARIABLES, env_flag, required
 
 CI = env_flag("CI")
+
+# The reason of every skip for something a run does not require
+# (_helpers.unrequired).
+NOT_REQUIRED = r".*\(not required: (?P<variable>CROPGRAD_REQUIRE_[A-Z]+) is not set\)"
 
 # (why CI accepts it, the reasons it covers).  A skip for something a run
 # may lack on purpose goes through _helpers.missing(), whose reason names
@@ -53,7 +63,7 @@ ACCEPTED_SKIPS = (
     ),
     (
         "not required in this run (" + ", ".join(REQUIRE_VARIABLES) + " unset)",
-        r".*\(not required: (?P<variable>CROPGRAD_REQUIRE_[A-Z]+) is not set\)",
+        NOT_REQUIRED,
     ),
     (
         "timing checks are opt-in (CROPGRAD_TIMING_TESTS=1)",
@@ -86,13 +96,19 @@ def _skip_reason(report):
 
 
 _accepted_seen = []
+_unrequired_seen = []
+_NOT_REQUIRED = re.compile(NOT_REQUIRED)
 
 
 def _judge(report):
     """Turn an unaccepted skip of a CI run into a failure."""
-    if not (CI and report.skipped) or hasattr(report, "wasxfail"):
+    if not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
+    if _NOT_REQUIRED.fullmatch(reason.removeprefix("Skipped: ")):
+        _unrequired_seen.append(report.nodeid)
+    if not CI:
+        return
     why = accepted_skip(reason)
     if why is not None:
         _accepted_seen.append((report.nodeid, reason, why))
@@ -114,6 +130,13 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _judge(outcome.get_result())
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("CROPGRAD_UNREQUIRED_SKIPS")
+    if path:
+        with open(path, "w", encoding="utf-8") as file:
+            file.writelines(f"{nodeid}\n" for nodeid in dict.fromkeys(_unrequired_seen))
 
 
 def pytest_terminal_summary(terminalreporter):

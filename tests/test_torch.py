@@ -91,6 +91,7 @@ def test_import_without_torch_says_how_to_install():
     assert 'pip install "cropgrad[torch]"' in run.stdout, run.stdout + run.stderr
 
 
+@needs_torch
 def test_an_older_pytorch_is_refused_at_import():
     code = (
         "import torch\n"
