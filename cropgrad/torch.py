@@ -128,7 +128,7 @@ def _in_dtype_of(image, crops):
 # Each public function passes its arguments on by name (``locals()``, read
 # before anything else is bound): the argument checks and the order the op
 # takes them in come from the one table of each op's arguments
-# (cropgrad/_api/signatures.py).
+# (cropgrad/_ops).
 
 
 def crop_and_resize(

@@ -8,7 +8,7 @@ import pytest
 
 import cropgrad
 import cropgrad._api.crop_and_resize
-import cropgrad._api.signatures
+import cropgrad._ops.model
 import cropgrad._reference
 import cropgrad.capi
 import cropgrad.raw_ops
@@ -21,7 +21,7 @@ README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
     [
         cropgrad,
         cropgrad._api.crop_and_resize,
-        cropgrad._api.signatures,
+        cropgrad._ops.model,
         cropgrad.raw_ops,
         cropgrad._reference,
         cropgrad.capi,

@@ -1,5 +1,5 @@
 """Every public function and stub against the one table of each op's
-arguments (cropgrad/_api/signatures.py), and the torch.library schemas made
+arguments (cropgrad/_ops), and the torch.library schemas made
 from it.
 
 The adapters' rows run when their framework is installed (always in CI,
@@ -15,7 +15,7 @@ import pytest
 from _helpers import missing
 
 import cropgrad
-from cropgrad._api.signatures import APIS, OPS
+from cropgrad._ops import APIS, OPS
 
 PACKAGE = os.path.dirname(os.path.abspath(cropgrad.__file__))
 

@@ -8,7 +8,6 @@
   shared with cropgrad.raw_ops, cropgrad.jax and cropgrad.torch: types,
   dtypes, strings, array conversion, numbers of dimensions, shapes that
   relate two arrays (no check of a shape's values: that is the gate's);
-- `signatures`: each op's arguments, written once, for every API;
 - `config`: `show_config`.
 
 It imports cropgrad._core, cropgrad.capi (the C-level API's codes) and the

@@ -20,7 +20,7 @@ Modules, what each owns and what it may import (besides JAX and NumPy):
     The table: one row a primitive (operands and parameters from the
     signature table, FFI target, result, gate, linear operands and their
     transposes, derivative along the boxes), made by family.  Imports
-    cropgrad._api.signatures and ``checks``.
+    cropgrad._ops and ``checks``.
 ``checks``
     Argument conversion and the trace-time gate.  Imports
     cropgrad._api.validation, cropgrad._core and ``handlers``.

@@ -1,7 +1,7 @@
 """The table of cropgrad.jax's primitives: one row an op.
 
 A row says all the adapter's machinery needs of an op: its operands and
-parameters (from the signature table, cropgrad/_api/signatures.py, in JAX's
+parameters (from the signature table, cropgrad/_ops, in JAX's
 spelling), the FFI target it lowers to, the kind of its result, the gate it
 runs while traced, and how it is differentiated.  The primitives
 (primitives.py), the vmap rule (batching.py) and the JVP and transpose
@@ -40,13 +40,13 @@ transposed, in reverse mode; evaluating it (forward mode through
 crop_and_resize_grad_image or roi_align_grad_image along the boxes) raises
 NotImplementedError.
 
-May import: cropgrad._api.signatures, cropgrad._jax.checks.
+May import: cropgrad._ops, cropgrad._jax.checks.
 """
 
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from cropgrad._api import signatures as _signatures
+from cropgrad import _ops
 from cropgrad._jax import checks as _checks
 
 
@@ -118,9 +118,9 @@ class Op:
 def _row(signature, **columns):
     """A row whose operands and parameters are those of `signature` (an op of
     the signature table) in JAX's spelling; `columns` give the rest."""
-    args = _signatures.OPS[signature].args_of("jax")
+    args = _ops.OPS[signature].args_of("jax")
     columns.setdefault("name", signature)
-    columns.setdefault("operands", tuple(a.name for a in args if a.kind == "array"))
+    columns.setdefault("operands", _ops.OPS[signature].operands("jax"))
     columns.setdefault("title", columns["name"])
     columns.setdefault("second_derivative_of", columns["title"])
     columns.setdefault("gate", _checks.GATES.get(columns["name"]))
@@ -128,56 +128,55 @@ def _row(signature, **columns):
     return Op(params=(*params, "fold"), transposes={}, **columns)
 
 
-# The linear maps of a family and their transposes (the module docstring's
-# four pairs), by suffix of the op's name and operand: the transpose of each
-# map, in that operand, is the other, with the cotangent as its operand.
-_ADJOINTS = (
-    (("", "image"), ("_grad_image", "grads")),
-    (("_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "grads")),
-    (("_jvp_boxes", "image"), ("_grad_image_jvp_boxes", "grads")),
-    (("_grad_image_jvp_boxes", "boxes_tangent"), ("_grad_boxes", "image")),
-)
-
-
-def _family(name, **common):
-    """The rows of a family of ops like crop_and_resize's: the forward op
-    `name`, its image and boxes gradients and boxes JVP (each an op of the
-    signature table), and the derivative along the boxes of the image
-    gradient, which has no kernel; `common` are columns every row has."""
-    derived = f"{name}_grad_image_jvp_boxes"
+def _family(family, **common):
+    """The rows of `family` (a family of the op model): its ops with a
+    kernel, and the derivative along the coordinates of the image gradient,
+    which has none; `common` are columns every row has.  The transposes are
+    the model's adjoint algebra."""
+    name = family.name
+    ops = family.ops
+    derived = family.op_name("grad_image_jvp_coords")
     common["family"] = name
     rows = (
-        _row(name, result="crops", along_boxes=f"{name}_jvp_boxes", **common),
-        _row(f"{name}_grad_image", result="image", along_boxes=derived, **common),
-        _row(f"{name}_grad_boxes", result="boxes", **common),
         _row(
-            f"{name}_jvp_boxes",
+            ops["forward"].name,
+            result="crops",
+            along_boxes=ops["jvp_coords"].name,
+            **common,
+        ),
+        _row(ops["grad_image"].name, result="image", along_boxes=derived, **common),
+        _row(ops["grad_coords"].name, result="boxes", **common),
+        _row(
+            ops["jvp_coords"].name,
             result="crops",
             title=f"the boxes derivative of {name}",
             **common,
         ),
-        # The image gradient's parameters, the boxes tangent a fourth operand.
+        # The image gradient's parameters, the coordinates' tangent a fourth
+        # operand.
         _row(
-            f"{name}_grad_image",
+            ops["grad_image"].name,
             name=derived,
-            operands=("grads", "boxes", "box_ind", "boxes_tangent"),
+            operands=(
+                *ops["grad_image"].operands("jax"),
+                ops["jvp_coords"].operand("tangent"),
+            ),
             result="image",
-            title=f"the boxes derivative of {name}_grad_image",
-            second_derivative_of=f"{name}_grad_image",
+            title=f"the boxes derivative of {ops['grad_image'].name}",
+            second_derivative_of=ops["grad_image"].name,
             has_kernel=False,
             **common,
         ),
     )
     rows = {row.name: row for row in rows}
-    for (op, operand), (other, other_operand) in _ADJOINTS:
-        rows[name + op].transposes[operand] = (name + other, other_operand)
-        rows[name + other].transposes[other_operand] = (name + op, operand)
+    for (op, operand), transpose in family.transposes().items():
+        rows[op].transposes[operand] = transpose
     return rows
 
 
 OPS = {
-    **_family("crop_and_resize"),
-    **_family("roi_align", size="output_size", arithmetic="boxes"),
+    **_family(_ops.FAMILIES["crop_and_resize"]),
+    **_family(_ops.FAMILIES["roi_align"], size="output_size", arithmetic="boxes"),
 }
 
 # The FFI targets of the ops, in the table's order.

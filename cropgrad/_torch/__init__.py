@@ -15,7 +15,7 @@ Modules, each importing only those above it (and PyTorch, cropgrad._core,
 cropgrad._api):
 
 - `checks`: argument checks of the public functions, binding of the
-  dispatcher's arguments by name (`cropgrad._api.signatures`), and the
+  dispatcher's arguments by name (`cropgrad._ops`), and the
   metadata plans (the gate on concrete shapes, shape inference on
   symbolic ones), with the NumPy API's messages in the caller's layout.
 - `tensors`: memory layouts (``channels_last``: a tensor read where it
@@ -38,5 +38,5 @@ indices.
 
 A new op of the family is a kernel function and a plan, a Function, and a
 row of `registration.OPS`; its schema and argument names come from
-`cropgrad._api.signatures`.
+`cropgrad._ops`.
 """

@@ -50,6 +50,11 @@ _ROI_OPTIONS = ("spatial_scale", "sampling_ratio", "aligned")
 _WITHOUT_TENSORS = {name: dict.fromkeys(names) for name, names in checks.ARRAYS.items()}
 
 
+def functions():
+    """Each op's Function, by the op's name (a Function's ``op``)."""
+    return {function.op: function for function in _OpFunction.__subclasses__()}
+
+
 def _flows(tangent):
     """Whether a tangent the jvp rule gets carries anything.
 

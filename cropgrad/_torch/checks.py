@@ -15,7 +15,7 @@ layout:
   needs, and the eager call, whose shapes are concrete, runs the gate.  The
   thread count is the CPU kernel's to check (0 here: the default).
 
-Arguments come by name, as `cropgrad._api.signatures` names them: `bind`
+Arguments come by name, as `cropgrad._ops` names them: `bind`
 turns the positional arguments the dispatcher passes into that namespace.
 
 RoIAlign's ops take torchvision's arguments: `roi_public` checks those of
@@ -28,14 +28,13 @@ from collections.abc import Sequence
 
 import torch
 
-from cropgrad import _core
-from cropgrad._api import signatures
+from cropgrad import _core, _ops
 from cropgrad._api import validation as _v
 
 __all__ = []
 
 # The ops PyTorch has, from the table of each op's arguments.
-OPS = {name: op for name, op in signatures.OPS.items() if "torch" in op.apis}
+OPS = {name: op for name, op in _ops.OPS.items() if "torch" in op.apis}
 
 # Image dtypes of the forward op and the boxes gradient (the NumPy API's).
 IMAGE_DTYPES = (
@@ -76,7 +75,7 @@ _DEFAULTS = {
 
 def bind(name, args):
     """The positional arguments the dispatcher passes to op `name`, by name
-    (`cropgrad._api.signatures.Op.bind`).
+    (`cropgrad._ops.Op.bind`).
 
     The dispatcher leaves out trailing arguments equal to their defaults:
     they are filled in from the table.
@@ -271,7 +270,7 @@ def _flag(value, name):
     return value
 
 
-# The check of each kind of argument (signatures.Arg.kind) of a public
+# The check of each kind of argument (cropgrad._ops.Arg.kind) of a public
 # function, ``check(value, arg, values)`` (`values`: the call's arguments
 # by name).
 _CHECKS = {

@@ -2,7 +2,7 @@
 functions call.
 
 Each op of `OPS` below is defined in the ``cropgrad`` namespace with its
-schema (`cropgrad._api.signatures`: the Python API's arguments and
+schema (`cropgrad._ops`: the Python API's arguments and
 defaults), its CPU kernel and fake implementation (`kernels`), its
 Autograd kernel (the op's Function of `autograd` when a gradient or a
 tangent flows), its AutocastCPU kernel and its vmap rule (`vmap`).  The ops
@@ -11,29 +11,26 @@ are defined when this module is imported.
 
 import torch
 
-from cropgrad._api.signatures import OPS as _SIGNATURES
+from cropgrad._ops import OPS as _SIGNATURES
 from cropgrad._torch import autograd, checks, kernels, vmap
 
 __all__ = ["call", "call_checked"]
 
-# The ops, name: (CPU kernel and fake implementation, ``kernel(a, fake)``;
-# torch.autograd.Function).
-OPS = {
-    "crop_and_resize": (kernels.crop_and_resize, autograd.Forward),
-    "crop_and_resize_grad_image": (
-        kernels.crop_and_resize_grad_image,
-        autograd.GradImage,
-    ),
-    "crop_and_resize_grad_boxes": (
-        kernels.crop_and_resize_grad_boxes,
-        autograd.GradBoxes,
-    ),
-    "crop_and_resize_jvp_boxes": (kernels.crop_and_resize_jvp_boxes, autograd.JvpBoxes),
-    "roi_align": (kernels.roi_align, autograd.RoiAlign),
-    "roi_align_grad_image": (kernels.roi_align_grad_image, autograd.RoiGradImage),
-    "roi_align_grad_boxes": (kernels.roi_align_grad_boxes, autograd.RoiGradBoxes),
-    "roi_align_jvp_boxes": (kernels.roi_align_jvp_boxes, autograd.RoiJvpBoxes),
-}
+
+def _ops():
+    """The ops, name: (CPU kernel and fake implementation, ``kernel(a,
+    fake)``; torch.autograd.Function): every op of the op model that
+    PyTorch has, its kernel the function of `kernels` of its name, its
+    Function the one of `autograd` whose ``op`` it is."""
+    functions = autograd.functions()
+    return {
+        name: (getattr(kernels, name), functions[name])
+        for name, op in _SIGNATURES.items()
+        if "torch" in op.apis
+    }
+
+
+OPS = _ops()
 
 
 def call(name, values):
