@@ -103,6 +103,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "crop_and_resize_jvp_boxes",
     "roi_align",
     "roi_align_grad_boxes",
     "roi_align_grad_image",
@@ -351,3 +352,74 @@ def crop_and_resize_grad_boxes(
     image = _checks.image(image, options["data_format"])
     boxes, box_ind = _checks.boxes_and_index(boxes, box_ind, grads)
     return _bind("crop_and_resize_grad_boxes", grads, image, boxes, box_ind, **options)
+
+
+def crop_and_resize_jvp_boxes(
+    image,
+    boxes,
+    box_ind,
+    boxes_tangent,
+    crop_size,
+    method="bilinear",
+    *,
+    data_format="NHWC",
+    num_threads=None,
+):
+    """Derivative of crop-and-resize along a tangent of the boxes, in JAX.
+
+    How the crops of `crop_and_resize` change as the boxes move along
+    `boxes_tangent`: the same bits as `cropgrad.crop_and_resize_jvp_boxes`
+    with ``flush_denormals=True`` (in the image's floating dtype, as
+    `crop_and_resize` returns it), and what `jax.jvp` of `crop_and_resize`
+    computes for a boxes tangent.  Linear in `boxes_tangent` (its transpose
+    is `crop_and_resize_grad_boxes`) and in `image` (forward mode only);
+    not differentiable with respect to `boxes`.
+
+    Parameters
+    ----------
+    image, boxes, box_ind, crop_size
+        As for `crop_and_resize`.
+    boxes_tangent : array of shape (num_boxes, 4)
+        ``[dy1, dx1, dy2, dx2]`` per box, converted to float32; NaN and
+        infinities are allowed and propagate.
+    method : {"bilinear"}
+        Only bilinear sampling has a boxes derivative.
+    data_format, num_threads
+        As for `crop_and_resize`; static.
+
+    Returns
+    -------
+    jax.Array of the shape and dtype `crop_and_resize` returns
+
+    Examples
+    --------
+    A ramp rising by 1 per column, 4 pixels wide; moving the box right by
+    1 (the image's width is 1) moves every sample right by 3 pixels:
+
+    >>> import jax.numpy as jnp
+    >>> import cropgrad.jax as cgj
+    >>> image = jnp.tile(jnp.arange(4.0), (1, 4, 1)).reshape(1, 4, 4, 1)
+    >>> boxes = jnp.array([[0.1, 0.1, 0.6, 0.6]])
+    >>> tangent = [[0.0, 1.0, 0.0, 1.0]]
+    >>> cgj.crop_and_resize_jvp_boxes(image, boxes, [0], tangent, 2)[0, :, :, 0]
+    Array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
+    options = _checks.options(method, data_format, num_threads, methods=("bilinear",))
+    crop_size = _checks.crop_size(crop_size)
+    image = _checks.image(image, options["data_format"])
+    boxes, box_ind = _checks.boxes_and_index(boxes, box_ind)
+    boxes_tangent = _checks.boxes_tangent(boxes_tangent, boxes.shape[0], jnp.float32)
+    crops = _bind(
+        "crop_and_resize_jvp_boxes",
+        image,
+        boxes,
+        box_ind,
+        boxes_tangent,
+        crop_size=crop_size,
+        **options,
+    )
+    # As crop_and_resize returns its crops.
+    if jnp.issubdtype(image.dtype, jnp.floating) and image.dtype != jnp.float32:
+        crops = crops.astype(image.dtype)
+    return crops

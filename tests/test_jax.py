@@ -988,6 +988,44 @@ def test_jvp_of_an_integer_image_is_along_the_boxes_only():
     )
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+def test_jvp_boxes_is_the_numpy_apis_and_what_jvp_computes(dtype, layout, x64):
+    image, _, boxes, box_ind = problem(24)
+    pixels = image_of(image, dtype)
+    if layout == "NCHW":
+        pixels = np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))
+    tangent = np.random.default_rng(24).standard_normal(boxes.shape).astype(np.float32)
+    options = dict(flush_denormals=True, data_format=layout)
+    expected = cropgrad.crop_and_resize_jvp_boxes(
+        pixels, boxes, box_ind, tangent, (4, 3), **options
+    )
+    if pixels.dtype.kind == "f":
+        # As crop_and_resize returns its crops: in the image's dtype.
+        expected = expected.astype(pixels.dtype)
+    actual = jax.jit(
+        lambda x, b, k, t: cgj.crop_and_resize_jvp_boxes(
+            x, b, k, t, (4, 3), data_format=layout
+        )
+    )(pixels, boxes, box_ind, tangent)
+    assert actual.dtype == expected.dtype
+    assert_same_bits(np.asarray(actual), expected)
+    _, t_out = jax.jvp(
+        lambda b: cgj.crop_and_resize(pixels, b, box_ind, (4, 3), data_format=layout),
+        (boxes,),
+        (tangent,),
+    )
+    assert_same_bits(np.asarray(t_out), expected)
+
+
+def test_jvp_boxes_refuses_nearest_and_a_bad_tangent():
+    image, _, boxes, box_ind = problem(25)
+    with pytest.raises(ValueError, match="method"):
+        cgj.crop_and_resize_jvp_boxes(image, boxes, box_ind, boxes, (4, 3), "nearest")
+    with pytest.raises(ValueError, match="boxes_tangent must have the shape of boxes"):
+        cgj.crop_and_resize_jvp_boxes(image, boxes, box_ind, boxes[:2], (4, 3))
+
+
 def test_hessian_along_the_image():
     image, _, boxes, box_ind = problem(23, batch=1, height=4, width=3, depth=1)
 

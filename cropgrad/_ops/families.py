@@ -157,8 +157,6 @@ FAMILIES = {
                     _method(_BILINEAR),
                     *_options(),
                 ),
-                # JAX and PyTorch run it inside their derivative rules only.
-                ("numpy", "torch"),
             ),
         ),
         _family(
