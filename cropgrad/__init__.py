@@ -52,6 +52,7 @@ with _wait_policy.loading():
     except ImportError as _exc:
         raise _unbuilt(_exc) from _exc
 
+from cropgrad import raw_ops  # noqa: E402
 from cropgrad._api.config import show_config  # noqa: E402
 from cropgrad._api.crop_and_resize import (  # noqa: E402
     crop_and_resize,
@@ -98,6 +99,3 @@ def get_include():
     import os
 
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
-
-
-from cropgrad import raw_ops  # noqa: E402  (needs the functions above)

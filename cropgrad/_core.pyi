@@ -1,6 +1,8 @@
 # Stubs of the NumPy API's gate and bridge to the C-level API (_core.pyx).
 # Shapes are in the layout's order; arrays are C-contiguous, of the dtype
-# their code (cropgrad.capi._CODES) names.
+# their code (cropgrad.capi._CODES) names.  RoIAlign's grads, boxes and
+# tangents (and its boxes gradient) are of the arithmetic type `boxes_dtype`
+# names (float32 or float64).
 
 from typing import Any, Sequence
 
@@ -43,6 +45,42 @@ def check_grad_boxes(
     image_shape: Sequence[int],
     image_dtype: int,
     method: int,
+    layout: int,
+    num_threads: int,
+) -> None: ...
+def check_roi_align(
+    image_shape: Sequence[int],
+    image_dtype: int,
+    boxes_dtype: int,
+    num_boxes: int,
+    output_height: int,
+    output_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    layout: int,
+    output_dtype: int,
+    num_threads: int,
+) -> None: ...
+def check_roi_align_grad_image(
+    grads_shape: Sequence[int],
+    grads_dtype: int,
+    boxes_dtype: int,
+    image_size: Sequence[int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    layout: int,
+    output_dtype: int,
+    num_threads: int,
+    size_name: str = ...,
+) -> None: ...
+def check_roi_align_grad_boxes(
+    grads_shape: Sequence[int],
+    grads_dtype: int,
+    image_shape: Sequence[int],
+    image_dtype: int,
+    boxes_dtype: int,
+    spatial_scale: float,
+    sampling_ratio: int,
     layout: int,
     num_threads: int,
 ) -> None: ...
@@ -99,6 +137,75 @@ def jvp_boxes(
     method: int,
     layout: int,
     out: npt.NDArray[np.float32],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def roi_align(
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.floating[Any]],
+    boxes_dtype: int,
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    output_height: int,
+    output_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+    layout: int,
+    out: npt.NDArray[Any],
+    output_dtype: int,
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def roi_align_grad_image(
+    grads: npt.NDArray[np.floating[Any]],
+    boxes: npt.NDArray[np.floating[Any]],
+    boxes_dtype: int,
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    image_size: Sequence[int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+    layout: int,
+    out: npt.NDArray[Any],
+    output_dtype: int,
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def roi_align_grad_boxes(
+    grads: npt.NDArray[np.floating[Any]],
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.floating[Any]],
+    boxes_dtype: int,
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+    layout: int,
+    out: npt.NDArray[np.floating[Any]],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def roi_align_jvp_boxes(
+    image: npt.NDArray[Any],
+    image_dtype: int,
+    boxes: npt.NDArray[np.floating[Any]],
+    boxes_tangent: npt.NDArray[np.floating[Any]],
+    boxes_dtype: int,
+    box_ind: npt.NDArray[np.integer[Any]],
+    box_ind_dtype: int,
+    output_height: int,
+    output_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+    layout: int,
+    out: npt.NDArray[Any],
+    output_dtype: int,
     num_threads: int,
     flush: bool,
 ) -> None: ...

@@ -48,7 +48,9 @@ array([[0., 2.],
 
 import numpy as np
 
-import cropgrad
+# The NumPy API's layer, not the package face: cropgrad/__init__.py imports
+# this module, so it must not need the face to be initialised first.
+from cropgrad._api import crop_and_resize as _cr
 from cropgrad._api import validation as _v
 
 __all__ = ["CropAndResize", "CropAndResizeGradBoxes", "CropAndResizeGradImage"]
@@ -205,7 +207,7 @@ def CropAndResizeGradImage(  # noqa: N802
     """
     # Resolved here so that a bad T is reported as T, not as dtype.
     dtype = _output_dtype(T)
-    return cropgrad.crop_and_resize_grad_image(
+    return _cr.crop_and_resize_grad_image(
         _float_input(grads, "grads"),
         _float_input(boxes, "boxes"),
         _int_input(box_ind, "box_ind", IndexError),
@@ -236,7 +238,7 @@ def CropAndResize(  # noqa: N802
     elif isinstance(extrapolation_value, bool):
         # A Python bool is a number to TensorFlow (np.bool_ is not).
         extrapolation_value = float(extrapolation_value)
-    return cropgrad.crop_and_resize(
+    return _cr.crop_and_resize(
         _image_input(image, "CropAndResize"),
         _float_input(boxes, "boxes"),
         _int_input(box_ind, "box_ind", IndexError),
@@ -255,7 +257,7 @@ def CropAndResizeGradBoxes(  # noqa: N802
     See `cropgrad.crop_and_resize_grad_boxes`; arguments are converted as
     described in the module's docstring.
     """
-    return cropgrad.crop_and_resize_grad_boxes(
+    return _cr.crop_and_resize_grad_boxes(
         _float_input(grads, "grads"),
         _image_input(image, "CropAndResizeGradBoxes"),
         _float_input(boxes, "boxes"),

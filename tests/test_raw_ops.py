@@ -7,6 +7,10 @@ the converted values written out, and the NumPy API must keep refusing
 what it refuses.
 """
 
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -299,3 +303,49 @@ def test_numpy_api_refuses_what_raw_ops_convert(changes):
     args.update(changes)
     with pytest.raises((TypeError, ValueError), match=next(iter(changes))):
         cropgrad.crop_and_resize(**args)
+
+
+# --------------------------------------------------------------------------
+# The module imports on its own
+
+# The docstring's example, in a child process whose first import is
+# cropgrad.raw_ops.
+_FIRST_IMPORT = """
+import sys
+{before}
+import numpy as np
+import cropgrad.raw_ops as raw_ops
+crops = raw_ops.CropAndResize(
+    image=np.arange(9.0).reshape(1, 3, 3, 1), boxes=[[0, 0, 1, 1]],
+    box_ind=np.array([0.9]), crop_size=[2, 2])
+assert crops[0, :, :, 0].tolist() == [[0.0, 2.0], [6.0, 8.0]], crops
+assert sys.modules["cropgrad"].raw_ops is raw_ops
+print("raw_ops works")
+"""
+
+# An empty module in the package's place: its submodules import, but none
+# of cropgrad/__init__.py runs, so raw_ops finds none of the face's names.
+_BARE_PACKAGE = """
+import importlib.util, types
+spec = importlib.util.find_spec("cropgrad")
+bare = types.ModuleType("cropgrad")
+bare.__path__ = list(spec.submodule_search_locations)
+sys.modules["cropgrad"] = bare
+"""
+
+
+@pytest.mark.parametrize(
+    "before", ["", _BARE_PACKAGE], ids=["first-import", "package-face-not-run"]
+)
+def test_raw_ops_imports_without_the_package_face(before):
+    # raw_ops takes what it calls from the private modules, so it works
+    # whether or not the package face (which imports it) has finished.
+    run = subprocess.run(
+        [sys.executable, "-P", "-c", _FIRST_IMPORT.format(before=before)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),  # PYTHONPATH kept: the same cropgrad
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == "raw_ops works", run.stdout + run.stderr

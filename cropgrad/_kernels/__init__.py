@@ -16,9 +16,11 @@ stands here:
   flush-to-zero mode, build facts), declared once;
 - `testing`: thin wrappers of inline helpers, for the tests.
 
-The call path, from the C-level API's call (cropgrad/_capi/calls.pyx) down::
+The call path, from the C-level API's call (cropgrad/_capi/<family>.pyx:
+crop_and_resize.pyx, roi_align.pyx) down::
 
-    calls.run_<op>  ->  the op's entry, e.g. crop_and_resize.grad_image
+    <family>.run_<op>
+                    ->  the op's entry, e.g. crop_and_resize.grad_image
                           plans its tasks (what both layouts share), and
                           hands NCHW to the op's ``_nchw`` module where NCHW
                           needs a plan of its own (forward, grad_image,

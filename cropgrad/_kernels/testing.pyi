@@ -1,4 +1,4 @@
-# Stubs of the test wrappers (_testing.pyx).  The memoryview type of each
+# Stubs of the test wrappers (testing.pyx).  The memoryview type of each
 # array argument is in the comment beside it.
 
 from collections.abc import Callable

@@ -14,7 +14,7 @@ ctypedef fused acc_t:
 
 # Every real image dtype of the forward op and the boxes gradient; float16
 # and bfloat16 images arrive as their uint16 bit patterns, with ``half``
-# saying which (see _pixels.pxd).
+# saying which (see pixels.pxd).
 ctypedef fused image_t:
     uint8_t
     int8_t

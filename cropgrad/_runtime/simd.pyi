@@ -1,5 +1,5 @@
 # Stubs of the instruction-set choice's Python-visible functions
-# (_simd.pyx); the choice itself is made when the module is imported.
+# (simd.pyx); the choice itself is made when the module is imported.
 
 def simd_targets() -> list[str]: ...
 def simd_target() -> str: ...

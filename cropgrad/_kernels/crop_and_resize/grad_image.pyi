@@ -1,5 +1,5 @@
 # Stubs of the image gradient module's Python-visible functions
-# (_grad_image.pyx); its kernel is reached through cropgrad.capi.
+# (grad_image.pyx); its kernel is reached through cropgrad.capi.
 
 def tuning() -> dict[str, int]: ...
 def use_tuning(sizes: dict[str, int]) -> dict[str, int]: ...
