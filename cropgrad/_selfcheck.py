@@ -1,31 +1,58 @@
 """The self-check of ``python -m cropgrad``: this install against a reference.
 
-Every operation is compared with cropgrad's NumPy reference
-(`cropgrad._reference`: plain NumPy, independent of the compiled kernels,
-held to TensorFlow's and torchvision's bits by the test suite) on a few
-small random problems.  crop_and_resize's ops are held to the reference's
-float64 result within a rounding bound each line states; RoIAlign's to the
-reference's float32 and float64 arithmetic, bit for bit.  Then 1, 2, 3 and
-4 threads must give the same bits.
+Every op of both families, each method and output dtype (`CHECKS`, the one
+list of what is checked), is compared with cropgrad's NumPy reference
+(`cropgrad._reference`: plain NumPy, independent of the compiled kernels)
+in the reference's exact arithmetic: the ops' own float32 or float64
+roundings in the serial order, which the test suite holds to TensorFlow's
+and torchvision's bits.  Every result must have the reference's bits
+(`_difference`, the one comparison), on a few small random problems.
+Then 1, 2, 3 and 4 threads must give the same bits for every item of the
+same list, on problems large enough for a team of threads.
+
+Both sides compute with IEEE arithmetic (``flush_denormals=False``, the
+reference's ``flush=False``); float16 image gradients are the float32 sum
+rounded once, as the library computes them.
 """
 
 import sys
 import time
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 import cropgrad
 from cropgrad import _reference as reference
 
+METHODS = ("bilinear", "nearest")
 
-def _problem(rng, batch, height, width, depth, num_boxes, crop, spread=0.25):
-    """Random grads, boxes (some flipped, some partly or wholly outside), box_ind."""
-    grads = rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32)
-    corners = rng.uniform(-spread, 1 + spread, (num_boxes, 4))
-    boxes = corners.astype(np.float32)
-    box_ind = rng.integers(0, batch, num_boxes).astype(np.int32)
+
+class _CropProblem(NamedTuple):
+    """An NHWC crop_and_resize problem: float32 data, some boxes flipped,
+    some partly or wholly outside the image."""
+
+    image: np.ndarray
+    pixels: np.ndarray  # the same image as uint8
+    grads: np.ndarray
+    boxes: np.ndarray
+    box_ind: np.ndarray
+    tangent: np.ndarray
+
+    @property
+    def crop(self):
+        return self.grads.shape[1:3]
+
+
+def _crop_problem(rng, batch, height, width, depth, num_boxes, crop, spread=0.25):
     image = rng.standard_normal((batch, height, width, depth)).astype(np.float32)
-    return grads, boxes, box_ind, (batch, height, width, depth), image
+    return _CropProblem(
+        image=image,
+        pixels=(image * 40 + 100).clip(0, 255).astype(np.uint8),
+        grads=rng.standard_normal((num_boxes, *crop, depth)).astype(np.float32),
+        boxes=rng.uniform(-spread, 1 + spread, (num_boxes, 4)).astype(np.float32),
+        box_ind=rng.integers(0, batch, num_boxes).astype(np.int32),
+        tangent=rng.standard_normal((num_boxes, 4)).astype(np.float32),
+    )
 
 
 # (batch, height, width, depth, num_boxes, crop): a few shapes, including
@@ -38,6 +65,43 @@ CHECK_SHAPES = (
 )
 
 
+class _RoiProblem(NamedTuple):
+    """An NCHW RoIAlign problem in float64, cast to each check's dtype;
+    boxes in input pixels, some partly outside the image."""
+
+    image: np.ndarray
+    grads: np.ndarray
+    boxes: np.ndarray
+    box_ind: np.ndarray
+    tangent: np.ndarray
+    options: dict
+
+    @property
+    def output_size(self):
+        return self.grads.shape[2:]
+
+    def cast(self, dtype):
+        """The problem with its floating-point arrays in `dtype`."""
+        arrays = ("image", "grads", "boxes", "tangent")
+        return self._replace(**{a: getattr(self, a).astype(dtype) for a in arrays})
+
+
+def _roi_problem(
+    rng, batch, channels, height, width, num_boxes, output_size, scale, ratio, aligned
+):
+    corners = rng.uniform(-2, [width, height, width, height], (num_boxes, 4))
+    low = np.minimum(corners[:, :2], corners[:, 2:])
+    high = np.maximum(corners[:, :2], corners[:, 2:])
+    return _RoiProblem(
+        image=rng.standard_normal((batch, channels, height, width)),
+        grads=rng.standard_normal((num_boxes, channels, *output_size)),
+        boxes=np.concatenate([low, high], axis=1) / scale,
+        box_ind=rng.integers(0, batch, num_boxes).astype(np.int32),
+        tangent=rng.standard_normal((num_boxes, 4)),
+        options=dict(spatial_scale=scale, sampling_ratio=ratio, aligned=aligned),
+    )
+
+
 # RoIAlign's problems: (batch, channels, height, width, num_boxes,
 # output_size, spatial_scale, sampling_ratio, aligned).
 ROI_SHAPES = (
@@ -47,109 +111,135 @@ ROI_SHAPES = (
 )
 
 
-def _roi_problem(rng, batch, channels, height, width, num_boxes, spatial_scale):
-    """Random image, grads, boxes (in input pixels, some partly outside) and
-    box_ind of a RoIAlign problem."""
-    image = rng.standard_normal((batch, channels, height, width))
-    corners = rng.uniform(-2, [width, height, width, height], (num_boxes, 4))
-    boxes = (
-        np.concatenate(
-            [
-                np.minimum(corners[:, :2], corners[:, 2:]),
-                np.maximum(corners[:, :2], corners[:, 2:]),
-            ],
-            axis=1,
-        )
-        / spatial_scale
-    )
-    box_ind = rng.integers(0, batch, num_boxes).astype(np.int32)
-    return image, boxes, box_ind
+class _Check(NamedTuple):
+    """One line of the self-check: an op (with its method or dtype), the
+    problems it runs on, the library's call and the reference's bits."""
+
+    name: str
+    family: str  # "crop_and_resize" or "roi_align": the problems it takes
+    run: Callable  # (problem, num_threads) -> the library's result
+    expect: Callable  # problem -> the reference's result
 
 
-def _check_roi_align(report, rng):
-    """RoIAlign's forward op, image gradient and boxes gradient against the
-    reference's arithmetic (torchvision's), bit for bit."""
-    for dtype in (np.float32, np.float64):
-        mismatches = {
-            "roi_align": 0,
-            "roi_align_grad_image": 0,
-            "roi_align_grad_boxes": 0,
-        }
-        for (
-            batch,
-            channels,
-            height,
-            width,
-            k,
-            size,
-            scale,
-            ratio,
-            aligned,
-        ) in ROI_SHAPES:
-            image, boxes, box_ind = _roi_problem(
-                rng, batch, channels, height, width, k, scale
-            )
-            image, boxes = image.astype(dtype), boxes.astype(dtype)
-            grads = rng.standard_normal((k, channels, *size)).astype(dtype)
-            options = dict(spatial_scale=scale, sampling_ratio=ratio, aligned=aligned)
-            pairs = {
-                "roi_align": (
-                    cropgrad.roi_align(image, boxes, box_ind, size, **options),
-                    reference.roi_align.roi_align(
-                        image, boxes, box_ind, size, exact=True, **options
-                    ),
-                ),
-                "roi_align_grad_image": (
-                    cropgrad.roi_align_grad_image(
-                        grads, boxes, box_ind, image.shape, **options
-                    ),
-                    reference.roi_align.roi_align_grad_image(
-                        grads, boxes, box_ind, image.shape, exact=True, **options
-                    ),
-                ),
-                "roi_align_grad_boxes": (
-                    cropgrad.roi_align_grad_boxes(
-                        grads, image, boxes, box_ind, **options
-                    ),
-                    reference.roi_align.roi_align_grad_boxes(
-                        grads, image, boxes, box_ind, exact=True, **options
-                    ),
-                ),
-            }
-            for name, (actual, expected) in pairs.items():
-                same = (
-                    actual.dtype == expected.dtype
-                    and actual.shape == expected.shape
-                    and actual.tobytes() == np.asarray(expected).tobytes()
+def _crop_and_resize_checks():
+    checks = []
+    for method in METHODS:
+        for dtype in (np.float32, np.float64, np.float16):
+
+            def run(p, n, m=method, t=dtype):
+                return cropgrad.crop_and_resize_grad_image(
+                    p.grads, p.boxes, p.box_ind, p.image.shape, t, m, num_threads=n
                 )
-                mismatches[name] += not same
-        for name, count in mismatches.items():
-            report.item(
-                f"{name} {np.dtype(dtype).name}",
-                count == 0,
-                f"bit for bit on {len(ROI_SHAPES)} problems"
-                if count == 0
-                else f"differs on {count} of {len(ROI_SHAPES)} problems",
-            )
+
+            def expect(p, m=method, t=dtype):
+                # float16: the float32 sum, rounded once.
+                sum_dtype = np.float32 if t == np.float16 else t
+                return reference.grad_image(
+                    p.grads, p.boxes, p.box_ind, p.image.shape, m, sum_dtype, exact=True
+                ).astype(t)
+
+            name = f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}"
+            checks.append(_Check(name, "crop_and_resize", run, expect))
+    for method in METHODS:
+        # A float32 image, and uint8 pixels with an extrapolation value.
+        for image, extrapolation in (("image", 0.0), ("pixels", -1.5)):
+
+            def run(p, n, m=method, i=image, e=extrapolation):
+                return cropgrad.crop_and_resize(
+                    getattr(p, i), p.boxes, p.box_ind, p.crop, m, e, num_threads=n
+                )
+
+            def expect(p, m=method, i=image, e=extrapolation):
+                return reference.crop_and_resize(
+                    getattr(p, i), p.boxes, p.box_ind, p.crop, m, e, exact=True
+                )
+
+            kind = "float32" if image == "image" else "uint8"
+            name = f"crop_and_resize {method} {kind}"
+            checks.append(_Check(name, "crop_and_resize", run, expect))
+
+    def run(p, n):
+        return cropgrad.crop_and_resize_grad_boxes(
+            p.grads, p.image, p.boxes, p.box_ind, num_threads=n
+        )
+
+    def expect(p):
+        return reference.grad_boxes(p.grads, p.image, p.boxes, p.box_ind, exact=True)
+
+    checks.append(
+        _Check("crop_and_resize_grad_boxes bilinear", "crop_and_resize", run, expect)
+    )
+
+    def run(p, n):
+        return cropgrad.crop_and_resize_jvp_boxes(
+            p.image, p.boxes, p.box_ind, p.tangent, p.crop, num_threads=n
+        )
+
+    def expect(p):
+        return reference.jvp_boxes(
+            p.image, p.boxes, p.box_ind, p.tangent, p.crop, exact=True
+        )
+
+    checks.append(
+        _Check("crop_and_resize_jvp_boxes bilinear", "crop_and_resize", run, expect)
+    )
+    return checks
 
 
-def _roi_align_calls(rng):
-    """RoIAlign's ops on a problem large enough for a team of threads."""
-    image, boxes, box_ind = _roi_problem(rng, 2, 32, 40, 48, 64, 0.5)
-    image = image.astype(np.float32)
-    grads = rng.standard_normal((64, 32, 7, 7)).astype(np.float32)
-    options = dict(spatial_scale=0.5, sampling_ratio=2)
-    return {
-        "roi_align": lambda n: cropgrad.roi_align(
-            image, boxes, box_ind, 7, num_threads=n, **options
-        ),
-        "roi_align_grad_image": lambda n: cropgrad.roi_align_grad_image(
-            grads, boxes, box_ind, image.shape, num_threads=n, **options
-        ),
-        "roi_align_grad_boxes": lambda n: cropgrad.roi_align_grad_boxes(
-            grads, image, boxes, box_ind, num_threads=n, **options
-        ),
-    }
+# Each RoIAlign op's arguments before its options: the library's and the
+# reference's alike.
+_ROI_ARGUMENTS = {
+    "roi_align": lambda p: (p.image, p.boxes, p.box_ind, p.output_size),
+    "roi_align_grad_image": lambda p: (p.grads, p.boxes, p.box_ind, p.image.shape),
+    "roi_align_grad_boxes": lambda p: (p.grads, p.image, p.boxes, p.box_ind),
+    "roi_align_jvp_boxes": lambda p: (
+        (p.image, p.boxes, p.box_ind, p.tangent, p.output_size)
+    ),
+}
+
+
+def _roi_align_checks():
+    checks = []
+    for dtype in (np.float32, np.float64):
+        for op, arguments in _ROI_ARGUMENTS.items():
+
+            def run(p, n, op=op, arguments=arguments, t=dtype):
+                call = getattr(cropgrad, op)
+                return call(*arguments(p.cast(t)), num_threads=n, **p.options)
+
+            def expect(p, op=op, arguments=arguments, t=dtype):
+                call = getattr(reference.roi_align, op)
+                return call(*arguments(p.cast(t)), exact=True, **p.options)
+
+            name = f"{op} {np.dtype(dtype).name}"
+            checks.append(_Check(name, "roi_align", run, expect))
+    return checks
+
+
+# What the self-check checks: every op, method and dtype, in the order of
+# its lines.
+CHECKS = tuple(_crop_and_resize_checks() + _roi_align_checks())
+
+
+def _difference(actual, expected):
+    """None when `actual` has the dtype, shape and bits of `expected`, else
+    what differs.  A NaN only has to meet a NaN: which of two NaNs an
+    addition keeps is the compiler's choice (docs/semantics.md)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype}, expected {expected.dtype}"
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape}, expected {expected.shape}"
+    bits = f"u{actual.itemsize}"
+    nan = np.isnan(actual)
+    differs = (actual.view(bits) != expected.view(bits)) & ~(nan & np.isnan(expected))
+    if not differs.any():
+        return None
+    first = np.flatnonzero(differs)[0]
+    return (
+        f"{int(differs.sum())} of {differs.size} elements differ, e.g. "
+        f"{actual.flat[first]} where {expected.flat[first]} was expected"
+    )
 
 
 class _Report:
@@ -166,39 +256,22 @@ class _Report:
             self.failures.append(what)
 
 
-class _Comparison:
-    """Collects |actual - expected| <= allowed over several problems."""
-
-    def __init__(self):
-        self.ok = True
-        self.failure = ""
-        self.worst = 0.0
-
-    def add(self, actual, expected, allowed, name):
-        if not self.ok:
-            return
-        actual = np.asarray(actual)
-        if actual.shape != expected.shape:
-            self.ok = False
-            self.failure = f"{name}: shape {actual.shape}, expected {expected.shape}"
-            return
-        error = np.abs(actual.astype(np.float64) - expected)
-        bad = ~(error <= allowed + 1e-30)  # NaN is bad too
-        if bad.any():
-            first = np.flatnonzero(bad)[0]
-            self.ok = False
-            self.failure = (
-                f"{name}: {int(bad.sum())} of {error.size} elements off, "
-                f"e.g. {float(actual.flat[first]):.7g} where "
-                f"{expected.flat[first]:.7g} was expected"
-            )
-            return
-        self.worst = max(self.worst, float(np.max(error, initial=0.0)))
-
-    def detail(self, allowed):
-        if not self.ok:
-            return self.failure
-        return f"max error {self.worst:.1e}, allowed {allowed}"
+def _check_bits(report, check, problems):
+    """One line: `check` on each of its problems, against the reference."""
+    differences = []
+    for problem in problems:
+        with np.errstate(all="ignore"):
+            expected = check.expect(problem)
+        difference = _difference(check.run(problem, None), expected)
+        if difference is not None:
+            differences.append(difference)
+    report.item(
+        check.name,
+        not differences,
+        f"differs on {len(differences)} of {len(problems)} problems: {differences[0]}"
+        if differences
+        else f"bit for bit on {len(problems)} problems",
+    )
 
 
 def check(out=sys.stdout, seed=12345):
@@ -216,111 +289,31 @@ def check(out=sys.stdout, seed=12345):
     )
     report = _Report(out)
     rng = np.random.default_rng(seed)
-    problems = [_problem(rng, *shape) for shape in CHECK_SHAPES]
+    problems = {
+        "crop_and_resize": [_crop_problem(rng, *shape) for shape in CHECK_SHAPES],
+        "roi_align": [_roi_problem(rng, *shape) for shape in ROI_SHAPES],
+    }
+    for item in CHECKS:
+        _check_bits(report, item, problems[item.family])
 
-    for method in ("bilinear", "nearest"):
-        for dtype in (np.float32, np.float64, np.float16):
-            comparison = _Comparison()
-            for grads, boxes, box_ind, size, _ in problems:
-                expected = reference.grad_image(grads, boxes, box_ind, size, method)
-                # Every weight is >= 0: the same sum over |grads| bounds the
-                # magnitudes that rounding errors scale with.
-                bound = reference.grad_image(
-                    np.abs(grads), boxes, box_ind, size, method
-                )
-                actual = cropgrad.crop_and_resize_grad_image(
-                    grads, boxes, box_ind, size, dtype=dtype, method=method
-                )
-                if actual.dtype != dtype:
-                    comparison.ok, comparison.failure = False, f"dtype {actual.dtype}"
-                # float32 products and sums: a few float32 ulps of the sum of
-                # magnitudes; float16 output adds one rounding (2**-11
-                # relative, 2**-25 absolute among subnormals).
-                allowed = 1e-5 * bound
-                if dtype == np.float16:
-                    allowed = allowed + 2.0**-11 * np.abs(expected) + 2.0**-25
-                comparison.add(actual, expected, allowed, f"shape {size}")
-            report.item(
-                f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}",
-                comparison.ok,
-                comparison.detail(
-                    "1e-5 of the sum of |terms|"
-                    + (" + float16 rounding" if dtype == np.float16 else "")
-                ),
-            )
-
-    for method in ("bilinear", "nearest"):
-        comparison = _Comparison()
-        for grads, boxes, box_ind, size, image in problems:
-            crop = grads.shape[1:3]
-            pixels = (image * 40 + 100).clip(0, 255).astype(np.uint8)
-            for img, extrapolation in ((image, 0.0), (pixels, -1.5)):
-                expected = reference.crop_and_resize(
-                    img, boxes, box_ind, crop, method, extrapolation
-                )
-                actual = cropgrad.crop_and_resize(
-                    img,
-                    boxes,
-                    box_ind,
-                    crop,
-                    method=method,
-                    extrapolation_value=extrapolation,
-                )
-                allowed = 1e-5 * float(np.max(np.abs(img.astype(np.float64))))
-                comparison.add(actual, expected, allowed, f"shape {size}, {img.dtype}")
-        report.item(
-            f"crop_and_resize {method}",
-            comparison.ok,
-            comparison.detail("1e-5 of the largest pixel"),
-        )
-
-    comparison = _Comparison()
-    for grads, boxes, box_ind, size, image in problems:
-        expected = reference.grad_boxes(grads, image, boxes, box_ind)
-        bound = reference.grad_boxes_magnitude(grads, image, boxes, box_ind)
-        actual = cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, box_ind)
-        comparison.add(actual, expected, 1e-4 * bound, f"shape {size}")
-    report.item(
-        "crop_and_resize_grad_boxes bilinear",
-        comparison.ok,
-        comparison.detail("1e-4 of the sum of |terms|"),
-    )
-    _check_roi_align(report, rng)
-
-    # Threads: a problem of a few million element updates, far above the
+    # Threads: problems of a few million element updates, far above the
     # size under which the kernels stay on one thread.
-    crop = (16, 16)
-    grads, boxes, box_ind, size, image = _problem(
-        rng, 3, 64, 56, 32, 96, crop, spread=0.1
-    )
-    calls = {}
-    for method in ("bilinear", "nearest"):
-        for dtype in (np.float32, np.float64, np.float16):
-            calls[f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}"] = (
-                lambda n, m=method, t=dtype: cropgrad.crop_and_resize_grad_image(
-                    grads, boxes, box_ind, size, dtype=t, method=m, num_threads=n
-                )
-            )
-        calls[f"crop_and_resize {method}"] = lambda n, m=method: (
-            cropgrad.crop_and_resize(
-                image, boxes, box_ind, crop, method=m, num_threads=n
-            )
-        )
-    calls["crop_and_resize_grad_boxes"] = lambda n: cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=n
-    )
-    calls.update(_roi_align_calls(rng))
+    big = {
+        "crop_and_resize": _crop_problem(rng, 3, 64, 56, 32, 96, (16, 16), 0.1),
+        "roi_align": _roi_problem(rng, 2, 32, 40, 48, 64, (7, 7), 0.5, 2, False),
+    }
     differ = []
-    for what, call in calls.items():
-        first = call(1)
-        if any(call(n).tobytes() != first.tobytes() for n in (2, 3, 4)):
-            differ.append(what)
+    for item in CHECKS:
+        problem = big[item.family]
+        first = item.run(problem, 1)
+        if any(item.run(problem, n).tobytes() != first.tobytes() for n in (2, 3, 4)):
+            differ.append(item.name)
     report.item(
         "every op: the same bits on 1, 2, 3 and 4 threads",
         not differ,
         "differ: " + ", ".join(differ)
         if differ
-        else f"{len(calls)} op/method/dtype combinations",
+        else f"{len(CHECKS)} op/method/dtype combinations",
     )
 
     elapsed = time.perf_counter() - started

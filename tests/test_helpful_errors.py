@@ -1,9 +1,10 @@
 """Mistakes a new user makes, answered with what to do.
 
-A layout mismatch names the layout both arrays would fit; a framework's
-tensor given to the NumPy API names the adapter; an unbuilt source tree
-says how to build it or where to run from; ``dtype=`` takes PyTorch's and
-JAX's dtypes; a bare int is a square crop; an empty list is no boxes.
+A layout mismatch names the layout both arrays would fit, or the one
+array that would fit the other layout; a framework's tensor given to the
+NumPy API names the adapter; an unbuilt source tree says how to build it or
+where to run from; ``dtype=`` takes PyTorch's and JAX's dtypes; a bare int
+is a square crop; an empty list is no boxes.
 """
 
 import os
@@ -40,9 +41,47 @@ def test_layout_mismatch_names_the_layout_that_fits():
             grads_nhwc, boxes, [0, 0], [1, 6, 7, 8], data_format="NCHW"
         )
     # Without such a reading, no hint.
-    with pytest.raises(ValueError, match=r"depth is 8 but grads depth is 4$"):
+    with pytest.raises(ValueError, match=r"depth is 9 but grads depth is 4$"):
+        cropgrad.crop_and_resize_grad_image(
+            grads_nhwc, boxes, [0, 0], [1, 9, 7, 5], data_format="NCHW"
+        )
+
+
+ONE_OF_EACH = (
+    r"\(read as data_format 'NCHW'; {} would fit 'NHWC' and {} 'NCHW': give "
+    r"both in one layout\)$"
+)
+
+
+def test_one_array_of_each_layout_names_the_one_that_fits_the_other():
+    # NHWC grads (depth 8) with an NCHW image size (depth 8): read as NCHW
+    # their depths are 4 and 8, as NHWC 8 and 5; only grads fits NHWC.
+    grads_nhwc = np.ones((2, 4, 3, 8), np.float32)
+    boxes = [[0, 0, 1, 1], [0.2, 0.2, 0.8, 0.8]]
+    with pytest.raises(
+        ValueError,
+        match=r"image_size depth is 8 but grads depth is 4 "
+        + ONE_OF_EACH.format("grads", "image_size"),
+    ):
         cropgrad.crop_and_resize_grad_image(
             grads_nhwc, boxes, [0, 0], [1, 8, 7, 5], data_format="NCHW"
+        )
+    # NCHW grads with an NHWC image size: the image size fits NHWC.
+    with pytest.raises(ValueError, match=ONE_OF_EACH.format("image_size", "grads")):
+        cropgrad.crop_and_resize_grad_image(
+            np.ones((2, 8, 4, 3), np.float32),
+            boxes,
+            [0, 0],
+            [1, 7, 5, 8],
+            data_format="NCHW",
+        )
+    # The boxes gradient: NHWC grads with an NCHW image.
+    with pytest.raises(
+        ValueError,
+        match=r"same depth, got 8 and 4 " + ONE_OF_EACH.format("grads", "image"),
+    ):
+        cropgrad.crop_and_resize_grad_boxes(
+            grads_nhwc, np.ones((1, 8, 7, 5)), boxes, [0, 0], data_format="NCHW"
         )
 
 
@@ -50,6 +89,22 @@ def test_roi_align_channel_mismatch_names_the_layout_that_fits():
     grads = np.ones((1, 2, 2, 3), np.float32)  # NHWC: 3 channels
     with pytest.raises(ValueError, match="both fit 'NHWC'"):
         cropgrad.roi_align_grad_image(grads, [[0, 0, 4, 4]], [0], (1, 5, 6, 3))
+    # NHWC grads with an NCHW image size or image (NCHW is RoIAlign's
+    # default): 2 and 3 channels as NCHW, 3 and 6 as NHWC.
+    with pytest.raises(
+        ValueError,
+        match=r"image_size has 3 channels but grads has 2 "
+        + ONE_OF_EACH.format("grads", "image_size"),
+    ):
+        cropgrad.roi_align_grad_image(grads, [[0, 0, 4, 4]], [0], (1, 3, 5, 6))
+    with pytest.raises(
+        ValueError,
+        match=r"image has 3 channels but grads has 2 "
+        + ONE_OF_EACH.format("grads", "image"),
+    ):
+        cropgrad.roi_align_grad_boxes(
+            grads, np.ones((1, 3, 5, 6), np.float32), [[0, 0, 4, 4]], [0]
+        )
 
 
 def test_a_torch_tensor_is_told_about_cropgrad_torch():

@@ -25,13 +25,15 @@ def test_check_passes():
     assert lines[-1].startswith("PASS")
     assert not any(line.rstrip().split("  (")[0].endswith("FAIL") for line in lines)
     assert any("the same bits on 1, 2, 3 and 4 threads" in line for line in lines)
-    # Each line says against what and within what.
+    # Every op of both families, against the reference's bits.
     assert "cropgrad's NumPy reference" in result.stdout
-    for line in lines:
-        if line.startswith("  roi_align"):
-            assert "bit for bit" in line, line
-        elif line.startswith("  crop_and_resize"):
-            assert "allowed" in line, line
+    checked = [line for line in lines if line.startswith(("  roi_align", "  crop_and"))]
+    for family in ("crop_and_resize", "roi_align"):
+        for op in ("grad_image", "grad_boxes", "jvp_boxes"):
+            assert any(line.startswith(f"  {family}_{op} ") for line in checked), op
+        assert any(line.startswith(f"  {family} ") for line in checked), family
+    for line in checked:
+        assert "ok  (bit for bit on " in line, line
 
 
 def test_the_main_job_checks_then_times_two_ops_in_words():

@@ -192,8 +192,8 @@ def _parser():
     commands.add_parser(
         "check",
         help="self-check against a NumPy reference and across thread counts",
-        description="Compare the three ops with a float64 NumPy reference on small "
-        "random problems (both methods, every output dtype) and check "
+        description="Compare every op with the bits of cropgrad's NumPy reference "
+        "on small random problems (every method and output dtype) and check "
         "that 1 to 4 threads give the same bits. Exit status 1 on failure.",
     )
     bench = commands.add_parser(

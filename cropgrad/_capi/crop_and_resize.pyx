@@ -147,7 +147,8 @@ cdef int check_grad_image(const int64_t* grads_shape, const int64_t* image_size,
                  dims)
         return fail(err, CG_ERR_VALUE, -1)
     if g[3] != s[3]:
-        layout_hint(hint, sizeof(hint), grads_shape, image_size, layout)
+        layout_hint(hint, sizeof(hint), grads_shape, image_size, "grads",
+                    size_name, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "%s and grads are incompatible: %s depth is %lld but grads "
                  "depth is %lld%s", size_name, size_name, <long long>s[3],
@@ -176,7 +177,8 @@ cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape
     if check_image(image_shape, image_dtype, layout, err) != CG_OK:
         return err.status
     if g[3] != s[3]:
-        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, "grads",
+                    "image", layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "image and grads must have the same depth, got %lld and %lld%s",
                  <long long>s[3], <long long>g[3], hint)

@@ -70,6 +70,7 @@ cdef inline void nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept 
 
 cdef void format_shape(char* buf, size_t size, const int64_t* shape) noexcept nogil
 cdef void layout_hint(char* buf, size_t size, const int64_t* a, const int64_t* b,
+                      const char* a_name, const char* b_name,
                       int layout) noexcept nogil
 cdef int memory_error(cg_error* err, const char* op, size_t nbytes,
                       const char* what) noexcept nogil

@@ -241,20 +241,33 @@ cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
 
 
 cdef void layout_hint(char* buf, size_t size, const int64_t* a, const int64_t* b,
+                      const char* a_name, const char* b_name,
                       int layout) noexcept nogil:
     """`buf`: a sentence for a depth mismatch between shapes `a` and `b`
-    (given in `layout`'s order) when both would fit the other layout, or ""
-    (a common mistake: NHWC arrays passed as NCHW, or the reverse)."""
+    (given in `layout`'s order, named `a_name` and `b_name`), or "" when
+    no reading explains it.  Two common mistakes: both arrays in the other
+    layout (NHWC arrays passed as NCHW, or the reverse), and one array in
+    each, when one read in the other layout fits the other as given."""
     cdef int other = CG_NHWC if layout == CG_NCHW else CG_NCHW
-    cdef int64_t x[4]
-    cdef int64_t y[4]
+    cdef const char* given = b"NCHW" if layout == CG_NCHW else b"NHWC"
+    cdef const char* wanted = b"NCHW" if other == CG_NCHW else b"NHWC"
+    cdef int64_t a_given[4]
+    cdef int64_t b_given[4]
+    cdef int64_t a_other[4]
+    cdef int64_t b_other[4]
+    cdef bint a_fits_other
     buf[0] = 0
-    nhwc(a, other, x)
-    nhwc(b, other, y)
-    if x[3] == y[3]:
+    nhwc(a, layout, a_given)
+    nhwc(b, layout, b_given)
+    nhwc(a, other, a_other)
+    nhwc(b, other, b_other)
+    if a_other[3] == b_other[3]:
         snprintf(buf, size, " (read as data_format '%s'; both fit '%s': pass "
-                 "data_format='%s', layout CG_%s in C)",
-                 <const char*>(b"NCHW" if layout == CG_NCHW else b"NHWC"),
-                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
-                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"),
-                 <const char*>(b"NCHW" if other == CG_NCHW else b"NHWC"))
+                 "data_format='%s', layout CG_%s in C)", given, wanted, wanted,
+                 wanted)
+    elif a_other[3] == b_given[3] or a_given[3] == b_other[3]:
+        a_fits_other = a_other[3] == b_given[3]
+        snprintf(buf, size, " (read as data_format '%s'; %s would fit '%s' and "
+                 "%s '%s': give both in one layout)", given,
+                 a_name if a_fits_other else b_name, wanted,
+                 b_name if a_fits_other else a_name, given)

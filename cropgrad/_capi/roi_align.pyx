@@ -149,7 +149,8 @@ cdef int check_channels(const int64_t* image_shape, const int64_t* grads_shape,
     nhwc(image_shape, layout, s)
     nhwc(grads_shape, layout, g)
     if s[3] != g[3]:
-        layout_hint(hint, sizeof(hint), grads_shape, image_shape, layout)
+        layout_hint(hint, sizeof(hint), grads_shape, image_shape, "grads",
+                    image_name, layout)
         snprintf(err.message, CG_MESSAGE_SIZE,
                  "%s and grads are incompatible: %s has %lld channels but grads "
                  "has %lld%s", image_name, image_name, <long long>s[3],
