@@ -24,6 +24,7 @@ bounds and wraparound checks on for a debug build.
 
 import glob
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -243,6 +244,14 @@ extensions = [
     )
     for name in _MODULES
 ]
+
+# The C-level API's declarations (capi.h, capi.pxd, the capsule's table) are
+# rendered from the op model, cropgrad/_ops, before anything is compiled: a
+# change to the model reaches every reader.  The files are committed, so a
+# build writes them only when the model changed.
+runpy.run_path(os.path.join("cropgrad", "_ops", "generate.py"), run_name="__build__")[
+    "main"
+]([])
 
 setup(
     ext_modules=cythonize(extensions, compiler_directives=_directives()),

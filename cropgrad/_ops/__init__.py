@@ -2,23 +2,40 @@
 
 - `model`: the vocabulary: an argument (`Arg`: its kind, role, default and
   spelling per API), an op (`Op`: its arguments in order, layouts, family,
-  kind, the C-level API version that added it), a family (`Family`: its
-  ops by kind), the roles an operand plays and the adjoint algebra every
-  family shares (`ADJOINTS`);
-- `families`: the families themselves (`FAMILIES`) and every op by name
-  (`OPS`).
+  kind, its C function's parameters and the C-level API version that added
+  it), a family (`Family`: its ops by kind), the roles an operand plays and
+  the adjoint algebra every family shares (`ADJOINTS`);
+- `common`: the arguments and C parameters several families share;
+- one module per family (`crop_and_resize`, `roi_align`): its ops;
+- `generate`: the C-level API's declarations (the public header, capi.pxd,
+  the capsule's table) made from the model with Cython's Tempita.
 
-The NumPy API, the PyTorch and JAX adapters and the tests read the ops
-from here; a new family is one more `families._family` call, its kernels,
-reference, semantic checks and public functions.  Pure Python: it imports
-nothing of cropgrad beyond itself.
+Every layer reads its ops from here: the NumPy API's bindings, the
+``torch.library`` schemas, kernels, fake implementations and vmap rules,
+the JAX primitives and their derivative rules, the C-level API's
+declarations; the public functions' signatures and stubs are held to it by
+``tests/test_signatures.py``.  A new family is one more module here, its
+kernels, reference, semantic checks and public functions.
+
+Pure Python that imports nothing beyond this folder (relative imports), so
+that setup.py can read it before the extension is built.
+
+Examples
+--------
+>>> from cropgrad._ops import FAMILIES, OPS
+>>> list(FAMILIES)
+['crop_and_resize', 'roi_align']
+>>> OPS["roi_align_grad_boxes"].kind, OPS["roi_align_grad_boxes"].c_api
+('grad_coords', (1, 1))
 """
 
-from cropgrad._ops.families import FAMILIES, OPS
-from cropgrad._ops.model import ADJOINTS, APIS, KINDS, REQUIRED, ROLES, Arg, Family, Op
+from .crop_and_resize import FAMILY as _CROP_AND_RESIZE
+from .model import ADJOINTS, APIS, KINDS, REQUIRED, ROLES, Arg, CParam, Family, Op
+from .roi_align import FAMILY as _ROI_ALIGN
 
 __all__ = [
     "ADJOINTS",
+    "API_VERSION",
     "APIS",
     "FAMILIES",
     "KINDS",
@@ -26,6 +43,16 @@ __all__ = [
     "REQUIRED",
     "ROLES",
     "Arg",
+    "CParam",
     "Family",
     "Op",
 ]
+
+# The families in the order the C-level API added them (its table's order).
+FAMILIES = {family.name: family for family in (_CROP_AND_RESIZE, _ROI_ALIGN)}
+
+# Every op with a kernel, by name, family by family in the same order.
+OPS = {op.name: op for family in FAMILIES.values() for op in family.ops.values()}
+
+# The C-level API's version: that of the newest op.
+API_VERSION = max(op.c_api for op in OPS.values())

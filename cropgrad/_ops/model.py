@@ -26,9 +26,20 @@ Examples
 import collections
 import dataclasses
 import inspect
+import typing
 from collections.abc import Mapping
 
-__all__ = ["ADJOINTS", "APIS", "KINDS", "REQUIRED", "ROLES", "Arg", "Family", "Op"]
+__all__ = [
+    "ADJOINTS",
+    "APIS",
+    "KINDS",
+    "REQUIRED",
+    "ROLES",
+    "Arg",
+    "CParam",
+    "Family",
+    "Op",
+]
 
 APIS = ("numpy", "torch", "jax")
 REQUIRED = inspect.Parameter.empty
@@ -86,6 +97,15 @@ _SCHEMA_TYPES = {
 }
 
 
+class CParam(typing.NamedTuple):
+    """A parameter of an op's C function: its C type as Cython spells it
+    (``const void*``), its name, and what the headers say of it."""
+
+    type: str
+    name: str
+    note: str = ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Arg:
     """One argument of an op.
@@ -130,8 +150,9 @@ class Arg:
 @dataclasses.dataclass(frozen=True)
 class Op:
     """An op: its name, its arguments in order, its default layout per API,
-    the APIs that have it, its family and kind (`KINDS`), and the version of
-    the C-level API that added it."""
+    the APIs that have it, its family and kind (`KINDS`), the version of
+    the C-level API that added it, its C function's parameters (`CParam`,
+    in order) and what the C headers say before it (`c_doc`)."""
 
     name: str
     args: tuple
@@ -140,6 +161,8 @@ class Op:
     family: str = ""
     kind: str = ""
     c_api: tuple = (1, 0)
+    c_params: tuple = ()
+    c_doc: str = ""
     # What the methods below compute from `args`, kept: the PyTorch
     # adapter asks for it on every call of an op.
     _memo: dict = dataclasses.field(
@@ -273,11 +296,14 @@ class Family:
         Its ops with a kernel, by kind.
     coords : str
         The coordinates' name in words ("boxes", "the grid").
+    c_doc : str
+        What the C headers say before the family's functions.
     """
 
     name: str
     ops: Mapping
     coords: str
+    c_doc: str = ""
 
     def op_name(self, kind):
         """The name of the op of `kind`; grad_image_jvp_coords, which has no

@@ -29,6 +29,8 @@
  * one changed.  cropgrad_import refuses a runtime whose major differs from
  * this header's or whose minor is lower.
  */
+/* Generated from cropgrad's op model by cropgrad/_ops/generate.py, from
+ * cropgrad/include/cropgrad/capi.h.tp: edit those, not this file. */
 #ifndef CROPGRAD_CAPI_H
 #define CROPGRAD_CAPI_H
 
@@ -125,10 +127,10 @@ typedef int (*cg_api_version_fn)(void);
 typedef int (*cg_default_threads_fn)(void);
 
 typedef int (*cg_crop_and_resize_fn)(
-    const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
+    const void *image,            /* IN  [batch, H, W, depth] or NCHW */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
-    const float *boxes,           /* IN  [num_boxes, 4] */
+    const float *boxes,           /* IN  [num_boxes, 4] y1, x1, y2, x2 */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     int64_t num_boxes,
@@ -139,13 +141,13 @@ typedef int (*cg_crop_and_resize_fn)(
     int layout,                   /* CG_NHWC or CG_NCHW */
     float *crops,                 /* OUT [num_boxes, crop_h, crop_w, depth] or NCHW */
     int num_threads,              /* 0: the default; 1 to 1024 */
-    int flush_denormals,
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
     cg_error *error);             /* may be NULL: the status alone */
 
 typedef int (*cg_crop_and_resize_grad_image_fn)(
     const float *grads,           /* IN  [num_boxes, crop_h, crop_w, depth] or NCHW */
     const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
-    const float *boxes,           /* IN  [num_boxes, 4] */
+    const float *boxes,           /* IN  [num_boxes, 4] y1, x1, y2, x2 */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     const int64_t *image_size,    /* IN  4 values: the output's shape, layout order */
@@ -153,9 +155,9 @@ typedef int (*cg_crop_and_resize_grad_image_fn)(
     int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
     int method,                   /* CG_BILINEAR or CG_NEAREST */
     int layout,                   /* CG_NHWC or CG_NCHW */
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
 typedef int (*cg_crop_and_resize_grad_boxes_fn)(
     const float *grads,           /* IN  [num_boxes, crop_h, crop_w, depth] or NCHW */
@@ -163,27 +165,27 @@ typedef int (*cg_crop_and_resize_grad_boxes_fn)(
     const void *image,            /* IN  [batch, H, W, depth] or NCHW */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
-    const float *boxes,           /* IN  [num_boxes, 4] */
+    const float *boxes,           /* IN  [num_boxes, 4] y1, x1, y2, x2 */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     float *output,                /* OUT [num_boxes, 4] */
     int method,                   /* CG_BILINEAR only */
     int layout,                   /* CG_NHWC or CG_NCHW */
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
 /* The derivative of cg_crop_and_resize (bilinear) along a tangent of the
  * boxes: per crop element, the image's slopes at the sample times how fast
- * its coordinates move; 0 where the sample is outside the image.  Its
- * transpose is cg_crop_and_resize_grad_boxes.  Arguments as
- * cg_crop_and_resize's, with boxes_tangent after boxes, no extrapolation
- * value and CG_BILINEAR only. */
+ * its coordinates move (the boxes gradient's factors, so that
+ * cg_crop_and_resize_grad_boxes is this map's transpose); 0 where the
+ * sample is outside the image.  Arguments as cg_crop_and_resize's, with
+ * boxes_tangent after boxes, no extrapolation value and CG_BILINEAR only. */
 typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
-    const void *image,            /* IN  [batch, H, W, depth] or [batch, depth, H, W] */
+    const void *image,            /* IN  [batch, H, W, depth] or NCHW */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
-    const float *boxes,           /* IN  [num_boxes, 4] */
+    const float *boxes,           /* IN  [num_boxes, 4] y1, x1, y2, x2 */
     const float *boxes_tangent,   /* IN  [num_boxes, 4], any values */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
@@ -193,22 +195,25 @@ typedef int (*cg_crop_and_resize_jvp_boxes_fn)(
     int method,                   /* CG_BILINEAR only */
     int layout,                   /* CG_NHWC or CG_NCHW */
     float *output,                /* OUT [num_boxes, crop_h, crop_w, depth] or NCHW */
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
-/* 1.1: RoIAlign (torchvision's roi_align, average pooling; ONNX's RoiAlign)
- * and its gradients.  The arithmetic type is double for CG_FLOAT64 data
- * (the image; the gradient, for the image gradient) and float otherwise:
- * boxes, grads, tangents and the boxes gradient have it, their dtype codes
- * (CG_FLOAT32 or CG_FLOAT64) saying which.  Boxes are [x1, y1, x2, y2] in
- * the input image's coordinates, which spatial_scale maps to the feature
- * map; sampling_ratio <= 0 is adaptive (ceil of the bin's size), at most
- * 4096; aligned != 0 shifts by half a pixel.  Outputs: CG_FLOAT16 and
- * CG_BFLOAT16 (from float arithmetic), CG_FLOAT32, CG_FLOAT64, rounded
- * once.  docs/capi.md has the whole contract. */
+/* 1.1: RoIAlign (torchvision's roi_align, average pooling, and ONNX's
+ * RoiAlign), its image gradient, and its boxes gradient and JVP.  The
+ * arithmetic type is double for CG_FLOAT64 data (the image; the gradient
+ * for the image gradient) and float otherwise: boxes, grads, tangents and
+ * the boxes gradient have it, their dtype codes (CG_FLOAT32 or CG_FLOAT64)
+ * saying which.  Boxes are [x1, y1, x2, y2] in the input image's
+ * coordinates, which spatial_scale maps to the feature map; sampling_ratio
+ * <= 0 is adaptive (ceil of the bin's size), at most 4096; aligned non-zero
+ * shifts by half a pixel.  Outputs: CG_FLOAT16, CG_BFLOAT16 (from float
+ * arithmetic only), CG_FLOAT32 or CG_FLOAT64, rounded once.  A box whose
+ * adaptive grid would put more than 2**24 samples in a bin is refused
+ * (CG_ERR_VALUE) before any work. */
+
 typedef int (*cg_roi_align_fn)(
-    const void *image,            /* IN  [batch, C, H, W] (CG_NCHW) or [batch, H, W, C] */
+    const void *image,            /* IN  [batch, C, H, W] (CG_NCHW) or NHWC */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
     const void *boxes,            /* IN  [num_boxes, 4] x1, y1, x2, y2 */
@@ -219,62 +224,62 @@ typedef int (*cg_roi_align_fn)(
     int64_t output_height,
     int64_t output_width,
     double spatial_scale,
-    int sampling_ratio,
-    int aligned,
+    int sampling_ratio,           /* <= 0: adaptive, at most 4096 */
+    int aligned,                  /* non-zero: the half-pixel shift */
     int layout,                   /* CG_NHWC or CG_NCHW */
     void *output,                 /* OUT [num_boxes, C, out_h, out_w] or NHWC */
-    int output_dtype,
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
 typedef int (*cg_roi_align_grad_image_fn)(
     const void *grads,            /* IN  [num_boxes, C, out_h, out_w] or NHWC */
     int grads_dtype,              /* CG_FLOAT32 or CG_FLOAT64: the arithmetic type */
     const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
     const void *boxes,            /* IN  [num_boxes, 4], grads_dtype */
-    int boxes_dtype,
+    int boxes_dtype,              /* grads_dtype */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
-    const int64_t *image_size,    /* IN  4 values: the output shape, layout order */
+    const int64_t *image_size,    /* IN  4 values: the output's shape, layout order */
     double spatial_scale,
-    int sampling_ratio,
-    int aligned,
+    int sampling_ratio,           /* <= 0: adaptive, at most 4096 */
+    int aligned,                  /* non-zero: the half-pixel shift */
     int layout,                   /* CG_NHWC or CG_NCHW */
     void *output,                 /* OUT image_size, of output_dtype */
-    int output_dtype,
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
 typedef int (*cg_roi_align_grad_boxes_fn)(
     const void *grads,            /* IN  [num_boxes, C, out_h, out_w] or NHWC */
     int grads_dtype,              /* the arithmetic type */
     const int64_t *grads_shape,   /* IN  4 values, in the layout's order */
-    const void *image,            /* IN  [batch, C, H, W] or NHWC */
+    const void *image,            /* IN  [batch, C, H, W] (CG_NCHW) or NHWC */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
-    const void *boxes,            /* IN  [num_boxes, 4] */
+    const void *boxes,            /* IN  [num_boxes, 4] x1, y1, x2, y2 */
     int boxes_dtype,              /* the arithmetic type */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
     double spatial_scale,
-    int sampling_ratio,
-    int aligned,
+    int sampling_ratio,           /* <= 0: adaptive, at most 4096 */
+    int aligned,                  /* non-zero: the half-pixel shift */
     int layout,                   /* CG_NHWC or CG_NCHW */
     void *output,                 /* OUT [num_boxes, 4], boxes_dtype */
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
-/* The derivative of cg_roi_align along a tangent of the boxes (any values,
- * boxes_dtype); cg_roi_align_grad_boxes is its transpose. */
+/* The derivative of cg_roi_align along a tangent of the boxes, whose
+ * transpose cg_roi_align_grad_boxes is. */
 typedef int (*cg_roi_align_jvp_boxes_fn)(
-    const void *image,            /* IN  [batch, C, H, W] or NHWC */
+    const void *image,            /* IN  [batch, C, H, W] (CG_NCHW) or NHWC */
     int image_dtype,              /* CG_UINT8 ... CG_BFLOAT16 */
     const int64_t *image_shape,   /* IN  4 values, in the layout's order */
-    const void *boxes,            /* IN  [num_boxes, 4] */
-    const void *boxes_tangent,    /* IN  [num_boxes, 4] */
+    const void *boxes,            /* IN  [num_boxes, 4] x1, y1, x2, y2 */
+    const void *boxes_tangent,    /* IN  [num_boxes, 4], any values */
     int boxes_dtype,              /* the arithmetic type, of both */
     const void *box_ind,          /* IN  [num_boxes] */
     int box_ind_dtype,            /* CG_INT32 or CG_INT64 */
@@ -282,14 +287,14 @@ typedef int (*cg_roi_align_jvp_boxes_fn)(
     int64_t output_height,
     int64_t output_width,
     double spatial_scale,
-    int sampling_ratio,
-    int aligned,
+    int sampling_ratio,           /* <= 0: adaptive, at most 4096 */
+    int aligned,                  /* non-zero: the half-pixel shift */
     int layout,                   /* CG_NHWC or CG_NCHW */
     void *output,                 /* OUT as cg_roi_align's */
-    int output_dtype,
-    int num_threads,
-    int flush_denormals,
-    cg_error *error);
+    int output_dtype,             /* CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64 */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
 
 /* ------------------------------------------------------------------ table */
 

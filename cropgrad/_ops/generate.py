@@ -1,0 +1,206 @@
+"""The C-level API's declarations, made from the op model.
+
+Each op's C function is declared three times for three readers: in the
+public header ``cropgrad/include/cropgrad/capi.h`` (C and C++), in
+``cropgrad/capi.pxd`` (Cython consumers, and cropgrad's own modules), and
+in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
+header's ``cropgrad_api_t`` mirrors, filled in ``capi.pyx``).  All three
+are rendered here from the model's `Op.c_params` through Cython's Tempita
+templates beside them (``*.tp``), so that they cannot drift apart.  The
+generated files are committed (the header is what C consumers read);
+setup.py renders them before compiling, and ``tests/test_generated.py``
+fails when a committed file differs from its rendering.
+
+The table is append-only: an op's place is its family's, in the order of
+`FAMILIES`, which is the order the C-level API added them.
+
+Run from the repository's root (no build needed)::
+
+    python cropgrad/_ops/generate.py          # write the files
+    python cropgrad/_ops/generate.py --check  # exit 1 if one is stale
+"""
+
+import importlib
+import importlib.util
+import os
+import sys
+import textwrap
+
+__all__ = ["FILES", "render", "main"]
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What is rendered: the output, relative to the package, and its template
+# (the output's path with ".tp" appended).
+FILES = (
+    os.path.join("include", "cropgrad", "capi.h"),
+    "capi.pxd",
+    os.path.join("_capi", "table.pxi"),
+)
+
+
+def _model():
+    """The op model: this package, or, when this file runs as a script
+    (setup.py, before the extension exists), the same folder loaded alone."""
+    if __package__:
+        return importlib.import_module(__package__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "_cropgrad_ops",
+        os.path.join(here, "__init__.py"),
+        submodule_search_locations=[here],
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------
+# How each reader spells a declaration
+
+
+def _c_declarator(param):
+    """``const void *image``: C's spelling (the star with the name)."""
+    if param.type.endswith("*"):
+        return f"{param.type[:-1].rstrip()} *{param.name}"
+    return f"{param.type} {param.name}"
+
+
+def _cython_declarator(param):
+    """``const void* image``: Cython's spelling."""
+    return f"{param.type} {param.name}"
+
+
+def _c_comment(text, width=76):
+    """`text` as a C comment block (``/* ... */``), or nothing."""
+    lines = textwrap.wrap(text, width - 3)
+    if not lines:
+        return ""
+    return "/* " + "\n * ".join(lines) + " */\n"
+
+
+def _cython_comment(text, width=76):
+    """`text` as Cython comment lines, or nothing."""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, width - 2))
+
+
+def _params(op, spell, comment, column, last):
+    """`op`'s parameters, one a line as `spell` spells them, each note as
+    `comment` formats it from `column` on; `last` ends the final line."""
+    lines = []
+    for i, param in enumerate(op.c_params):
+        text = f"    {spell(param)}{last if i == len(op.c_params) - 1 else ','}"
+        if param.note:
+            text = f"{text:<{column}}{comment(param.note)}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _functions(families, comment, declare):
+    """Every op's declaration (`declare(op)`), family by family, each after
+    its comment, the family's before its first op, blank lines between."""
+    parts = []
+    for family in families:
+        if family.c_doc:
+            parts.append(comment(family.c_doc))
+        parts.extend(comment(op.c_doc) + declare(op) for op in family.ops.values())
+    return "\n\n".join(part.rstrip("\n") for part in parts)
+
+
+def _h_function(op):
+    params = _params(op, _c_declarator, lambda n: f"/* {n} */", 34, ");")
+    return f"typedef int (*cg_{op.name}_fn)(\n{params}"
+
+
+def _pxd_function(op):
+    params = _params(op, _cython_declarator, lambda n: f"# {n}", 33, ",")
+    return f"cdef int cg_{op.name}(\n{params}\n) noexcept nogil"
+
+
+def h_functions(families):
+    """The function pointer types of capi.h."""
+    return _functions(families, _c_comment, _h_function)
+
+
+def pxd_functions(families):
+    """The function declarations of capi.pxd."""
+    return _functions(families, _cython_comment, _pxd_function)
+
+
+def pyx_types(op):
+    """The C types of `op`'s parameters, wrapped for a Cython ctypedef (the
+    closing ``) noexcept nogil`` kept on one line: a line break outside the
+    parentheses would end the statement; a type is never split)."""
+    types = [p.type.replace(" ", "\0") for p in op.c_params]
+    tail = ") noexcept nogil".replace(" ", "\0")
+    text = textwrap.fill(
+        ", ".join(types) + tail,
+        84,
+        initial_indent="    ",
+        subsequent_indent="    ",
+    )
+    return text.replace("\0", " ")
+
+
+def _versions(ops):
+    """`ops` grouped by the C-level API version that added them, in order."""
+    groups = {}
+    for op in ops:
+        groups.setdefault(op.c_api, []).append(op)
+    return sorted(groups.items())
+
+
+# --------------------------------------------------------------------------
+# Rendering
+
+
+def render(path):
+    """The text of generated file `path` (one of `FILES`)."""
+    from Cython.Tempita import Template
+
+    model = _model()
+    with open(os.path.join(_PACKAGE, path + ".tp"), encoding="utf-8") as file:
+        template = Template(file.read(), name=path + ".tp")
+    ops = list(model.OPS.values())
+    text = template.substitute(
+        families=list(model.FAMILIES.values()),
+        ops=ops,
+        versions=_versions(ops),
+        major=model.API_VERSION[0],
+        minor=model.API_VERSION[1],
+        h_functions=h_functions,
+        pxd_functions=pxd_functions,
+        pyx_types=pyx_types,
+        source=f"cropgrad/{path.replace(os.sep, '/')}.tp",
+    )
+    return text.rstrip("\n") + "\n"
+
+
+def main(argv=None):
+    """Write every generated file that differs from its rendering, or, with
+    ``--check``, list them and return 1 if there is one."""
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    stale = []
+    for path in FILES:
+        target = os.path.join(_PACKAGE, path)
+        text = render(path)
+        try:
+            with open(target, encoding="utf-8") as file:
+                current = file.read()
+        except FileNotFoundError:
+            current = None
+        if current == text:
+            continue
+        stale.append(path)
+        if not check:
+            with open(target, "w", encoding="utf-8") as file:
+                file.write(text)
+    for path in stale:
+        verb = "is stale" if check else "written"
+        print(f"cropgrad/{path}: {verb}", file=sys.stderr)
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

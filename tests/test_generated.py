@@ -1,0 +1,109 @@
+"""The C-level API's declarations are the op model's: capi.h, capi.pxd and
+the capsule's table (cropgrad/_ops/generate.py renders them from
+cropgrad/_ops through the templates beside them) are committed as rendered,
+and the table only ever grows at its end."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import cropgrad
+import cropgrad.capi
+from cropgrad import _ops
+from cropgrad._ops import generate
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+SCRIPT = os.path.join(ROOT, "cropgrad", "_ops", "generate.py")
+
+
+@pytest.fixture(autouse=True)
+def _source_tree(monkeypatch):
+    """The templates are the source tree's (the wheel has none): render
+    from there, whichever cropgrad is imported."""
+    if not os.path.exists(SCRIPT):
+        pytest.skip("the source tree is not beside the tests")
+    monkeypatch.setattr(generate, "_PACKAGE", os.path.join(ROOT, "cropgrad"))
+
+
+def test_committed_files_are_the_rendering():
+    # As setup.py runs it: a script, from the source tree, before any build.
+    run = subprocess.run(
+        [sys.executable, "-P", SCRIPT, "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, (
+        "the files below differ from what cropgrad/_ops/generate.py renders: "
+        f"run it and commit them\n{run.stdout}{run.stderr}"
+    )
+
+
+def test_the_installed_header_and_pxd_are_the_rendering():
+    # The package was built from the model it carries.
+    package = os.path.dirname(cropgrad.__file__)
+    for path in ("capi.pxd", os.path.join("include", "cropgrad", "capi.h")):
+        with open(os.path.join(package, path), encoding="utf-8") as file:
+            assert file.read() == generate.render(path), path
+
+
+def test_a_stale_file_is_found(tmp_path, monkeypatch):
+    package = tmp_path / "cropgrad"
+    for path in generate.FILES:
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / path).write_text(generate.render(path))
+    monkeypatch.setattr(generate, "_PACKAGE", str(package))
+    monkeypatch.setattr(generate, "render", lambda path: "rendered\n")
+    assert generate.main(["--check"]) == 1
+    assert (package / "capi.pxd").read_text() != "rendered\n"
+    assert generate.main([]) == 0
+    assert (package / "capi.pxd").read_text() == "rendered\n"
+    assert generate.main(["--check"]) == 0
+
+
+def _table_members(header):
+    struct = header[header.index("typedef struct cropgrad_api_t {") :]
+    struct = struct[: struct.index("} cropgrad_api_t;")]
+    return re.findall(r"cg_\w+_fn (\w+);", struct)
+
+
+def test_the_table_is_the_ops_in_order_and_only_grows_at_its_end():
+    header = generate.render(os.path.join("include", "cropgrad", "capi.h"))
+    members = _table_members(header)
+    assert members == ["api_version", "default_threads", *_ops.OPS]
+    # Append-only: the ops of each version come after every op of the
+    # versions before it, and the newest version is the API's.
+    versions = [op.c_api for op in _ops.OPS.values()]
+    assert versions == sorted(versions)
+    assert _ops.API_VERSION == versions[-1]
+    major, minor = _ops.API_VERSION
+    assert f"#define CG_API_VERSION_MINOR {minor}\n" in header
+    assert cropgrad.capi.api_version() == (major, minor)
+    # The 1.0 table, as released.
+    assert members[:6] == [
+        "api_version",
+        "default_threads",
+        "crop_and_resize",
+        "crop_and_resize_grad_image",
+        "crop_and_resize_grad_boxes",
+        "crop_and_resize_jvp_boxes",
+    ]
+
+
+def test_every_op_is_declared_with_its_parameters_in_every_file():
+    header = generate.render(os.path.join("include", "cropgrad", "capi.h"))
+    pxd = generate.render("capi.pxd")
+    table = generate.render(os.path.join("_capi", "table.pxi"))
+    addresses = cropgrad.capi.function_addresses()
+    for op in _ops.OPS.values():
+        assert f"typedef int (*cg_{op.name}_fn)(" in header
+        assert f"cdef int cg_{op.name}(" in pxd
+        assert f"TABLE.{op.name} = cg_{op.name}\n" in table
+        assert f"cg_{op.name}" in addresses
+        declared = pxd[pxd.index(f"cdef int cg_{op.name}(") :]
+        declared = declared[: declared.index(") noexcept nogil")]
+        names = re.findall(r"^    .*?(\w+),", declared, re.M)
+        assert names == [p.name for p in op.c_params], op.name
