@@ -1,7 +1,8 @@
 """Python threads: calls at once get exact results, and the GIL is released.
 
-- Eight threads call the three operations at the same moment with mixed
-  shapes, dtypes, methods, thread counts and ``out=`` arrays, many times:
+- Eight threads call the ops of both families (crop_and_resize's and
+  RoIAlign's) at the same moment with mixed shapes, dtypes, methods,
+  layouts, sampling options, thread counts and ``out=`` arrays, many times:
   each result must be the bits of the same call made alone.
 - While a call runs, another Python thread keeps running: it sees the
   call's output half-written, which it could not if the call held the GIL.
@@ -21,6 +22,10 @@ from _helpers import starting_teams
 import cropgrad
 
 G = cropgrad.crop_and_resize_grad_image
+R = cropgrad.roi_align
+RG = cropgrad.roi_align_grad_image
+RB = cropgrad.roi_align_grad_boxes
+RJ = cropgrad.roi_align_jvp_boxes
 
 
 def _problem(rng, batch, size, depth, num_boxes, crop):
@@ -30,6 +35,60 @@ def _problem(rng, batch, size, depth, num_boxes, crop):
     box_ind = rng.integers(0, batch, num_boxes)
     image = rng.standard_normal((batch, *size, depth)).astype(np.float32)
     return grads, boxes, box_ind, [batch, *size, depth], image
+
+
+def _roi_jobs(k, grads, boxes, box_ind, image_size, image):
+    """RoIAlign's four ops on the same problem, NHWC: the boxes in pixels
+    ([x1, y1, x2, y2], half of them at a scale of 0.5), alternating
+    sampling options and thread counts."""
+    batch, height, width, depth = image_size
+    pixels = boxes[:, [1, 0, 3, 2]] * np.float32([width, height, width, height])
+    scale = 0.5 if k % 2 else 1.0
+    pixels = pixels / np.float32(scale)
+    n, crop_h, crop_w = grads.shape[:3]
+    tangent = np.random.default_rng(k).standard_normal((n, 4)).astype(np.float32)
+    options = dict(
+        spatial_scale=scale,
+        sampling_ratio=(-1, 2)[k % 2],
+        aligned=k % 3 == 0,
+        data_format="NHWC",
+    )
+    threads = 1 + k % 4
+    pooled = (n, crop_h, crop_w, depth)
+    return [
+        (
+            f"roi_align-{k}-{threads}",
+            pooled,
+            np.float32,
+            lambda out, a=(image, pixels, box_ind, (crop_h, crop_w)): R(
+                *a, **options, num_threads=threads, out=out
+            ),
+        ),
+        (
+            f"roi_align_grad_image-{k}-{threads}",
+            image_size,
+            np.float64,
+            lambda out, a=(grads, pixels, box_ind, image_size): RG(
+                *a, **options, dtype=np.float64, num_threads=threads, out=out
+            ),
+        ),
+        (
+            f"roi_align_grad_boxes-{k}",
+            (n, 4),
+            np.float32,
+            lambda out, a=(grads, image, pixels, box_ind): RB(
+                *a, **options, num_threads=2 + k % 2, out=out
+            ),
+        ),
+        (
+            f"roi_align_jvp_boxes-{k}",
+            pooled,
+            np.float16,
+            lambda out, a=(image, pixels, box_ind, tangent, (crop_h, crop_w)): RJ(
+                *a, **options, dtype=np.float16, num_threads=1 + k % 3, out=out
+            ),
+        ),
+    ]
 
 
 def _jobs():
@@ -78,6 +137,7 @@ def _jobs():
                 ),
             )
         )
+        jobs += _roi_jobs(k, grads, boxes, box_ind, image_size, image)
     return jobs
 
 
@@ -184,8 +244,34 @@ def _grad_image_probe():
     return call, reset, lambda: bytes(out.data), final
 
 
-def test_other_python_threads_run_during_a_call():
-    call, reset, snapshot, final = _grad_image_probe()
+def _roi_align_grad_image_probe():
+    """The same with RoIAlign's image gradient (a few ms per call)."""
+    rng = np.random.default_rng(8)
+    n = 2000
+    grads = rng.standard_normal((n, 16, 7, 7), dtype=np.float32)
+    corners = rng.uniform(0, 64, (n, 2, 2)).astype(np.float32)
+    boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    box_ind = np.zeros(n, np.int64)
+    size = [1, 16, 64, 64]
+    final = bytes(RG(grads, boxes, box_ind, size, num_threads=1).data)
+    out = np.empty(size, np.float32)
+
+    def call():
+        RG(grads, boxes, box_ind, size, num_threads=1, out=out)
+
+    def reset():
+        out.fill(-12345.0)
+
+    return call, reset, lambda: bytes(out.data), final
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [_grad_image_probe, _roi_align_grad_image_probe],
+    ids=["grad_image", "roi_align_grad_image"],
+)
+def test_other_python_threads_run_during_a_call(probe):
+    call, reset, snapshot, final = probe()
     seen = []
     # Each call gives this thread hundreds of chances to look; a few calls
     # allow for this thread not being scheduled at all during one of them.

@@ -1,7 +1,8 @@
 """No leaks: resident memory stops growing over tens of thousands of calls.
 
 A child process (so that nothing else the test session allocates gets in
-the way) runs every operation and every kind of error path in a loop and
+the way) runs every operation of both families (crop_and_resize's and
+RoIAlign's) and every kind of error path in a loop and
 reports its resident set size at checkpoints.  After a warm-up (NumPy's
 caches, the OpenMP thread pool, first-touch of the allocator's arenas), the
 RSS must stay flat: a leak of one small array per iteration would add
@@ -64,6 +65,17 @@ CHILD = textwrap.dedent(r"""
     G = cropgrad.crop_and_resize_grad_image
     F = cropgrad.crop_and_resize
     B = cropgrad.crop_and_resize_grad_boxes
+    J = cropgrad.crop_and_resize_jvp_boxes
+    R = cropgrad.roi_align
+    RG = cropgrad.roi_align_grad_image
+    RB = cropgrad.roi_align_grad_boxes
+    RJ = cropgrad.roi_align_jvp_boxes
+    # RoIAlign: NCHW, boxes in pixels
+    image_nchw = np.ascontiguousarray(image.transpose(0, 3, 1, 2))
+    grads_nchw = np.ascontiguousarray(grads.transpose(0, 3, 1, 2))
+    pixels = boxes[:, [1, 0, 3, 2]] * np.float32([7, 9, 7, 9])
+    size_nchw = [2, 3, 9, 7]
+    pooled_out = np.empty((6, 3, 5, 4), np.float16)
     ok_calls = [
         lambda: G(grads, boxes, box_ind, size),
         lambda: G(grads, boxes, box_ind, size, np.float16, "nearest", num_threads=2),
@@ -81,6 +93,17 @@ CHILD = textwrap.dedent(r"""
         lambda: F(np.abs(image * 40).astype(np.uint8), boxes, box_ind, [1, 1]),
         lambda: B(grads, image, boxes, box_ind, num_threads=2),
         lambda: B(grads, image16, boxes, box_ind, flush_denormals=True),
+        lambda: J(image, boxes, box_ind, boxes, [5, 4], num_threads=2),
+        lambda: R(image_nchw, pixels, box_ind, (5, 4), sampling_ratio=2,
+                  num_threads=2),
+        lambda: R(image, pixels, box_ind, 3, aligned=True, data_format="NHWC",
+                  dtype=np.float64),
+        lambda: RG(grads_nchw, pixels, box_ind, size_nchw, dtype=np.float16,
+                   num_threads=2),
+        lambda: RB(grads_nchw, image_nchw.astype(np.float64), pixels * 2, box_ind,
+                   spatial_scale=0.5, flush_denormals=True),
+        lambda: RJ(image_nchw, pixels, box_ind, boxes, (5, 4), dtype=np.float16,
+                   out=pooled_out),
         lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
                                                box_ind=box_ind, image_size=size,
                                                T="float32"),
@@ -111,6 +134,15 @@ CHILD = textwrap.dedent(r"""
         lambda: F(image.astype(np.uint32), boxes, box_ind, [5, 4]),
         lambda: B(grads, image, boxes, box_ind, method="nearest"),
         lambda: B(grads, image[..., :2], boxes, box_ind),
+        lambda: J(image, boxes, box_ind, boxes[:2], [5, 4]),
+        lambda: R(image_nchw, pixels, [0, 1, 0, 1, 1, 5], 2),           # IndexError
+        lambda: R(image_nchw, bad_boxes, box_ind, 2),   # non-finite box
+        lambda: R(image_nchw, pixels * [1, 1, 1e9, 1], box_ind, 2),  # adaptive grid
+        lambda: R(image_nchw, pixels, box_ind, 2, spatial_scale=np.nan),
+        lambda: RG(grads_nchw, pixels, box_ind, [2**40, 3, 2**20, 1]),  # MemoryError
+        lambda: RG(grads_nchw, pixels, box_ind, size_nchw, sampling_ratio=4097),
+        lambda: RB(grads_nchw, image_nchw, pixels, box_ind, out=readonly),
+        lambda: RJ(image_nchw, pixels, box_ind, None, 2),
         lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
                                                box_ind=box_ind, image_size=size,
                                                T=None),
@@ -174,12 +206,12 @@ def test_resident_memory_stops_growing(tmp_path):
         f"{report['calls']} calls; RSS after warm-up and every {CHECKPOINT} "
         f"iterations (MiB): {mib}; growth {growth / 2**20:.2f} MiB"
     )
-    # 200 000 calls: one leaked 16-byte block per call would be 3 MiB (1.5
+    # 300 000 calls: one leaked 16-byte block per call would be 5 MiB (2.5
     # in the second half), one leaked output array per iteration hundreds.
     assert growth < 2 * 2**20, mib
     assert late_growth < 1 * 2**20, mib
-    # Every iteration started teams: four calls ask for two threads, and the
+    # Every iteration started teams: seven calls ask for two threads, and the
     # calls with the default thread count do too unless the build is serial
     # (its default is one thread).
-    per_iteration = 4 if report["default_threads"] == 1 else 5
+    per_iteration = 7 if report["default_threads"] == 1 else 8
     assert report["teams"] >= per_iteration * (ITERATIONS + WARMUP), report

@@ -7,7 +7,7 @@ random problems on 1 to 7 threads, every team asserted to have started;
 ONNX Runtime's CPU ``RoiAlign`` as a live second witness of the forward;
 float16 and bfloat16 against torchvision's float16; the output dtypes.
 The boxes derivatives are in test_roi_align_boxes.py, bad arguments in
-test_roi_align_validation.py.
+test_validation.py.
 """
 
 import ml_dtypes
