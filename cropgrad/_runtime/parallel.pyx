@@ -58,7 +58,7 @@ cdef extern from *:
     """
     /* LLVM's OpenMP: workers sleep as soon as a region ends on this thread
        (its default keeps them spinning for 200 ms).  GNU OpenMP has no such
-       call: its spin count is set when it loads (see _wait_policy.py). */
+       call: its spin count is set when it loads (see wait_policy.py). */
     #if defined(_OPENMP) && defined(KMP_VERSION_MAJOR)
     static void cg_short_wait(void) { kmp_set_blocktime(0); }
     #else
