@@ -126,12 +126,12 @@ def _crop_and_resize_checks():
     for method in METHODS:
         for dtype in (np.float32, np.float64, np.float16):
 
-            def run(p, n, m=method, t=dtype):
+            def run_grad(p, n, m=method, t=dtype):
                 return cropgrad.crop_and_resize_grad_image(
                     p.grads, p.boxes, p.box_ind, p.image.shape, t, m, num_threads=n
                 )
 
-            def expect(p, m=method, t=dtype):
+            def expect_grad(p, m=method, t=dtype):
                 # float16: the float32 sum, rounded once.
                 sum_dtype = np.float32 if t == np.float16 else t
                 return reference.grad_image(
@@ -139,49 +139,56 @@ def _crop_and_resize_checks():
                 ).astype(t)
 
             name = f"crop_and_resize_grad_image {method} {np.dtype(dtype).name}"
-            checks.append(_Check(name, "crop_and_resize", run, expect))
+            checks.append(_Check(name, "crop_and_resize", run_grad, expect_grad))
     for method in METHODS:
         # A float32 image, and uint8 pixels with an extrapolation value.
         for image, extrapolation in (("image", 0.0), ("pixels", -1.5)):
 
-            def run(p, n, m=method, i=image, e=extrapolation):
+            def run_forward(p, n, m=method, i=image, e=extrapolation):
                 return cropgrad.crop_and_resize(
                     getattr(p, i), p.boxes, p.box_ind, p.crop, m, e, num_threads=n
                 )
 
-            def expect(p, m=method, i=image, e=extrapolation):
+            def expect_forward(p, m=method, i=image, e=extrapolation):
                 return reference.crop_and_resize(
                     getattr(p, i), p.boxes, p.box_ind, p.crop, m, e, exact=True
                 )
 
             kind = "float32" if image == "image" else "uint8"
             name = f"crop_and_resize {method} {kind}"
-            checks.append(_Check(name, "crop_and_resize", run, expect))
+            checks.append(_Check(name, "crop_and_resize", run_forward, expect_forward))
 
-    def run(p, n):
+    def run_boxes(p, n):
         return cropgrad.crop_and_resize_grad_boxes(
             p.grads, p.image, p.boxes, p.box_ind, num_threads=n
         )
 
-    def expect(p):
+    def expect_boxes(p):
         return reference.grad_boxes(p.grads, p.image, p.boxes, p.box_ind, exact=True)
 
     checks.append(
-        _Check("crop_and_resize_grad_boxes bilinear", "crop_and_resize", run, expect)
+        _Check(
+            "crop_and_resize_grad_boxes bilinear",
+            "crop_and_resize",
+            run_boxes,
+            expect_boxes,
+        )
     )
 
-    def run(p, n):
+    def run_jvp(p, n):
         return cropgrad.crop_and_resize_jvp_boxes(
             p.image, p.boxes, p.box_ind, p.tangent, p.crop, num_threads=n
         )
 
-    def expect(p):
+    def expect_jvp(p):
         return reference.jvp_boxes(
             p.image, p.boxes, p.box_ind, p.tangent, p.crop, exact=True
         )
 
     checks.append(
-        _Check("crop_and_resize_jvp_boxes bilinear", "crop_and_resize", run, expect)
+        _Check(
+            "crop_and_resize_jvp_boxes bilinear", "crop_and_resize", run_jvp, expect_jvp
+        )
     )
     return checks
 
