@@ -7,7 +7,7 @@
 The self-check (`cropgrad._selfcheck`) compares every operation with the
 NumPy reference (`cropgrad._reference`, independent of the compiled
 kernels) on a few small random problems, and checks that 1, 2, 3 and 4
-threads give the same bits.  The short benchmark (`cropgrad._bench.short`)
+threads give the same bits.  The short benchmark (`cropgrad._timing`)
 times two ops on 1 thread and on the default threads.  The full benchmark
 and the command line live in `cropgrad._bench`.
 """

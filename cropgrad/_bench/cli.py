@@ -5,11 +5,11 @@ import sys
 
 import cropgrad
 from cropgrad._selfcheck import check
+from cropgrad._timing import short_timing
 
 from .report import format_pipeline, format_table, format_targets, write_json
 from .roi_worker import TORCHVISION_PYTHON_ENV
 from .run import run
-from .short import short_benchmark
 from .timing import Settings
 from .workloads import GROUPS, WORKLOADS
 
@@ -314,5 +314,5 @@ def main(argv=None):
         return 1
     if args.command is None:
         print()
-        short_benchmark()
+        short_timing()
     return 0
