@@ -180,8 +180,8 @@ def short_timing(out=sys.stdout, seconds=SECONDS):
         )
     print(
         "The full benchmark, against TensorFlow, torchvision and ONNX Runtime "
-        "where they are\ninstalled: python -m cropgrad bench (about 10 minutes "
-        "on 2 cores; --quick: about 2)",
+        "where they are\ninstalled, runs from a source checkout: python "
+        "benchmarks/bench.py (about 10 minutes\non 2 cores; --quick: about 2)",
         file=out,
     )
     return figures
