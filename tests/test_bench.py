@@ -1,8 +1,12 @@
 """The benchmark's plumbing: rows from adapters, the pipeline row, targets,
-the RoIAlign rows and their reference workers.
+the RoIAlign rows and their reference workers, and its command line.
 
-Quick runs in this process (the figures themselves are not judged: only
-that every column is measured and reported).
+The benchmark is not part of the package: it is ``benchmarks/`` of the
+source tree, and times the installed cropgrad.  These tests import it from
+the tree beside them (the wheels' tests, a copy of tests/ alone, skip) and
+run its command line, ``benchmarks/bench.py``, with ``python -P``.  Quick
+runs (the figures themselves are not judged: only that every column is
+measured and reported).
 """
 
 import importlib.util
@@ -14,10 +18,18 @@ import types
 
 import numpy as np
 import pytest
-from _helpers import required
+from _helpers import assert_same_bits, missing, required
 
 import cropgrad
-from cropgrad._bench import (
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
+BENCH = os.path.join(BENCHMARKS, "bench.py")
+if not os.path.isfile(BENCH):
+    pytest.skip("the source tree is not beside the tests", allow_module_level=True)
+if BENCHMARKS not in sys.path:
+    sys.path.insert(0, BENCHMARKS)
+
+from cropgrad_bench import (  # noqa: E402
     cli,
     nchw_rows,
     report,
@@ -26,10 +38,22 @@ from cropgrad._bench import (
     targets,
     workloads,
 )
-from cropgrad._bench.columns import RATIOS, cropgrad_columns
-from cropgrad._bench.run import run
-from cropgrad._bench.timing import Settings
-from cropgrad._bench.workloads import WORKLOADS
+from cropgrad_bench.columns import RATIOS, cropgrad_columns  # noqa: E402
+from cropgrad_bench.run import run  # noqa: E402
+from cropgrad_bench.timing import Settings  # noqa: E402
+from cropgrad_bench.workloads import WORKLOADS  # noqa: E402
+
+
+def run_bench(*args, timeout=60):
+    """The benchmark's command line in a child process (-P: the installed
+    cropgrad, as a user runs it)."""
+    return subprocess.run(
+        [sys.executable, "-P", BENCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _fake_adapter():
@@ -79,7 +103,7 @@ def adapters(monkeypatch):
         {
             "fake": "cropgrad_fake_rows",
             "broken": "cropgrad_broken_rows",
-            "absent": "cropgrad._bench.no_such_rows",
+            "absent": "cropgrad_bench.no_such_rows",
         },
     )
 
@@ -177,21 +201,15 @@ def test_pipeline_row():
 
 def test_command_line_leaves_adapters_out(tmp_path):
     path = tmp_path / "bench.json"
-    command = [sys.executable, "-P", "-m", "cropgrad", "bench", "--quick"]
-    options = ["--workloads", "tiny", "--no-tensorflow", "--no-adapters"]
-    result = subprocess.run(
-        [*command, *options, "--repeats", "1", "--json", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    options = ["--quick", "--workloads", "tiny", "--no-tensorflow", "--no-adapters"]
+    result = run_bench(*options, "--repeats", "1", "--json", str(path))
     assert result.returncode == 0, result.stderr
     assert "Adapter rows: jax n/a (disabled with --no-adapters)" in result.stdout
     assert json.loads(path.read_text())["adapters"]["torch"].startswith("n/a")
 
 
 def test_machine_info_names_the_caches_and_simd_target():
-    from cropgrad._bench.machine import machine_info
+    from cropgrad_bench.machine import machine_info
 
     info = machine_info()
     assert info["simd_target"] == cropgrad._runtime.simd.simd_target()
@@ -489,15 +507,9 @@ def test_a_python_without_torchvision_says_why():
 
 def test_command_line_roi_rows_without_references(tmp_path):
     path = tmp_path / "bench.json"
-    command = [sys.executable, "-P", "-m", "cropgrad", "bench", "--quick"]
-    options = ["--workloads", "roi-mask-forward-nhwc", "--repeats", "1"]
+    options = ["--quick", "--workloads", "roi-mask-forward-nhwc", "--repeats", "1"]
     options += ["--no-torchvision", "--no-onnxruntime", "--no-adapters"]
-    result = subprocess.run(
-        [*command, *options, "--json", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_bench(*options, "--json", str(path), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "roi-mask-forward-nhwc" in result.stdout
     assert "torchvision columns: n/a (disabled with --no-torchvision)" in result.stdout
@@ -521,3 +533,284 @@ def test_every_main_table_target_reads_a_figure_its_row_has():
     assert [t[0] for t in fourth] == ["detector-forward"]
     scaling = {t[0] for t in targets.TARGETS if t[3] == 1.7 and "scaling" in t[1]}
     assert {"detector", "augment", "dense"} <= scaling
+
+
+# --------------------------------------------------------------------------
+# The command line: python benchmarks/bench.py
+
+
+def test_quick_bench_writes_json(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_bench(
+        "--quick",
+        "--workloads",
+        "tiny",
+        "--no-tensorflow",
+        "--json",
+        str(path),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # A table on stdout, progress on stderr.
+    assert "tiny" in result.stdout and "roofline" in result.stdout
+    assert "n/a (disabled with --no-tensorflow)" in result.stdout
+    assert "[1/1] tiny" in result.stderr
+    # Targets only when asked for; the JSON holds them either way.
+    assert "Performance targets" not in result.stdout
+
+    report = json.loads(path.read_text())
+    for key in (
+        "machine",
+        "versions",
+        "show_config",
+        "tensorflow",
+        "settings",
+        "workloads",
+        "targets",
+        "total_seconds",
+    ):
+        assert key in report, key
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["versions"]["cropgrad"] == report["show_config"]["version"]
+    assert report["versions"]["numpy"]
+    assert report["versions"]["tensorflow"] is None
+    assert report["tensorflow"]["available"] is False
+
+    (tiny,) = report["workloads"]
+    assert tiny["name"] == "tiny"
+    assert tiny["image_size"] == [1, 16, 16, 8]
+    assert tiny["rounds"] >= 3
+    times = tiny["median_s"]
+    for column in (
+        "cropgrad_1thread",
+        "cropgrad_default",
+        "cropgrad_default_new_output",
+        "roofline",
+        "roofline_default_threads",
+        "roofline_1thread",
+    ):
+        # Measured (how fast is the benchmark's business, not a test's).
+        assert times[column] > 0, column
+        assert len(tiny["samples_s"][column]) == tiny["rounds"]
+    assert times["tf_default"] is None and times["tf_deterministic"] is None
+    ratios = tiny["ratios"]
+    assert ratios["cropgrad_default_over_roofline"] > 0
+    assert ratios["scaling_1thread_over_default"] > 0
+    assert ratios["new_output_over_default"] > 0
+    assert ratios["tf_default_over_cropgrad_default"] is None
+    assert ratios["tf_deterministic_over_cropgrad_1thread"] is None
+    assert ratios["tf_deterministic_over_cropgrad_default"] is None
+
+
+def test_repeats_and_bad_workload(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_bench(
+        "--repeats",
+        "2",
+        "--workloads",
+        "tiny",
+        "--no-tensorflow",
+        "--quick",
+        "--json",
+        str(path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["workloads"][0]["rounds"] == 2
+
+    result = run_bench("--workloads", "tiny,nonsense")
+    assert result.returncode == 2
+    assert "nonsense" in result.stderr and "detector" in result.stderr
+
+
+def test_a_target_missed_on_a_busy_machine_is_not_judged():
+    row = {
+        "workload": "detector",
+        "target": "TF default / cropgrad default >= 2",
+        "measured": 1.5,
+        "bound": 2.0,
+        "sense": ">=",
+        "met": False,
+        "unit": "ratio",
+    }
+    quiet = report.format_targets({"targets": [{**row, "other_cpus": 0.05}]})
+    busy = report.format_targets({"targets": [{**row, "other_cpus": 0.9}]})
+    assert quiet.rstrip().endswith("missed")
+    assert busy.rstrip().endswith("not judged: other programs used 0.9 CPUs")
+
+
+def test_explain_says_what_every_column_of_the_tables_means():
+    result = run_bench("--explain")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every abbreviation the tables' headers use is explained.
+    for abbreviation in (
+        "TFdet/cg1",
+        "cg/roof",
+        "scaling",
+        "other",
+        "tv/cg1",
+        "ORT2/cg2",
+        "NCHW/NHWC",
+        "boxes/img",
+        "roofline",
+        "cg new out",
+    ):
+        assert abbreviation in result.stdout, abbreviation
+
+
+def test_help_lists_the_options():
+    result = run_bench("--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: python benchmarks/bench.py" in result.stdout
+    for option in ("--quick", "--workloads", "--explain", "--json", "--targets"):
+        assert option in result.stdout, option
+
+
+# --------------------------------------------------------------------------
+# The rows of the adapters (JAX, PyTorch) and of cropgrad's NCHW layout
+
+# torch.compile's own machinery, and forward-mode AD's first use, warn about
+# deprecated parts of torch.jit (as in test_torch.py).
+_torch_warnings = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning",
+)
+
+
+def _adapter_rows(module, framework, name):
+    """The benchmark's rows module of an adapter; the test is skipped (or,
+    under CROPGRAD_REQUIRE_ADAPTERS=1, fails) without its framework."""
+    try:
+        importlib.import_module(framework)
+    except ImportError as exc:
+        missing(f"{name} cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
+    return importlib.import_module(f"cropgrad_bench.{module}")
+
+
+def test_nchw_rows_through_the_registry():
+    small = workloads.Workload("dense", workloads.GRAD_IMAGE, 1, 12, 10, 8, 9, (3, 4))
+    made, errors = rows.adapter_rows({"nchw": nchw_rows}, small, True)
+    assert not errors
+    ((_, row),) = made
+    assert row["name"] == "dense-nchw"
+    out = row["columns"]["cropgrad_default_new_output"]()
+    nhwc = row["columns"]["nhwc_default"]()
+    assert out.tobytes() == np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2)).tobytes()
+    assert row["targets"][0][1] == "nchw_over_nhwc"
+    tiny = workloads.Workload("tiny", workloads.GRAD_IMAGE, 1, 8, 8, 2, 1, (2, 2))
+    assert nchw_rows.extra_rows(tiny, True) == []
+
+
+def test_jax_rows_on_a_small_pooler():
+    jax_rows = _adapter_rows("jax_rows", "jax", "JAX")
+    from cropgrad_bench.workloads import ROI_ROWS
+
+    (forward,) = [w for w in ROI_ROWS if w.name == "roi-fpn-forward"]
+    small = forward.quick().variant(nchw=(2, 8, 20, 24), num_boxes=9)
+    made, errors = rows.adapter_rows({"jax": jax_rows}, small, True)
+    assert not errors
+    names = [row["name"] for _, row in made]
+    assert names == ["roi-fpn-forward-jax", "roi-fpn-forward-backward-jax"]
+    for _, row in made:
+        for call in row["columns"].values():
+            call()  # every column runs
+        assert any(t[1] == "pure_jax_over_cropgrad_jax" for t in row["targets"])
+    # The pure-JAX op the rows compare with computes RoIAlign: torchvision's
+    # result (the NumPy API's bits) up to its own rounding.
+    p = small.problem()
+    options = small.options()
+    expected = cropgrad.roi_align(
+        p["image"], p["boxes"], p["box_ind"], small.crop, **options
+    )
+    ours = jax_rows.pure_jax_roi_align(
+        p["image"], p["boxes"], p["box_ind"], small.crop, **options
+    )
+    assert np.abs(np.asarray(ours) - expected).max() < 1e-5
+    assert np.abs(expected).max() > 0.1
+    assert jax_rows.extra_rows(small.variant(name="roi-mask-forward"), True) == []
+
+
+@_torch_warnings
+def test_torch_rows_on_a_small_detector():
+    torch_rows = _adapter_rows("torch_rows", "torch", "PyTorch")
+    from cropgrad_bench.workloads import FORWARD, GRAD_IMAGE, Workload
+
+    assert rows.ADAPTERS["torch"] == "cropgrad_bench.torch_rows"
+    found = []
+    for name, op in (("detector-forward", FORWARD), ("detector", GRAD_IMAGE)):
+        small = Workload(name, op, 2, 12, 10, 8, 9, (3, 4))
+        made, errors = rows.adapter_rows({"torch": torch_rows}, small, True)
+        assert not errors
+        found += [row for _, row in made]
+    forward, both = found
+    assert forward["name"] == "detector-forward-torch"
+    assert both["name"] == "detector-torch-forward-backward"
+    for row in found:
+        for column, call in row["columns"].items():
+            call()  # every column runs
+        for num, den in row["ratios"].values():
+            assert num in row["columns"] and den in row["columns"]
+    # grid_sample agrees with TensorFlow's op up to rounding where a sample
+    # lies inside the image (which shows the affine grid is the right one);
+    # near the border, where it blends in zeros, it does not.
+    f, b = forward["figures"], both["figures"]
+    assert f["max_abs_diff_grid_sample_inside"] < 1e-5
+    assert f["max_abs_diff_grid_sample"] > 1e-2
+    assert b["max_abs_diff_grid_sample_d_image_inside"] < 1e-5
+    assert b["max_rel_diff_grid_sample_d_boxes_inside"] < 1e-5
+    assert b["max_abs_diff_grid_sample_d_image"] > 1e-2
+    assert (
+        torch_rows.extra_rows(
+            Workload("dense", GRAD_IMAGE, 1, 8, 8, 2, 3, (2, 2)), True
+        )
+        == []
+    )
+
+
+@_torch_warnings
+def test_torch_roi_rows_on_a_small_pooler():
+    torch_rows = _adapter_rows("torch_rows", "torch", "PyTorch")
+    torch = sys.modules["torch"]
+    from cropgrad_bench.workloads import FORWARD_BACKWARD, ROI_ROWS
+
+    by_name = {w.name: w for w in ROI_ROWS}
+    found = []
+    for name in ("roi-fpn-forward", "roi-fpn-grad-boxes"):
+        small = by_name[name].variant(nchw=(2, 8, 20, 24), num_boxes=9)
+        made, errors = rows.adapter_rows({"torch": torch_rows}, small, True)
+        assert not errors
+        found += [(small, row) for _, row in made]
+    (w_forward, forward), (w_both, both) = found
+    assert forward["name"] == "roi-fpn-forward-torch"
+    assert both["name"] == "roi-fpn-torch-forward-backward"
+    p = w_both.problem()
+    options = w_both.options()
+    expected_crops = cropgrad.roi_align(
+        p["image"], p["boxes"], p["box_ind"], w_both.crop, **options
+    )
+    expected_d_image = cropgrad.roi_align_grad_image(
+        p["grads"], p["boxes"], p["box_ind"], p["image"].shape, **options
+    )
+    # The torch columns compute what the NumPy API and torchvision do.
+    crops = forward["columns"]["cropgrad_default"]()
+    assert_same_bits(
+        crops.numpy(),
+        cropgrad.roi_align(
+            *(w_forward.problem()[k] for k in ("image", "boxes", "box_ind")),
+            w_forward.crop,
+            **options,
+        ),
+    )
+    (d_image,) = both["columns"]["cropgrad_default"]()
+    assert_same_bits(d_image.numpy(), expected_d_image)
+    d_image, d_boxes = both["columns"]["torch_op_input_and_boxes"]()
+    assert_same_bits(d_image.numpy(), expected_d_image)
+    assert torch.count_nonzero(d_boxes[:, 1:]) > 0
+    both["columns"]["numpy_api"]()
+    assert expected_crops.shape == (9, 8, *w_both.crop)
+    # torchvision times its forward op and input gradient beside the
+    # training-step row; ONNX Runtime, which has no gradient, does not.
+    assert both["reference_op"] == FORWARD_BACKWARD
+    reasons = roi_worker.not_measured(w_both.variant(reference_op=FORWARD_BACKWARD))
+    assert "torchvision" not in reasons
+    assert "no gradient" in reasons["onnxruntime_default"]
+    spec = w_both.variant(reference_op=FORWARD_BACKWARD).reference_spec()
+    assert spec["op"] == "forward_backward"

@@ -821,36 +821,3 @@ def test_float64_images_need_float32_or_float64_outputs(x64):
     with pytest.raises(TypeError) as info:
         cgj.roi_align(image, BOXES, BOX_IND, 2, dtype="float16")
     assert str(info.value) == str(expected.value)
-
-
-# --------------------------------------------------------------------------
-# The benchmark's RoIAlign rows
-
-
-def test_benchmark_rows_on_a_small_pooler():
-    from cropgrad._bench import jax_rows, rows
-    from cropgrad._bench.workloads import ROI_ROWS
-
-    (forward,) = [w for w in ROI_ROWS if w.name == "roi-fpn-forward"]
-    small = forward.quick().variant(nchw=(2, 8, 20, 24), num_boxes=9)
-    made, errors = rows.adapter_rows({"jax": jax_rows}, small, True)
-    assert not errors
-    names = [row["name"] for _, row in made]
-    assert names == ["roi-fpn-forward-jax", "roi-fpn-forward-backward-jax"]
-    for _, row in made:
-        for call in row["columns"].values():
-            call()  # every column runs
-        assert any(t[1] == "pure_jax_over_cropgrad_jax" for t in row["targets"])
-    # The pure-JAX op the rows compare with computes RoIAlign: torchvision's
-    # result (the NumPy API's bits) up to its own rounding.
-    p = small.problem()
-    options = small.options()
-    expected = cropgrad.roi_align(
-        p["image"], p["boxes"], p["box_ind"], small.crop, **options
-    )
-    ours = jax_rows.pure_jax_roi_align(
-        p["image"], p["boxes"], p["box_ind"], small.crop, **options
-    )
-    assert np.abs(np.asarray(ours) - expected).max() < 1e-5
-    assert np.abs(expected).max() > 0.1
-    assert jax_rows.extra_rows(small.variant(name="roi-mask-forward"), True) == []

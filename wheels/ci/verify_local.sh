@@ -165,7 +165,8 @@ tar -tzf "$sdist" | sed 's|^[^/]*/||' | grep -v '/$' | sort >"$work/sdist.txt"
 cat "$work/sdist.txt"
 if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
     expected=$(git -C "$repo" ls-files cropgrad tests docs README.md LICENSE CHANGELOG.md \
-        DEVELOPING.md pyproject.toml setup.py MANIFEST.in)
+        DEVELOPING.md pyproject.toml setup.py MANIFEST.in benchmarks/README.md \
+        benchmarks/bench.py benchmarks/cropgrad_bench)
 else
     expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
         -o -name '*.pxi' -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
@@ -307,11 +308,13 @@ errors += [
     if n.endswith((".pyx", ".pxd", ".pxi", ".c", ".h", ".inc")) and n not in public
 ]
 errors += [f"test file {n} in the wheel" for n in names if n.startswith("tests/")]
+# The benchmark runs from the source tree (benchmarks/), never from the wheel.
+errors += [f"benchmark file {n} in the wheel" for n in names if re.search(r"(^|/)\w*bench", n)]
 print("\n".join(pkg))
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
 EOF
-note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.pxi/.c/.h"
+note "contents: check-wheel-contents (W009,W010 ignored) and twine check --strict pass; wheel has the module, py.typed, stubs, capi.pxd and include/cropgrad/capi.h, no other .pyx/.pxd/.pxi/.c/.h, no benchmark"
 
 # --------------------------------------------------------------------------
 step "8. the repaired wheel in a fresh venv, tests from a temporary directory"

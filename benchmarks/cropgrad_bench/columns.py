@@ -1,6 +1,6 @@
 """What each column of the main table times: cropgrad calls and the roofline.
 
-The RoIAlign rows (`cropgrad._bench.workloads.RoiWorkload`) have columns
+The RoIAlign rows (`cropgrad_bench.workloads.RoiWorkload`) have columns
 of their own (``ROI_COLUMNS``, ``ROI_RATIOS``): the same cropgrad and
 roofline columns, the references' (torchvision, ONNX Runtime) and calls
 timed beside cropgrad's.
@@ -20,7 +20,7 @@ COLUMNS = (CG1, CGD, CGN, CG32, ROOF, ROOFN, ROOF1, TFD, TFX)
 TF_MODES = {TFD: "default", TFX: "deterministic"}
 
 # The RoIAlign rows' columns: the references (in worker processes,
-# `cropgrad._bench.roi_worker`) and the calls timed beside cropgrad's.
+# `cropgrad_bench.roi_worker`) and the calls timed beside cropgrad's.
 TV, ORT1, ORTD = "torchvision", "onnxruntime_1thread", "onnxruntime_default"
 NCHW_BESIDE, GRAD_IMAGE_BESIDE = "nchw_default", "grad_image_default"
 ROI_COLUMNS = (

@@ -5,7 +5,7 @@ default and deterministic modes each run in a worker process, driven over a
 pipe (one JSON object per line); TensorFlow's thread pools never share a
 process with cropgrad's.  `WorkerProcess`, the parent's end of that pipe,
 drives any program that speaks its protocol (the RoIAlign rows'
-references too: `cropgrad._bench.roi_worker`).
+references too: `cropgrad_bench.roi_worker`).
 """
 
 import importlib.util
@@ -169,18 +169,21 @@ class TensorFlowWorker(WorkerProcess):
 
     def __init__(self, mode, timeout=300.0):
         self.mode = mode
-        package_parent = os.path.dirname(
-            os.path.dirname(os.path.abspath(cropgrad.__file__))
+        # The child imports the cropgrad this process runs and this package
+        # (beside benchmarks/bench.py), wherever they were found.
+        paths = os.pathsep.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))
+            for module in (cropgrad, sys.modules[__package__])
         )
         code = (
-            "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from cropgrad._bench.tf_worker import worker_main; "
+            "import os, sys; sys.path[:0] = sys.argv[1].split(os.pathsep); "
+            "from cropgrad_bench.tf_worker import worker_main; "
             "worker_main(sys.argv[2])"
         )
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         super().__init__(
-            [sys.executable, "-P", "-c", code, package_parent, mode],
+            [sys.executable, "-P", "-c", code, paths, mode],
             f"TensorFlow ({mode})",
             timeout,
             env,

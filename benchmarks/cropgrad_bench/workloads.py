@@ -19,7 +19,7 @@ class Workload:
 
     ``kind`` says how the row is measured: ``"op"`` (the columns of the
     main table) or ``"pipeline"`` (the idle-thread measurements of
-    `cropgrad._bench.pipeline` on the same problem).
+    `cropgrad_bench.pipeline` on the same problem).
     """
 
     family = CROP_AND_RESIZE

@@ -352,10 +352,10 @@ def run(
     """Run the benchmark on the workloads `names`; return the results dict.
 
     Each workload is a row; after an op's row come the rows that installed
-    adapters add for it (`cropgrad._bench.rows`).  TensorFlow's workers
+    adapters add for it (`cropgrad_bench.rows`).  TensorFlow's workers
     start when a ``crop_and_resize`` op row is to be measured, the RoIAlign
     references' when a RoIAlign row is: `torchvision` is the Python that
-    runs torchvision (`cropgrad._bench.roi_worker.torchvision_python`;
+    runs torchvision (`cropgrad_bench.roi_worker.torchvision_python`;
     False: none), `onnxruntime` whether to time ONNX Runtime.
     """
     progress = progress or _stderr

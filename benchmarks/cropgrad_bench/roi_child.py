@@ -1,13 +1,13 @@
 """The program of a RoIAlign reference worker: torchvision or ONNX Runtime.
 
 Run as ``python -P roi_child.py BACKEND [THREADS]`` by
-`cropgrad._bench.roi_worker`, possibly by another Python than cropgrad's
+`cropgrad_bench.roi_worker`, possibly by another Python than cropgrad's
 (torchvision cannot be installed beside every PyTorch that cropgrad
 supports).  So it imports nothing from cropgrad: only NumPy, the backend,
 and ``timing.py`` from its own folder, by path, so that the references are
 timed by the same code as cropgrad's columns.
 
-The protocol is `cropgrad._bench.tf_worker.WorkerProcess`'s.  A ``load``
+The protocol is `cropgrad_bench.tf_worker.WorkerProcess`'s.  A ``load``
 request carries the path of an ``.npz`` file with the problem's arrays in
 NCHW (``boxes``, ``box_ind`` and ``image`` or ``grads``) and the
 workload's ``reference_spec()`` (``op``, ``nchw``, ``output_size``,

@@ -23,7 +23,7 @@ image only) are measured once while the rows are built: in each row's
 ``figures`` and its ``about`` line.
 
 The forward row follows ``detector-forward``, the forward + backward row
-``detector`` (see `cropgrad._bench` for the contract of adapter rows).
+``detector`` (see `cropgrad_bench` for the contract of adapter rows).
 
 RoIAlign: two rows on torchvision's Faster R-CNN box pooler (``roi-fpn``,
 NCHW float32 tensors), beside the references' columns of the RoIAlign

@@ -1,7 +1,7 @@
 """The RoIAlign rows' references, torchvision and ONNX Runtime, in workers.
 
 Each reference column is timed in a worker process of its own, driven over
-a pipe like TensorFlow's (`cropgrad._bench.tf_worker.WorkerProcess`), so
+a pipe like TensorFlow's (`cropgrad_bench.tf_worker.WorkerProcess`), so
 that no other thread pool shares a process with cropgrad's, and so that
 torchvision can run in **another Python**: PyPI's torchvision only imports
 beside the PyTorch release it was built for, which need not be the one

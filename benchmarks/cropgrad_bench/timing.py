@@ -96,12 +96,12 @@ class Column:
         back-to-back calls after untimed warm-up calls (`time_block`);
     ``worker``
         a worker process that times its own callable the same way
-        (`cropgrad._bench.tf_worker.TensorFlowWorker`);
+        (`cropgrad_bench.tf_worker.TensorFlowWorker`);
     ``sampler``
         an object with ``sample(settings) -> seconds`` (one sample, taking
         care of its own waiting) and ``cost(settings) -> seconds`` (the wall
         time a sample takes): the measurements that must not be warmed up
-        like the others (`cropgrad._bench.pipeline`).
+        like the others (`cropgrad_bench.pipeline`).
     """
 
     def __init__(self, name, fn=None, worker=None, sampler=None):

@@ -11,13 +11,13 @@ the same rounds: ``nchw_over_nhwc`` compares the layouts side by side, and
 the row's target is that NCHW costs at most 1.2 times NHWC.
 
 Not an adapter of another framework, but rows added after a workload's own
-through the same registry (`cropgrad._bench.rows`).
+through the same registry (`cropgrad_bench.rows`).
 """
 
 import numpy as np
 
 import cropgrad
-from cropgrad._bench.workloads import FORWARD, GRAD_BOXES, GRAD_IMAGE
+from cropgrad_bench.workloads import FORWARD, GRAD_BOXES, GRAD_IMAGE
 
 __all__ = ["extra_rows"]
 
@@ -86,7 +86,7 @@ def extra_rows(workload, quick):
 
 def _scaling_target(workload):
     """The image gradient's rows scale to two threads as the NHWC ones must
-    (cropgrad._bench.targets)."""
+    (cropgrad_bench.targets)."""
     if workload.op != GRAD_IMAGE:
         return []
     what = "scaling 1 thread -> default >= 1.7"

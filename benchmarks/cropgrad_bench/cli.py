@@ -1,17 +1,18 @@
-"""The command line of ``python -m cropgrad``: the self-check and the benchmark."""
+"""The benchmark's command line: ``python benchmarks/bench.py [options]``."""
 
 import argparse
 import sys
 
 import cropgrad
-from cropgrad._selfcheck import check
 
 from .report import format_pipeline, format_table, format_targets, write_json
 from .roi_worker import TORCHVISION_PYTHON_ENV
 from .run import run
-from .short import short_benchmark
 from .timing import Settings
 from .workloads import GROUPS, WORKLOADS
+
+# How the command line is run (its usage line).
+PROG = "python benchmarks/bench.py"
 
 
 def _workload_list(text):
@@ -54,16 +55,12 @@ _positive = _positive_parser(int, "a positive integer", "a positive integer")
 _seconds = _positive_parser(float, "seconds", "a positive number of seconds")
 
 
-def _bench_options(parser, top_level):
-    """The benchmark's options; on the subcommand they only override what is given."""
-
-    def default(value):
-        return value if top_level else argparse.SUPPRESS
-
+def _bench_options(parser):
+    """The benchmark's options."""
     parser.add_argument(
         "--workloads",
         type=_workload_list,
-        default=default(list(WORKLOADS)),
+        default=list(WORKLOADS),
         metavar="A,B,...",
         help="comma-separated workloads or groups of them to run, or 'all' "
         "(default): "
@@ -74,7 +71,7 @@ def _bench_options(parser, top_level):
     parser.add_argument(
         "--repeats",
         type=_positive,
-        default=default(None),
+        default=None,
         metavar="N",
         help="measure exactly N rounds per workload (default: as many as fit in "
         "the time budget, 7 to 60)",
@@ -82,7 +79,7 @@ def _bench_options(parser, top_level):
     parser.add_argument(
         "--budget",
         type=_seconds,
-        default=default(None),
+        default=None,
         metavar="SECONDS",
         help="seconds of timed rounds per workload when --repeats is not given "
         "(default 9, or 0.3 with --quick)",
@@ -90,21 +87,21 @@ def _bench_options(parser, top_level):
     parser.add_argument(
         "--quick",
         action="store_true",
-        default=default(False),
+        default=False,
         help="a fast, rough run: short blocks and few rounds",
     )
     parser.add_argument(
         "--no-tensorflow",
         dest="tensorflow",
         action="store_false",
-        default=default(True),
+        default=True,
         help="leave TensorFlow out even when it is installed",
     )
     parser.add_argument(
         "--torchvision-python",
         dest="torchvision",
         metavar="PATH",
-        default=default(None),
+        default=None,
         help="the Python that runs torchvision's columns of the RoIAlign rows, "
         "in a worker process (it needs torch and torchvision, not cropgrad); "
         f"default: ${TORCHVISION_PYTHON_ENV}, else this Python if it has "
@@ -122,48 +119,47 @@ def _bench_options(parser, top_level):
         "--no-onnxruntime",
         dest="onnxruntime",
         action="store_false",
-        default=default(True),
+        default=True,
         help="leave ONNX Runtime out of the RoIAlign rows even when it is installed",
     )
     parser.add_argument(
         "--no-adapters",
         dest="adapters",
         action="store_false",
-        default=default(True),
+        default=True,
         help="leave out the rows that installed adapters (JAX, PyTorch) add",
     )
     parser.add_argument(
         "--explain",
         action="store_true",
-        default=default(False),
+        default=False,
         help="print what each column of the tables means, in words, and exit",
     )
     parser.add_argument(
         "--targets",
         action="store_true",
-        default=default(False),
+        default=False,
         help="also print the performance targets and each one's measured figure "
         "(the JSON holds them either way)",
     )
     parser.add_argument(
         "--json",
         metavar="FILE",
-        default=default(None),
+        default=None,
         help="also write all results (medians, samples, ratios, machine) as JSON",
     )
     parser.add_argument(
         "--plot",
         metavar="FILE.png",
-        default=default(None),
+        default=None,
         help="also draw the times per workload on a log axis (needs matplotlib)",
     )
 
 
 def _parser():
     description = (
-        "Self-check and benchmark of cropgrad. Without a command: the "
-        "self-check, then a short benchmark of a few seconds (stops if the "
-        "check fails); 'bench' runs the full benchmark."
+        "Benchmark of the installed cropgrad (python -m cropgrad runs its "
+        "self-check and a short timing)."
     )
     epilog = (
         "benchmark columns: cropgrad on 1 thread and on the default threads "
@@ -181,28 +177,11 @@ def _parser():
         "adapters (JAX, PyTorch) add rows of their own. "
         "Progress goes to stderr, the table to stdout."
     )
-    parser = argparse.ArgumentParser(
-        prog="python -m cropgrad", description=description, epilog=epilog
-    )
+    parser = argparse.ArgumentParser(prog=PROG, description=description, epilog=epilog)
     parser.add_argument(
         "--version", action="version", version=f"cropgrad {cropgrad.__version__}"
     )
-    _bench_options(parser, top_level=True)
-    commands = parser.add_subparsers(dest="command", metavar="{check,bench}")
-    commands.add_parser(
-        "check",
-        help="self-check against a NumPy reference and across thread counts",
-        description="Compare every op with the bits of cropgrad's NumPy reference "
-        "on small random problems (every method and output dtype) and check "
-        "that 1 to 4 threads give the same bits. Exit status 1 on failure.",
-    )
-    bench = commands.add_parser(
-        "bench",
-        help="run the benchmark only",
-        description=description.split(".")[0] + ": the benchmark only.",
-        epilog=epilog,
-    )
-    _bench_options(bench, top_level=False)
+    _bench_options(parser)
     return parser
 
 
@@ -304,15 +283,8 @@ def _run_bench(args):
 
 
 def main(argv=None):
-    """``python -m cropgrad [check | bench] [options]``; returns the exit status."""
+    """``python benchmarks/bench.py [options]``; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.explain:
         return _explain()
-    if args.command == "bench":
-        return _run_bench(args)
-    if not check():
-        return 1
-    if args.command is None:
-        print()
-        short_benchmark()
-    return 0
+    return _run_bench(args)

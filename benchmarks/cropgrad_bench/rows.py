@@ -14,9 +14,9 @@ from .columns import COLUMNS, ROI_COLUMNS
 # missing, or it is not part of this version) adds no rows.  "nchw" is
 # cropgrad's own NCHW layout beside the NHWC rows (no framework needed).
 ADAPTERS = {
-    "jax": "cropgrad._bench.jax_rows",
-    "torch": "cropgrad._bench.torch_rows",
-    "nchw": "cropgrad._bench.nchw_rows",
+    "jax": "cropgrad_bench.jax_rows",
+    "torch": "cropgrad_bench.torch_rows",
+    "nchw": "cropgrad_bench.nchw_rows",
 }
 
 # Columns of an adapter row that land in the main table's cropgrad columns.

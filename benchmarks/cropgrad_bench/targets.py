@@ -44,7 +44,7 @@ TARGETS = (
 # slower on one thread than TensorFlow deterministic; augment and dense
 # near their roofline; a result allocated by the call costs little more
 # than one written into `out=`.  (The NCHW rows bring their own,
-# cropgrad._bench.nchw_rows.)
+# cropgrad_bench.nchw_rows.)
 _IMAGE_GRADIENT = (
     "detector",
     "augment",

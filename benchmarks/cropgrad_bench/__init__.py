@@ -1,6 +1,8 @@
-"""The benchmark behind ``python -m cropgrad bench`` (private).
+"""cropgrad's benchmark: ``python benchmarks/bench.py`` from a source checkout.
 
-Files, one job each:
+It times the installed cropgrad (the package is not part of the wheel, and
+reads cropgrad's private modules only for the machine's description and the
+adapters' rows).  Files, one job each:
 
 ``workloads.py``
     the problems (shapes, dtypes, the arrays from a fixed seed), the
@@ -31,7 +33,7 @@ Files, one job each:
 ``report.py`` / ``plot.py``
     the text tables and JSON / the bar plot;
 ``cli.py``
-    the command line of ``python -m cropgrad`` (the self-check and this).
+    the command line (``benchmarks/bench.py`` runs its ``main``).
 
 Measuring
 ---------
@@ -58,7 +60,7 @@ Each workload is a row, timed in several columns in the same run:
     the process that times cropgrad).  The inputs are TensorFlow tensors made
     once before timing; TensorFlow allocates its output on every call.
 
-The ``pipeline`` row has columns of its own (`cropgrad._bench.pipeline`).
+The ``pipeline`` row has columns of its own (`cropgrad_bench.pipeline`).
 
 The RoIAlign rows (``roi-fpn-*``, ``roi-mask-*``, ``roi-adaptive-*``:
 the forward op, the input gradient and the boxes gradient, in NCHW and
@@ -68,7 +70,7 @@ rows in NCHW, the layout of torchvision and ONNX), then
 ``torchvision``
     ``torchvision.ops.roi_align`` / ``_roi_align_backward`` (forward and
     input-gradient NCHW rows), in a worker process of the Python given by
-    ``--torchvision-python`` (`cropgrad._bench.roi_worker`);
+    ``--torchvision-python`` (`cropgrad_bench.roi_worker`);
 ``onnxruntime_1thread`` / ``onnxruntime_default``
     ONNX Runtime's ``RoiAlign`` (NCHW forward rows) on 1 thread / on
     cropgrad's default thread count, in worker processes;
@@ -93,7 +95,7 @@ are repeated within a block and the per-call time is reported.
 Rows from adapters
 ------------------
 An optional adapter (``cropgrad.jax``, ``cropgrad.torch``) adds rows through
-a module of this package listed in `cropgrad._bench.rows.ADAPTERS`:
+a module of this package listed in `cropgrad_bench.rows.ADAPTERS`:
 ``jax_rows.py`` and ``torch_rows.py``.  The contract:
 
 - The module imports its framework at the top.  If importing the module
@@ -102,7 +104,7 @@ a module of this package listed in `cropgrad._bench.rows.ADAPTERS`:
   leaves every adapter out.
 - It defines ``extra_rows(workload, quick) -> list of dict``, called once
   per op row measured (after that row), never for the ``pipeline`` row.
-  `workload` is a `cropgrad._bench.workloads.Workload` (``workload.name``,
+  `workload` is a `cropgrad_bench.workloads.Workload` (``workload.name``,
   ``.op``, ``.image_size``, ``.crop``, ``.dtype``); ``workload.problem()``
   returns its arrays (``grads``, ``boxes``, ``box_ind``, ``image`` as the op
   needs, the same arrays every column uses) and ``workload.output()`` the
