@@ -673,26 +673,3 @@ def test_layout_follows_the_value_not_equality(value):
         expected = expected.transpose(0, 3, 1, 2)
     assert crops.shape == expected.shape
     assert_same_bits(crops, expected)
-
-
-# --------------------------------------------------------------------------
-# The benchmark's NCHW rows
-
-
-def test_nchw_benchmark_rows():
-    from cropgrad._bench import nchw_rows, rows
-    from cropgrad._bench.workloads import GRAD_IMAGE, Workload
-
-    small = Workload("dense", GRAD_IMAGE, 1, 12, 10, 8, 9, (3, 4))
-    made, errors = rows.adapter_rows({"nchw": nchw_rows}, small, True)
-    assert not errors
-    ((_, row),) = made
-    assert row["name"] == "dense-nchw"
-    out = row["columns"]["cropgrad_default_new_output"]()
-    nhwc = row["columns"]["nhwc_default"]()
-    np.testing.assert_array_equal(out, nchw(nhwc))
-    assert row["targets"][0][1] == "nchw_over_nhwc"
-    assert (
-        nchw_rows.extra_rows(Workload("tiny", GRAD_IMAGE, 1, 8, 8, 2, 1, (2, 2)), True)
-        == []
-    )
