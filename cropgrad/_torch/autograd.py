@@ -51,8 +51,13 @@ _WITHOUT_TENSORS = {name: dict.fromkeys(names) for name, names in checks.ARRAYS.
 
 
 def functions():
-    """Each op's Function, by the op's name (a Function's ``op``)."""
-    return {function.op: function for function in _OpFunction.__subclasses__()}
+    """Each op's Function, by the op's name (a Function's ``op``; a subclass
+    defined elsewhere, which names no op of its own, is not one)."""
+    return {
+        function.op: function
+        for function in _OpFunction.__subclasses__()
+        if "op" in vars(function)
+    }
 
 
 def _flows(tangent):
