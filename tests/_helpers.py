@@ -461,7 +461,7 @@ def roi_align_problems(
         sampling_ratio=draw(st.sampled_from(ROI_SAMPLING_RATIOS)),
         aligned=draw(st.booleans()),
     )
-    num_boxes = draw(st.integers(0, max_boxes)) if batch else 0
+    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
     fixed = options["sampling_ratio"] > 0
     arithmetic = np.float64 if dtype == np.float64 else np.float32
     boxes = np.array(
