@@ -401,6 +401,115 @@ def huge_coordinates(rng, boxes):
     boxes[pick] = rng.choice(np.array(HUGE, np.float32), int(pick.sum()))
 
 
+# --------------------------------------------------------------------------
+# RoIAlign's problems: NCHW images, boxes [x1, y1, x2, y2] in the input
+# image's pixels (the feature map's divided by spatial_scale)
+
+ROI_SCALES = (1.0, 0.5, 0.25, 2.0, 0.3)
+ROI_SAMPLING_RATIOS = (-1, 0, 1, 2, 3)
+
+
+@st.composite
+def roi_box(draw, height, width, spatial_scale, fixed_grid):
+    """One [x1, y1, x2, y2] box from one of several distributions, placed
+    in feature-map pixels and divided by `spatial_scale`; huge coordinates
+    only with a `fixed_grid` (the adaptive grid of a huge box would hold
+    more samples than a bin may)."""
+    kinds = ["inside", "around", "flipped", "degenerate", "grid", "special"]
+    kind = draw(st.sampled_from(kinds + (["huge"] if fixed_grid else [])))
+    size = (width, height, width, height)
+    if kind == "inside":
+        coords = [draw(f32(0, n)) for n in size]
+    elif kind == "around":  # partly (or wholly) outside the feature map
+        coords = [draw(f32(-3, n + 3)) for n in size]
+    elif kind == "flipped":  # x2 < x1 and/or y2 < y1
+        x = sorted([draw(f32(-1, width + 1)) for _ in range(2)], reverse=True)
+        y = sorted(
+            [draw(f32(-1, height + 1)) for _ in range(2)], reverse=draw(st.booleans())
+        )
+        coords = [x[0], y[0], x[1], y[1]]
+    elif kind == "degenerate":  # a line or a point
+        x1, y1 = draw(f32(-1, width + 1)), draw(f32(-1, height + 1))
+        x2 = x1 if draw(st.booleans()) else draw(f32(-1, width + 1))
+        y2 = y1 if x2 != x1 or draw(st.booleans()) else draw(f32(-1, height + 1))
+        coords = [x1, y1, x2, y2]
+    elif kind == "grid":  # whole and half pixels: samples on pixel rows
+        coords = [draw(st.integers(-2, 2 * n + 2)) / 2 for n in size]
+    elif kind == "special":
+        coords = [draw(st.sampled_from(SPECIAL)) for _ in range(4)]
+    else:  # finite, but the arithmetic overflows
+        return [draw(st.sampled_from(HUGE) | f32(-2, 2)) for _ in range(4)]
+    return [c / spatial_scale for c in coords]
+
+
+@st.composite
+def roi_align_problems(
+    draw, max_boxes=4, max_output=3, max_size=6, max_channels=3, dtypes=None
+):
+    """(image, boxes, box_ind, output_size, options): an NCHW image of one
+    of `dtypes` (every image dtype but bfloat16 by default; pixels anywhere
+    in the dtype's range, infinities and NaN), boxes in the arithmetic
+    type (float64 for float64 images, else float32), and the sampling
+    options (`ROI_SCALES`, `ROI_SAMPLING_RATIOS`, aligned or not)."""
+    dtype = np.dtype(draw(st.sampled_from(dtypes or IMAGE_DTYPES)))
+    batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
+    channels = draw(st.sampled_from([1, 2, 0, max_channels, 1, 2]))
+    height = draw(st.integers(1, max_size))
+    width = draw(st.integers(1, max_size))
+    options = dict(
+        spatial_scale=draw(st.sampled_from(ROI_SCALES)),
+        sampling_ratio=draw(st.sampled_from(ROI_SAMPLING_RATIOS)),
+        aligned=draw(st.booleans()),
+    )
+    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
+    fixed = options["sampling_ratio"] > 0
+    arithmetic = np.float64 if dtype == np.float64 else np.float32
+    boxes = np.array(
+        [
+            draw(roi_box(height, width, options["spatial_scale"], fixed))
+            for _ in range(num_boxes)
+        ],
+        arithmetic,
+    ).reshape(num_boxes, 4)
+    box_ind = np.array(
+        draw(
+            st.lists(
+                st.integers(0, max(batch - 1, 0)),
+                min_size=num_boxes,
+                max_size=num_boxes,
+            )
+        ),
+        draw(st.sampled_from([np.int32, np.int64])),
+    )
+    output_size = (
+        draw(st.integers(1, max_output)),
+        draw(st.integers(1, max_output)),
+    )
+    image = draw(
+        hnp.arrays(
+            dtype, (batch, channels, height, width), elements=_image_elements(dtype)
+        )
+    )
+    return image, boxes, box_ind, output_size, options
+
+
+def roi_arithmetic(image):
+    """The type RoIAlign computes in for `image`: float64 or float32."""
+    return np.float64 if image.dtype == np.float64 else np.float32
+
+
+def roi_tasks(image, boxes):
+    """How few tasks any of RoIAlign's ops divides a problem into, in
+    either layout, for `on_team`: boxes (or parts of them) for the forward
+    op, the JVP and the boxes gradient, images (or channel tiles of them)
+    for the image gradient, so at least one per box or one per image,
+    whichever is fewer; None (not known) without boxes, where an op may
+    still zero its output on a team."""
+    if not (len(boxes) and image.shape[1]):
+        return None
+    return min(len(boxes), image.shape[0])
+
+
 @contextlib.contextmanager
 def starting_teams():
     """Calls start a thread team however small their work (the serial

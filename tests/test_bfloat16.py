@@ -1,6 +1,9 @@
 """bfloat16 (ml_dtypes.bfloat16): images read exactly as float32, the image
 gradient rounded once to bfloat16, raw_ops refusing it as TensorFlow does,
-and the package without ml_dtypes."""
+and the package without ml_dtypes.  RoIAlign's ops too: bfloat16 images
+(and the image gradient's grads) read exactly as float32, and its
+bfloat16 results (``dtype=``: the forward op, the image gradient, the boxes
+JVP) the float32 result rounded once."""
 
 import os
 import subprocess
@@ -324,6 +327,169 @@ def test_zero_boxes_give_zeros():
         "bfloat16",
     )
     assert out.dtype == BF16 and not out.view(np.uint16).any()
+
+
+# --------------------------------------------------------------------------
+# RoIAlign: bfloat16 read exactly, bfloat16 results rounded once
+
+ROI_OPTIONS = [
+    dict(spatial_scale=0.5, sampling_ratio=2, aligned=False),
+    dict(spatial_scale=1.0, sampling_ratio=-1, aligned=True),
+]
+
+
+def _roi_boxes(rng, num_boxes, height, width, spatial_scale=0.5):
+    """[x1, y1, x2, y2] boxes in the input image's pixels: some flipped,
+    some partly outside, some on whole pixels."""
+    x = rng.uniform(-2, width + 2, (num_boxes, 2))
+    y = rng.uniform(-2, height + 2, (num_boxes, 2))
+    boxes = np.stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]], 1) / spatial_scale
+    boxes[::4] = np.round(boxes[::4])
+    return boxes.astype(np.float32)
+
+
+def _roi(op, layout, image, boxes, box_ind, grads, tangent, **kw):
+    """RoIAlign's `op` on NCHW arrays, run in `layout` (its result as it
+    comes)."""
+    to = _nhwc if layout == "NHWC" else np.asarray
+    kw = dict(kw, data_format=layout)
+    if op == "roi_align":
+        return cropgrad.roi_align(to(image), boxes, box_ind, (3, 2), **kw)
+    if op == "roi_align_grad_image":
+        size = to(np.empty(image.shape, np.uint8)).shape
+        return cropgrad.roi_align_grad_image(to(grads), boxes, box_ind, size, **kw)
+    if op == "roi_align_grad_boxes":
+        return cropgrad.roi_align_grad_boxes(to(grads), to(image), boxes, box_ind, **kw)
+    return cropgrad.roi_align_jvp_boxes(
+        to(image), boxes, box_ind, tangent, (3, 2), **kw
+    )
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("options", ROI_OPTIONS, ids=["ratio2", "adaptive"])
+def test_roi_align_images_read_exactly_as_float32(options, flush, data_format):
+    rng = np.random.default_rng(8)
+    image = _bf16_image(rng, (2, 5, 9, 7))
+    wide = image.astype(np.float32)
+    boxes = _roi_boxes(rng, 10, 9, 7)
+    box_ind = rng.integers(0, 2, 10)
+    grads = rng.standard_normal((10, 5, 3, 2)).astype(np.float32)
+    tangent = rng.standard_normal((10, 4)).astype(np.float32)
+    kw = dict(options, flush_denormals=flush)
+    for op in ("roi_align", "roi_align_grad_boxes", "roi_align_jvp_boxes"):
+        out_dtype = {} if op == "roi_align_grad_boxes" else {"dtype": np.float32}
+        assert_same_bits(
+            _roi(
+                op,
+                data_format,
+                image,
+                boxes,
+                box_ind,
+                grads,
+                tangent,
+                **kw,
+                **out_dtype,
+            ),
+            _roi(op, data_format, wide, boxes, box_ind, grads, tangent, **kw),
+            op,
+        )
+    # The image gradient takes bfloat16 grads, read exactly too (its
+    # result in their dtype by default).
+    grads_bf16 = _bf16_image(rng, grads.shape)
+    out = _roi(
+        "roi_align_grad_image",
+        data_format,
+        image,
+        boxes,
+        box_ind,
+        grads_bf16,
+        None,
+        **kw,
+    )
+    assert out.dtype == BF16
+    expected = _roi(
+        "roi_align_grad_image",
+        data_format,
+        image,
+        boxes,
+        box_ind,
+        grads_bf16.astype(np.float32),
+        None,
+        dtype=BF16,
+        **kw,
+    )
+    assert np.array_equal(out.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize(
+    "op", ["roi_align", "roi_align_grad_image", "roi_align_jvp_boxes"]
+)
+def test_roi_align_bfloat16_results_are_float32_rounded_once(op, data_format, threads):
+    # Values beyond float32 and bfloat16 (sums that overflow), infinities,
+    # NaN and subnormals in the pixels, gradients and tangents: the
+    # bfloat16 result is the float32 one rounded once, as the test's own
+    # rounding rounds it.
+    rng = np.random.default_rng([9, threads, len(op)])
+    options = ROI_OPTIONS[threads == 3]
+    image = rng.standard_normal((3, 4, 11, 9)).astype(np.float32)
+    image = np.clip(image, -3, 3) * np.float32(1e38)
+    image[0, :, :3] = rng.standard_normal((4, 3, 9)) * np.float32(1e-39)
+    image[1, :, 4, 4] = np.nan
+    image[2, :, 5:7, 2:4] = np.inf
+    boxes = _roi_boxes(rng, 30, 11, 9, options["spatial_scale"])
+    box_ind = rng.integers(0, 3, 30)
+    # In the feature map's pixels: on the subnormal rows of image 0, around
+    # the NaN of image 1 and the infinities of image 2, inside image 0.
+    planted = [[0, 0, 8, 2], [1, 2, 7, 6], [1, 4, 5, 8], [1, 1, 7, 9]]
+    boxes[:4] = np.array(planted, np.float32) / np.float32(options["spatial_scale"])
+    box_ind[:4] = [0, 1, 2, 0]
+    grads = np.clip(rng.standard_normal((30, 4, 3, 2)), -3, 3) * np.float32(1e38)
+    grads = grads.astype(np.float32)
+    grads[0] = rng.standard_normal((4, 3, 2)) * np.float32(1e-39)
+    grads[3, 1, 1, 1] = np.inf
+    grads[3, 2, 0, 0] = np.nan
+    tangent = (rng.standard_normal((30, 4)) * 1e30).astype(np.float32)
+    tangent[0] = rng.standard_normal(4) * np.float32(1e-3)
+    tangent[3, 2] = np.nan
+    args = (op, data_format, image, boxes, box_ind, grads, tangent)
+    kw = dict(options, num_threads=threads)
+    out32 = _roi(*args, dtype=np.float32, **kw)
+    # Three images, boxes on each: tasks for a team of 3 from every op.
+    out = on_team(threads, 3, lambda: _roi(*args, dtype="bfloat16", **kw))
+    assert out.dtype == BF16 and out.shape == out32.shape
+    assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
+    finite = out32[np.isfinite(out32)]
+    assert np.isinf(out32).any() and np.isnan(out32).any()
+    assert (np.abs(finite[finite != 0]) < 2.0**-126).any()  # subnormals
+
+
+def test_roi_align_out_of_bfloat16():
+    rng = np.random.default_rng(10)
+    image = _bf16_image(rng, (2, 3, 8, 8))
+    boxes = _roi_boxes(rng, 6, 8, 8)
+    box_ind = rng.integers(0, 2, 6)
+    expected = cropgrad.roi_align(image, boxes, box_ind, 2, spatial_scale=0.5)
+    assert expected.dtype == BF16  # the image's dtype by default
+    out = np.full((6, 3, 2, 2), 7, BF16)
+    got = cropgrad.roi_align(image, boxes, box_ind, 2, spatial_scale=0.5, out=out)
+    assert got is out
+    assert np.array_equal(out.view(np.uint16), expected.view(np.uint16))
+
+
+def test_roi_align_bfloat16_results_need_float32_arithmetic():
+    # float64 data is computed in float64, rounded only to float32 or
+    # float64 (docs/semantics.md).
+    image = np.ones((1, 2, 4, 4))
+    boxes = np.array([[0.0, 0.0, 3.0, 3.0]])
+    with pytest.raises(TypeError, match="float64 arithmetic, got CG_BFLOAT16"):
+        cropgrad.roi_align(image, boxes, [0], 2, dtype=BF16)
+    with pytest.raises(TypeError, match="float64 arithmetic, got CG_BFLOAT16"):
+        cropgrad.roi_align_grad_image(
+            np.ones((1, 2, 2, 2)), boxes, [0], image.shape, dtype="bfloat16"
+        )
 
 
 # --------------------------------------------------------------------------

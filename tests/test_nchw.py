@@ -8,6 +8,12 @@ every TensorFlow fixture is checked again transposed, for several thread
 counts, and random problems (small ones from the property strategies, big
 ones that start threads, NaN and infinite gradients, depths around every
 switch of the kernels) against the NHWC result transposed.
+
+RoIAlign's ops take NCHW by default (cropgrad/_kernels/roi_align: planes
+read where they are, or gathered into tiles of channels side by side) and
+NHWC on request: random problems of every image dtype, output dtypes and
+sampling options, NaN and infinite pixels and gradients, on teams of 1 to 3
+workers, give the NHWC result transposed, bit for bit, NaN bits included.
 """
 
 import sys
@@ -27,13 +33,18 @@ from _helpers import (
     forward_problems,
     grad_image_problems,
     grad_image_rows,
+    grads_elements,
     load_cases,
     on_team,
+    roi_align_problems,
+    roi_arithmetic,
+    roi_tasks,
     starting_teams,
     team_of,
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import cropgrad
 from cropgrad._kernels import testing as _testing
@@ -566,6 +577,161 @@ def test_boxes_gradient_staged_whole_or_by_rows(num_boxes, num_threads):
 
 
 # --------------------------------------------------------------------------
+# RoIAlign: NCHW (its default) against NHWC transposed
+
+ROI_OPS = (
+    "roi_align",
+    "roi_align_grad_image",
+    "roi_align_grad_boxes",
+    "roi_align_jvp_boxes",
+)
+
+
+def nhwc(array):
+    """An NCHW array as a C-contiguous NHWC array."""
+    return np.ascontiguousarray(np.asarray(array).transpose(0, 2, 3, 1))
+
+
+def roi_run(op, layout, image, boxes, box_ind, output_size, grads, tangent, **kw):
+    """RoIAlign's `op` on NCHW arrays (`grads` too), run in `layout`; its
+    result as NCHW (the boxes gradient: as it is)."""
+    to = nhwc if layout == "NHWC" else np.asarray
+    kw = dict(kw, data_format=layout)
+    if op == "roi_align":
+        out = cropgrad.roi_align(to(image), boxes, box_ind, output_size, **kw)
+    elif op == "roi_align_grad_image":
+        size = to(image).shape
+        out = cropgrad.roi_align_grad_image(to(grads), boxes, box_ind, size, **kw)
+    elif op == "roi_align_grad_boxes":
+        kw.pop("dtype", None)
+        return cropgrad.roi_align_grad_boxes(to(grads), to(image), boxes, box_ind, **kw)
+    else:
+        out = cropgrad.roi_align_jvp_boxes(
+            to(image), boxes, box_ind, tangent, output_size, **kw
+        )
+    return nchw(out) if layout == "NHWC" else out
+
+
+def roi_pair(op, num_threads, problem, grads, tangent, **kw):
+    """(the NHWC result on one thread, as NCHW; the NCHW result on a team of
+    `num_threads`, checked against the tasks the problem has at least)."""
+    image, boxes = problem[:2]
+    expected = roi_run(op, "NHWC", *problem[:4], grads, tangent, num_threads=1, **kw)
+    out = on_team(
+        num_threads,
+        roi_tasks(image, boxes),
+        lambda: roi_run(
+            op, "NCHW", *problem[:4], grads, tangent, num_threads=num_threads, **kw
+        ),
+    )
+    return expected, out
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+@examples(60)
+@given(
+    problem=roi_align_problems(),
+    num_threads=st.integers(1, 3),
+    out_dtype=st.sampled_from([None, np.float16, np.float32, np.float64]),
+    data=st.data(),
+)
+def test_roi_align_small_problems(op, problem, num_threads, out_dtype, data):
+    image, boxes, box_ind, output_size, options = problem
+    arithmetic = roi_arithmetic(image)
+    # grads and the tangent in the arithmetic type (the image gradient's
+    # is the grads' dtype); float16 results from float32 arithmetic only.
+    shape = (len(boxes), image.shape[1], *output_size)
+    grads = data.draw(hnp.arrays(arithmetic, shape, elements=grads_elements()))
+    tangent = data.draw(hnp.arrays(arithmetic, boxes.shape, elements=grads_elements()))
+    if out_dtype == np.float16 and arithmetic == np.float64:
+        out_dtype = None
+    kw = dict(options, dtype=out_dtype)
+    expected, out = roi_pair(op, num_threads, problem, grads, tangent, **kw)
+    # Where a NaN of the data meets another NaN in one addition, which one
+    # the sum keeps is the compiler's choice in each layout's loops
+    # (docs/semantics.md): NaN where NHWC has NaN, every other bit the same.
+    # Without NaN in the data, every NaN is made by the arithmetic itself
+    # (inf - inf, 0 * inf), all alike: every bit.
+    data = [a for a in (image, grads, tangent) if a.dtype.kind == "f"]
+    if any(np.isnan(a).any() for a in data):
+        assert_same_values(out, expected)
+    else:
+        assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8])
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_align_non_finite_values(op, dtype, num_threads):
+    # NaN and infinite pixels (float dtypes), gradients and tangents: the
+    # NaN bits of NCHW on every team are NHWC's.  Three images and twelve
+    # boxes: tasks for a team of 3 from every op, channels as planes (5)
+    # and as tiles (24).
+    rng = np.random.default_rng([num_threads, np.dtype(dtype).num])
+    # float16 pixels: where a NaN pixel meets the NaN of 0 * inf, the two
+    # layouts' loops may keep either (docs/semantics.md): NaN at the same
+    # elements, every other bit the same.
+    same = assert_same_values if dtype == np.float16 else assert_same_bits
+    seen = 0
+    for channels in (5, 24):
+        image = as_image_dtype(rng.standard_normal((3, channels, 9, 11)) * 40, dtype)
+        if np.dtype(dtype).kind == "f":
+            pick = rng.random(image.shape)
+            image[pick < 0.03] = np.inf
+            image[pick > 0.97] = -np.inf
+            image[(pick > 0.5) & (pick < 0.52)] = np.nan
+        arithmetic = np.float64 if dtype == np.float64 else np.float32
+        corners = rng.uniform(-3, 14, (12, 2, 2))
+        boxes = np.concatenate([corners.min(1), corners.max(1)], 1).astype(arithmetic)
+        boxes[::5] = boxes[::5, [2, 3, 0, 1]]  # flipped
+        boxes[::4] = np.round(boxes[::4])  # samples on whole pixels
+        box_ind = rng.integers(0, 3, 12)
+        grads = rng.standard_normal((12, channels, 3, 2)).astype(arithmetic)
+        grads[::3, 1] = np.inf
+        grads[1::4, -1, 0] = -np.inf
+        grads[2::5, 0, 1] = np.nan
+        tangent = rng.standard_normal((12, 4)).astype(arithmetic)
+        tangent[3, 1] = np.inf
+        for options in (
+            dict(spatial_scale=1.0, sampling_ratio=2, aligned=False),
+            dict(spatial_scale=0.5, sampling_ratio=-1, aligned=True),
+        ):
+            problem = (image, boxes, box_ind, (3, 2))
+            expected = roi_run(op, "NHWC", *problem, grads, tangent, **options)
+            seen += np.isnan(expected).sum()
+            out = on_team(
+                num_threads,
+                3,
+                lambda o=options, p=problem: roi_run(
+                    op, "NCHW", *p, grads, tangent, num_threads=num_threads, **o
+                ),
+            )
+            same(out, expected, (channels, options))
+    # NaNs met on the way (the forward op of integer pixels reads nothing
+    # non-finite).
+    assert seen or (op == "roi_align" and np.dtype(dtype).kind != "f")
+
+
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_align_default_layout_is_nchw(op):
+    rng = np.random.default_rng(8)
+    image = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    boxes = np.array([[0.5, 1, 5, 6], [2, 0, 3.5, 4.5], [1, 1, 1, 1]], np.float32)
+    box_ind = np.array([1, 0, 1])
+    grads = rng.standard_normal((3, 3, 2, 3)).astype(np.float32)
+    tangent = rng.standard_normal((3, 4)).astype(np.float32)
+    args = {
+        "roi_align": (image, boxes, box_ind, (2, 3)),
+        "roi_align_grad_image": (grads, boxes, box_ind, image.shape),
+        "roi_align_grad_boxes": (grads, image, boxes, box_ind),
+        "roi_align_jvp_boxes": (image, boxes, box_ind, tangent, (2, 3)),
+    }[op]
+    default = getattr(cropgrad, op)(*args)
+    expected = roi_run(op, "NHWC", image, boxes, box_ind, (2, 3), grads, tangent)
+    assert_same_bits(default, expected)
+
+
+# --------------------------------------------------------------------------
 # Validation speaks of the NCHW shapes
 
 
@@ -630,6 +796,68 @@ def test_messages_speak_of_nchw_shapes():
             [2, 2],
             out=np.empty((1, 2, 2, 3), np.float32),
             data_format="NCHW",
+        )
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", None])
+def test_roi_align_messages_speak_of_nchw_shapes(data_format):
+    # NCHW by default too.
+    kw = {} if data_format is None else {"data_format": data_format}
+    boxes, box_ind = [[0.0, 0.0, 2.0, 3.0], [1.0, 0.5, 4.5, 3.5]], [0, 1]
+    image = np.ones((2, 3, 5, 6), np.float32)
+    grads = np.ones((2, 3, 2, 2), np.float32)  # NCHW: 3 channels, 2 x 2 bins
+    with pytest.raises(
+        ValueError,
+        match=r"image must be 4-D \[batch, depth, image_height, image_width\] "
+        r"\(NCHW\), got shape \(3, 5, 6\)",
+    ):
+        cropgrad.roi_align(image[0], boxes, box_ind, 2, **kw)
+    with pytest.raises(
+        ValueError, match=r"image dimensions must be positive, got shape \[2, 3, 0, 6\]"
+    ):
+        cropgrad.roi_align(image[:, :, :0], boxes, box_ind, 2, **kw)
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 3, 2, 2\)"):
+        cropgrad.roi_align(
+            image, boxes, box_ind, 2, out=np.empty((2, 2, 2, 3), np.float32), **kw
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"grads must be 4-D \[num_boxes, channels, out_height, out_width\] "
+        r"\(NCHW\)",
+    ):
+        cropgrad.roi_align_grad_image(grads[0], boxes, box_ind, image.shape, **kw)
+    with pytest.raises(
+        ValueError,
+        match=r"image_size must have 4 elements \[batch, depth, image_height, "
+        r"image_width\]",
+    ):
+        cropgrad.roi_align_grad_image(grads, boxes, box_ind, [2, 3, 5], **kw)
+    with pytest.raises(ValueError, match="image_size has 4 channels but grads has 3"):
+        cropgrad.roi_align_grad_image(grads, boxes, box_ind, [2, 4, 5, 6], **kw)
+    with pytest.raises(
+        ValueError,
+        match=r"image dimensions must be positive: image_size = \[2, 3, 0, 6\]",
+    ):
+        cropgrad.roi_align_grad_image(grads, boxes, box_ind, [2, 3, 0, 6], **kw)
+    with pytest.raises(
+        ValueError,
+        match=r"image has 2 channels but grads has 3 \(read as data_format 'NCHW'; "
+        r"grads would fit 'NHWC' and image 'NCHW'",
+    ):
+        cropgrad.roi_align_grad_boxes(grads, image[:, :2], boxes, box_ind, **kw)
+    with pytest.raises(ValueError, match=r"\[num_boxes, channels, out_height, out_w"):
+        cropgrad.roi_align_grad_boxes(grads[0], image, boxes, box_ind, **kw)
+    with pytest.raises(ValueError, match=r"\[batch, depth, image_height, image_wi"):
+        cropgrad.roi_align_jvp_boxes(image[0], boxes, box_ind, boxes, 2, **kw)
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 3, 2, 2\)"):
+        cropgrad.roi_align_jvp_boxes(
+            image,
+            boxes,
+            box_ind,
+            boxes,
+            2,
+            out=np.empty((2, 2, 2, 3), np.float32),
+            **kw,
         )
 
 

@@ -13,7 +13,12 @@ that start however small the work: starting_teams, each team checked):
   reference's float32 arithmetic bit for bit (a NaN only has to be a NaN:
   which of two NaNs an addition keeps is the compiler's choice);
 - every operation gives the same bits for every thread count, NaN bits
-  included.
+  included;
+- RoIAlign's four ops (NCHW images of every dtype but bfloat16, boxes
+  inside, around, flipped, degenerate, on whole and half pixels and huge,
+  every sampling option, output dtypes) equal the reference's exact
+  arithmetic (cropgrad/_reference/roi_align) bit for bit, a NaN only
+  having to be a NaN, and one thread's bits on teams of 1 to 4.
 
 The number of examples is fixed per profile so CI time is bounded:
 ``CROPGRAD_HYPOTHESIS_PROFILE=ci`` (the default: derandomized, so every run
@@ -48,6 +53,9 @@ from _helpers import (
     grads_elements,
     huge_coordinates,
     on_team,
+    roi_align_problems,
+    roi_arithmetic,
+    roi_tasks,
 )
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -55,6 +63,7 @@ from hypothesis.extra import numpy as hnp
 
 import cropgrad
 from cropgrad import _reference as reference
+from cropgrad._reference import roi_align as roi_reference
 
 # Thousands of examples: minutes in all (CI runs them; -m "not slow" skips).
 pytestmark = pytest.mark.slow
@@ -396,6 +405,144 @@ def test_forward_and_boxes_gradient_same_bits_for_every_thread_count(
         assert_same_bits(one, expected, "forward, reference")
         expected = reference.grad_boxes(grads, image, boxes, box_ind, exact=True)
         assert_same_bits(gb_one, expected, "boxes gradient, reference")
+
+
+# --------------------------------------------------------------------------
+# RoIAlign: the reference's exact arithmetic, bit for bit
+#
+# Every call runs on a team however small its work, checked against the
+# fewest tasks any of its ops makes of the problem (roi_tasks); NaN only
+# has to be NaN against the reference (which of two NaNs an addition keeps
+# is the compiler's choice), every bit against one thread.
+
+
+def roi_data(data, problem):
+    """grads (in the arithmetic type: the image gradient's is the grads'
+    dtype) and a boxes tangent for `problem`: moderate values, any float32,
+    infinities and NaN."""
+    image, boxes, _, output_size, _ = problem
+    arithmetic = roi_arithmetic(image)
+    shape = (len(boxes), image.shape[1], *output_size)
+    grads = data.draw(hnp.arrays(arithmetic, shape, elements=grads_elements()))
+    tangent = data.draw(hnp.arrays(arithmetic, boxes.shape, elements=grads_elements()))
+    return grads, tangent
+
+
+def roi_on_team(num_threads, problem, call):
+    """call(num_threads) on a team (checked), and the same bits on one
+    thread; returns the team's result."""
+    image, boxes = problem[:2]
+    out = on_team(num_threads, roi_tasks(image, boxes), lambda: call(num_threads))
+    assert_same_bits(out, call(1), "one thread")
+    return out
+
+
+@examples(250)
+@given(
+    problem=roi_align_problems(),
+    num_threads=st.integers(1, 4),
+    out_dtype=st.sampled_from([None, np.float16, np.float32, np.float64]),
+)
+def test_roi_align_matches_reference(problem, num_threads, out_dtype):
+    image, boxes, box_ind, output_size, options = problem
+    note(f"boxes={boxes.tolist()} box_ind={box_ind.tolist()} {options}")
+    if out_dtype == np.float16 and image.dtype == np.float64:
+        out_dtype = None  # float16 results from float32 arithmetic only
+    out = roi_on_team(
+        num_threads,
+        problem,
+        lambda n: cropgrad.roi_align(
+            image,
+            boxes,
+            box_ind,
+            output_size,
+            dtype=out_dtype,
+            num_threads=n,
+            **options,
+        ),
+    )
+    # The image's floating dtype by default, float32 for integers; the
+    # arithmetic type's result rounded once.
+    default = image.dtype if image.dtype.kind == "f" else np.float32
+    assert out.dtype == (default if out_dtype is None else out_dtype)
+    assert out.shape == (len(boxes), image.shape[1], *output_size)
+    expected = roi_reference.roi_align(image, boxes, box_ind, output_size, **options)
+    with np.errstate(all="ignore"):
+        assert_same_values(out, expected.astype(out.dtype))
+
+
+@examples(250)
+@given(
+    problem=roi_align_problems(),
+    num_threads=st.integers(1, 4),
+    out_dtype=st.sampled_from([None, np.float16, np.float32, np.float64]),
+    data=st.data(),
+)
+def test_roi_align_grad_image_matches_reference(problem, num_threads, out_dtype, data):
+    image, boxes, box_ind, output_size, options = problem
+    grads, _ = roi_data(data, problem)
+    if out_dtype == np.float16 and grads.dtype == np.float64:
+        out_dtype = None
+    out = roi_on_team(
+        num_threads,
+        problem,
+        lambda n: cropgrad.roi_align_grad_image(
+            grads,
+            boxes,
+            box_ind,
+            image.shape,
+            dtype=out_dtype,
+            num_threads=n,
+            **options,
+        ),
+    )
+    assert out.dtype == (grads.dtype if out_dtype is None else out_dtype)
+    assert out.shape == image.shape
+    expected = roi_reference.roi_align_grad_image(
+        grads, boxes, box_ind, image.shape, **options
+    )
+    with np.errstate(all="ignore"):
+        assert_same_values(out, expected.astype(out.dtype))
+
+
+@examples(200)
+@given(problem=roi_align_problems(), num_threads=st.integers(1, 4), data=st.data())
+def test_roi_align_grad_boxes_matches_reference(problem, num_threads, data):
+    image, boxes, box_ind, _, options = problem
+    grads, _ = roi_data(data, problem)
+    out = roi_on_team(
+        num_threads,
+        problem,
+        lambda n: cropgrad.roi_align_grad_boxes(
+            grads, image, boxes, box_ind, num_threads=n, **options
+        ),
+    )
+    assert out.shape == boxes.shape and out.dtype == roi_arithmetic(image)
+    expected = roi_reference.roi_align_grad_boxes(
+        grads, image, boxes, box_ind, exact=True, **options
+    )
+    assert_same_values(out, expected)
+
+
+@examples(200)
+@given(problem=roi_align_problems(), num_threads=st.integers(1, 4), data=st.data())
+def test_roi_align_jvp_boxes_matches_reference(problem, num_threads, data):
+    image, boxes, box_ind, output_size, options = problem
+    _, tangent = roi_data(data, problem)
+    out = roi_on_team(
+        num_threads,
+        problem,
+        lambda n: cropgrad.roi_align_jvp_boxes(
+            image, boxes, box_ind, tangent, output_size, num_threads=n, **options
+        ),
+    )
+    # In the forward op's dtype: the arithmetic type's result rounded once.
+    assert out.dtype == (image.dtype if image.dtype.kind == "f" else np.float32)
+    expected = roi_reference.roi_align_jvp_boxes(
+        image, boxes, box_ind, tangent, output_size, exact=True, **options
+    )
+    with np.errstate(all="ignore"):
+        assert_same_values(out, expected.astype(out.dtype))
 
 
 # --------------------------------------------------------------------------
