@@ -343,32 +343,6 @@ DIFFERENT = {
         "PyTorch raise IndexError: 'box_ind has values outside [0, "
         "batch_size) = [0, 0): box_ind[0] = 0'",
     ),
-    "roi_align_grad_image: 3-D grads": (
-        AssertionError,
-        "PyTorch: 'grads must be 4-D [num_boxes, depth, crop_height, "
-        "crop_width] (NCHW), got shape (3, 2, 2)' (crop_and_resize's words), "
-        "the others: 'grads must be 4-D [num_boxes, channels, out_height, "
-        "out_width] (NCHW), got shape (3, 2, 2)'",
-    ),
-    "roi_align_grad_boxes: 3-D grads": (
-        AssertionError,
-        "PyTorch: 'grads must be 4-D [num_boxes, depth, crop_height, "
-        "crop_width] (NCHW), got shape (3, 2, 2)' (crop_and_resize's words), "
-        "the others: 'grads must be 4-D [num_boxes, channels, out_height, "
-        "out_width] (NCHW), got shape (3, 2, 2)'",
-    ),
-    "roi_align_jvp_boxes: tangent for one box": (
-        AssertionError,
-        "PyTorch: 'boxes_tangent must have the shape of boxes (2, 5), got "
-        "(1, 5)', the others: 'boxes_tangent must have the shape of boxes "
-        "(2, 4), got shape (1, 4)' (the word 'shape' besides the columns)",
-    ),
-    "roi_align_jvp_boxes: 3-D image": (
-        AssertionError,
-        "PyTorch: 'input must be 4-D [batch, depth, image_height, "
-        "image_width] (NCHW), got shape (3, 5, 6)', naming an argument "
-        "torch.ops.cropgrad.roi_align_jvp_boxes calls image",
-    ),
 }
 
 

@@ -161,12 +161,13 @@ def _image(image, layout, name="image"):
     return image.shape[dims(layout)[0]]
 
 
-def _grads(grads, layout):
-    """Check that grads is 4-D; return its number of boxes."""
+def _grads(grads, layout, axes=_v.GRADS_AXES):
+    """Check that grads is 4-D (`axes`: its axes' names by layout, the
+    family's); return its number of boxes."""
     _real(grads, "grads")
     if grads.dim() != 4:
         raise ValueError(
-            f"grads must be 4-D {_v.GRADS_AXES[layout]} ({layout}), "
+            f"grads must be 4-D {axes[layout]} ({layout}), "
             f"got shape {tuple(grads.shape)}"
         )
     return grads.shape[0]
@@ -394,7 +395,7 @@ def jvp_boxes_plan(a):
     if tuple(a.boxes_tangent.shape) != tuple(a.boxes.shape):
         raise ValueError(
             f"boxes_tangent must have the shape of boxes {tuple(a.boxes.shape)}, "
-            f"got {tuple(a.boxes_tangent.shape)}"
+            f"got shape {tuple(a.boxes_tangent.shape)}"
         )
     _one_device(image=a.image, boxes_tangent=a.boxes_tangent)
     return shape
@@ -485,12 +486,12 @@ def _output_size(value):
     return _ints(value, 2, "output_size", "[height, width]")
 
 
-def roi_forward_plan(a):
-    """Check the metadata of RoIAlign (or of its boxes JVP); return the
-    output's shape and dtype."""
+def roi_forward_plan(a, image_name="input"):
+    """Check the metadata of RoIAlign (or of its boxes JVP, whose image is
+    `image_name`); return the output's shape and dtype."""
     _roi_scalars(a)
     image = a.image
-    channels = _image(image, "NCHW", "input")
+    channels = _image(image, "NCHW", image_name)
     k = _roi_boxes(a.boxes)
     _one_device(input=image, boxes=a.boxes)
     out_h, out_w = _output_size(a.output_size)
@@ -517,7 +518,7 @@ def roi_grad_image_plan(a):
     shape and dtype (the gradient's own, float32 for integers)."""
     _roi_scalars(a)
     grads = a.grads
-    _grads(grads, "NCHW")
+    _grads(grads, "NCHW", _v.POOLED_AXES)
     _v.same_num_boxes(_roi_boxes(a.boxes), tuple(grads.shape))
     _one_device(grads=grads, boxes=a.boxes)
     image_size = size("image_size", a.image_size, "NCHW")
@@ -543,7 +544,7 @@ def roi_grad_boxes_plan(a):
     shape ``[K, 4]`` and dtype (the arithmetic type)."""
     _roi_scalars(a)
     grads, image = a.grads, a.image
-    _grads(grads, "NCHW")
+    _grads(grads, "NCHW", _v.POOLED_AXES)
     _image(image, "NCHW")
     k = _roi_boxes(a.boxes)
     _v.same_num_boxes(k, tuple(grads.shape))
@@ -567,12 +568,12 @@ def roi_grad_boxes_plan(a):
 def roi_jvp_boxes_plan(a):
     """Check the metadata of RoIAlign's boxes JVP; return the output's shape
     and dtype."""
-    plan = roi_forward_plan(a)
+    plan = roi_forward_plan(a, "image")
     _real(a.boxes_tangent, "boxes_tangent")
     if tuple(a.boxes_tangent.shape) != tuple(a.boxes.shape):
         raise ValueError(
             f"boxes_tangent must have the shape of boxes {tuple(a.boxes.shape)}, "
-            f"got {tuple(a.boxes_tangent.shape)}"
+            f"got shape {tuple(a.boxes_tangent.shape)}"
         )
     _one_device(input=a.image, boxes_tangent=a.boxes_tangent)
     return plan
