@@ -14,11 +14,13 @@ the call; it never crashes the process.
 Nothing here needs JAX to build or import: ffi.pxd declares the few
 structs of XLA's FFI C API that the handlers use.
 
-An op is a `Target` row (its name in messages, operand count, the FFI API
-version declared, the function run on a checked frame), one C entry point
-that hands XLA's frame and the row to `_handle`, and an entry in
-`handlers()`, whose names are the FFI target names: exported artefacts
-refer to them, so they never change.
+An op is its `_run_<op>` here (decode the frame's buffers and attributes,
+call the C-level API); its `Target` row (its name in messages, operand
+count, the FFI API version declared, that function), the C entry point
+that hands XLA's frame and the row to `_handle`, and its entry in
+`handlers()`, whose names are the FFI target names (exported artefacts
+refer to them, so they never change), are generated from the op model
+(targets.pxi, cropgrad/_ops/generate.py).
 
 Targets and their operands (shapes in the layout's order, NHWC or NCHW):
 
@@ -182,8 +184,8 @@ cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, frames.Decoded* d,
         <float*>frames.data(crops), d.attrs.num_threads, 1, e)
 
 
-cdef void _run_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
-                          capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                          capi.cg_error* e) noexcept nogil:
     cdef int output_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
@@ -206,8 +208,8 @@ cdef void _run_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
         d.attrs.method, d.attrs.layout, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                          capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                          capi.cg_error* e) noexcept nogil:
     cdef int image_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
@@ -230,8 +232,8 @@ cdef void _run_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
         d.attrs.num_threads, 1, e)
 
 
-cdef void _run_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                         capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                         capi.cg_error* e) noexcept nogil:
     cdef int image_dtype
     cdef int64_t crop_h, crop_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -304,8 +306,8 @@ cdef void _run_roi_align(cg_ffi_call_frame* frame, frames.Decoded* d,
         1, e)
 
 
-cdef void _run_roi_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
-                              capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                    capi.cg_error* e) noexcept nogil:
     cdef int grads_dtype, output_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
@@ -330,8 +332,8 @@ cdef void _run_roi_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
         frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_roi_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                              capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                    capi.cg_error* e) noexcept nogil:
     cdef int grads_dtype, image_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
@@ -358,8 +360,8 @@ cdef void _run_roi_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
         d.attrs.num_threads, 1, e)
 
 
-cdef void _run_roi_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                             capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
+                                   capi.cg_error* e) noexcept nogil:
     cdef int image_dtype, output_dtype
     cdef int64_t out_h, out_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -402,23 +404,6 @@ cdef void _run_ffi_version(cg_ffi_call_frame* frame, frames.Decoded* d,
         (<int32_t*>out.data)[1] = frame.api.api_version.minor_version
 
 
-# The targets: name in messages, operand count, declared version, run.
-cdef Target _CROP_AND_RESIZE = Target(
-    "crop_and_resize", 3, FFI_MAJOR, FFI_MINOR, _run_crop_and_resize)
-cdef Target _GRAD_IMAGE = Target(
-    "crop_and_resize_grad_image", 3, FFI_MAJOR, FFI_MINOR, _run_grad_image)
-cdef Target _GRAD_BOXES = Target(
-    "crop_and_resize_grad_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_grad_boxes)
-cdef Target _JVP_BOXES = Target(
-    "crop_and_resize_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_jvp_boxes)
-cdef Target _ROI_ALIGN = Target(
-    "roi_align", 3, FFI_MAJOR, FFI_MINOR, _run_roi_align)
-cdef Target _ROI_GRAD_IMAGE = Target(
-    "roi_align_grad_image", 3, FFI_MAJOR, FFI_MINOR, _run_roi_grad_image)
-cdef Target _ROI_GRAD_BOXES = Target(
-    "roi_align_grad_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_roi_grad_boxes)
-cdef Target _ROI_JVP_BOXES = Target(
-    "roi_align_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR, _run_roi_jvp_boxes)
 # The version this one declares can be changed (version_probe), to test
 # XLA's refusal of an incompatible handler.
 cdef Target _FFI_VERSION = Target(
@@ -426,44 +411,9 @@ cdef Target _FFI_VERSION = Target(
 
 
 # XLA calls a handler with the frame alone: one C function a target.
-cdef cg_ffi_error* _crop_and_resize(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_CROP_AND_RESIZE)
-
-
-cdef cg_ffi_error* _grad_image(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_GRAD_IMAGE)
-
-
-cdef cg_ffi_error* _grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_GRAD_BOXES)
-
-
-cdef cg_ffi_error* _jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_JVP_BOXES)
-
-
-cdef cg_ffi_error* _roi_align(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_ROI_ALIGN)
-
-
-cdef cg_ffi_error* _roi_grad_image(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_ROI_GRAD_IMAGE)
-
-
-cdef cg_ffi_error* _roi_grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_ROI_GRAD_BOXES)
-
-
-cdef cg_ffi_error* _roi_jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
-    return _handle(frame, &_ROI_JVP_BOXES)
-
-
 cdef cg_ffi_error* _ffi_version(cg_ffi_call_frame* frame) noexcept nogil:
     return _handle(frame, &_FFI_VERSION)
 
-
-# --------------------------------------------------------------------------
-# Python side: capsules for jax.ffi.register_ffi_target, and test hooks
 
 ctypedef cg_ffi_error* (*handler_t)(cg_ffi_call_frame*) noexcept nogil
 
@@ -471,6 +421,13 @@ ctypedef cg_ffi_error* (*handler_t)(cg_ffi_call_frame*) noexcept nogil
 cdef object _capsule(handler_t fn):
     return PyCapsule_New(<void*>fn, NULL, NULL)
 
+
+# Every op's target, row and entry point, from the op model.
+include "targets.pxi"
+
+
+# --------------------------------------------------------------------------
+# Python side: capsules for jax.ffi.register_ffi_target, and test hooks
 
 def handlers():
     """The FFI targets and their handlers.
@@ -481,17 +438,7 @@ def handlers():
         Target name to a capsule holding the handler's function pointer, as
         ``jax.ffi.register_ffi_target`` takes it.
     """
-    return {
-        "cropgrad_crop_and_resize": _capsule(_crop_and_resize),
-        "cropgrad_crop_and_resize_grad_image": _capsule(_grad_image),
-        "cropgrad_crop_and_resize_grad_boxes": _capsule(_grad_boxes),
-        "cropgrad_crop_and_resize_jvp_boxes": _capsule(_jvp_boxes),
-        "cropgrad_roi_align": _capsule(_roi_align),
-        "cropgrad_roi_align_grad_image": _capsule(_roi_grad_image),
-        "cropgrad_roi_align_grad_boxes": _capsule(_roi_grad_boxes),
-        "cropgrad_roi_align_jvp_boxes": _capsule(_roi_jvp_boxes),
-        "cropgrad_ffi_version": _capsule(_ffi_version),
-    }
+    return {**_op_handlers(), "cropgrad_ffi_version": _capsule(_ffi_version)}
 
 
 def version_probe(int major=FFI_MAJOR, int minor=FFI_MINOR):

@@ -4,9 +4,11 @@ Each op's C function is declared three times for three readers: in the
 public header ``cropgrad/include/cropgrad/capi.h`` (C and C++), in
 ``cropgrad/capi.pxd`` (Cython consumers, and cropgrad's own modules), and
 in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
-header's ``cropgrad_api_t`` mirrors, filled in ``capi.pyx``).  All three
-are rendered here from the model's `Op.c_params` through Cython's Tempita
-templates beside them (``*.tp``), so that they cannot drift apart.  The
+header's ``cropgrad_api_t`` mirrors, filled in ``capi.pyx``); and each op
+is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``).  All
+four are rendered here from the model (`Op.c_params` for the declarations)
+through Cython's Tempita templates beside them (``*.tp``), so that they
+cannot drift apart or miss an op.  The
 generated files are committed (the header is what C consumers read);
 setup.py renders them before compiling, and ``tests/test_generated.py``
 fails when a committed file differs from its rendering.
@@ -36,6 +38,7 @@ FILES = (
     os.path.join("include", "cropgrad", "capi.h"),
     "capi.pxd",
     os.path.join("_capi", "table.pxi"),
+    os.path.join("_jax", "targets.pxi"),
 )
 
 
