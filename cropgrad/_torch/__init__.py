@@ -5,7 +5,7 @@ everything else is here.  A call of a public function goes::
 
     cropgrad.torch.crop_and_resize (torch.py)
       registration.call       the public arguments checked (checks.public)
-        autograd.Forward.apply     (torch.compile: torch.ops.cropgrad.*)
+        autograd.CropAndResize.apply   (torch.compile: torch.ops.cropgrad.*)
           torch.ops.cropgrad.crop_and_resize      the dispatcher
             kernels.crop_and_resize       CPU: the metadata plan (the gate,
                                           once), then cropgrad._core's bridge
@@ -23,20 +23,20 @@ cropgrad._api):
 - `kernels`: one function an op, the CPU kernel and the fake
   implementation: plan, allocation, NumPy views, the bridge.
 - `vmap`: the vmap rule, which folds the mapped axis into one call.
-- `autograd`: one ``torch.autograd.Function`` an op: backward, jvp, and a
-  generated vmap rule.
+- `autograd`: one ``torch.autograd.Function`` an op, all made by one
+  class from the op model's adjoint rows: backward, jvp, and a generated
+  vmap rule.
 - `registration`: the ``torch.library`` definitions (schema, CPU kernel,
   fake, Autograd, AutocastCPU, vmap), made when it is imported, and the
   entry the public functions call.  Its table `registration.OPS` lists
   each op's kernel and Function.
 
 RoIAlign's ops are four more rows of `registration.OPS`, with their own
-plans (`checks.roi_*_plan`), kernels (`kernels.roi_align*`), Functions
-(`autograd.Roi*`) and folding under vmap (`vmap._roi_folded`): they take
-torchvision's boxes ``Tensor[K, 5]``, whose first column holds the image
-indices.
+plans (`checks.roi_*_plan`), kernels (`kernels.roi_align*`), hooks in their
+Functions' rules (`autograd._HOOKS`) and folding under vmap
+(`vmap._roi_folded`): they take torchvision's boxes ``Tensor[K, 5]``, whose
+first column holds the image indices.
 
-A new op of the family is a kernel function and a plan, a Function, and a
-row of `registration.OPS`; its schema and argument names come from
-`cropgrad._ops`.
+A new op of the family is a kernel function and a plan; its schema,
+argument names and Function come from `cropgrad._ops`.
 """

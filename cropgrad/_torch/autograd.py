@@ -1,63 +1,61 @@
-"""The derivatives of the PyTorch ops: one ``torch.autograd.Function`` an op.
+"""The derivatives of the PyTorch ops: one ``torch.autograd.Function`` an op,
+every one made from the op model's rows by one class, `_OpFunction`.
 
-Each has a backward (reverse mode), a jvp (forward mode) and a vmap rule
-generated from the ops' own, so that torch.func's transforms compose.  Each
-rule is made of the ops themselves, through these Functions, so that it can
-be differentiated in turn.  The derivatives are:
+Each Function has a backward (reverse mode), a jvp (forward mode) and a
+vmap rule generated from the ops' own, so that torch.func's transforms
+compose.  Each rule is made of the ops themselves, through these Functions,
+so that it can be differentiated in turn.  The rules are those of the
+family's adjoint algebra (`cropgrad._ops.ADJOINTS`, by op and operand:
+`Family.transposes`), as cropgrad.jax derives its own:
 
-- crop_and_resize(image, boxes): linear in the image (its JVP is the op on
-  the tangent with extrapolation 0, its transpose the image gradient); its
-  boxes JVP is crop_and_resize_jvp_boxes, whose transpose is the boxes
-  gradient.
-- crop_and_resize_grad_image(grads, boxes) = the transpose of the forward
-  op: linear in grads (JVP: itself on the tangent; transpose: the forward
-  op); since <ct, grad_image(g, b)> = <g, crop(ct, b)>, its boxes gradient
-  is grad_boxes(g, ct, b).  Its boxes JVP would need a kernel cropgrad does
-  not have.
-- crop_and_resize_grad_boxes(grads, image, boxes): linear in grads and in
-  the image (JVP: itself on either tangent); its transpose in grads is
-  crop_and_resize_jvp_boxes.
-- crop_and_resize_jvp_boxes(image, boxes, tangent): linear in the image and
-  in the tangent; its transpose in the tangent is the boxes gradient.
+- jvp: the op on the tangent of each operand it is linear in (the forward
+  op filling samples outside the image with 0), plus the derivative along
+  the coordinates (`_ALONG`: forward's is the coordinate JVP, grad_image's
+  is grad_image_jvp_coords) applied to the coordinates' tangent;
+- backward: in each operand the op is linear in, its transpose applied to
+  the cotangent; in the coordinates, the transpose of the derivative along
+  them, in its tangent (grad_coords, the cotangent as the operand the
+  algebra names).
 
-What is missing (second derivatives in the boxes, the transposes in the
-image of the last two) raises NotImplementedError when it is needed.
+What the algebra leads to and no kernel computes (grad_image_jvp_coords,
+the derivative along the coordinates of an op that is itself one) raises
+NotImplementedError when it is needed.  Nearest sampling is piecewise
+constant: its coordinate derivatives are zero.
 
-RoIAlign's ops (torchvision's boxes ``Tensor[K, 5]``, the image index in
-column 0) have the same structure: roi_align is linear in the image (its
-transpose roi_align_grad_image) and its boxes JVP roi_align_jvp_boxes has
-the transpose roi_align_grad_boxes.  The boxes derivatives are ``[K, 4]``
-in the kernels; the image index, piecewise constant, gets a zero column
-(`_with_index`), and its tangent is not read.
+What a family does its own way is a hook of `_Hooks`: RoIAlign's boxes
+are torchvision's ``Tensor[K, 5]``, the image index in column 0, whose
+derivatives are ``[K, 4]`` in the kernels (`_with_index`: a zero column,
+the boxes' dtype); crop_and_resize's boxes gradient is float32, converted
+to the boxes' dtype.
 
 The Functions take the custom ops' arguments, positionally; the rules name
 them through the signature table (`call`, `_saved`, `_gradients`).
 """
 
+import functools
 import inspect
+import operator
+import typing
 
 import torch
 
+from cropgrad import _ops
 from cropgrad._torch import checks
 
 __all__ = []
 
-# The options every op of a family ends with, passed on from one op to
-# another.
-_OPTIONS = ("method", "data_format", "num_threads", "flush_denormals")
-_ROI_OPTIONS = ("spatial_scale", "sampling_ratio", "aligned")
 # What replaces each op's tensors in the call a Function keeps on its ctx.
 _WITHOUT_TENSORS = {name: dict.fromkeys(names) for name, names in checks.ARRAYS.items()}
+# The op kind computing each kind's derivative along the coordinates (the
+# others are such derivatives already, which are not differentiated there).
+_ALONG = {"forward": "jvp_coords", "grad_image": "grad_image_jvp_coords"}
+# How messages name an operand.
+_WORDS = {"image": "the image"}
 
 
 def functions():
-    """Each op's Function, by the op's name (a Function's ``op``; a subclass
-    defined elsewhere, which names no op of its own, is not one)."""
-    return {
-        function.op: function
-        for function in _OpFunction.__subclasses__()
-        if "op" in vars(function)
-    }
+    """Each op's Function, by the op's name (a Function's ``op``)."""
+    return dict(_FUNCTIONS)
 
 
 def _flows(tangent):
@@ -79,19 +77,12 @@ def _flows(tangent):
     return bool(tangent.any())
 
 
-def _missing(op, wrt, mode):
+def _missing(op, operand, mode):
     return NotImplementedError(
-        f"cropgrad.torch: the {mode} derivative of {op} with respect to {wrt} "
-        "is not implemented (cropgrad has no kernel for it)"
+        f"cropgrad.torch: the {mode} derivative of {op} with respect to "
+        f"{_WORDS.get(operand, operand)} is not implemented (cropgrad has no "
+        "kernel for it)"
     )
-
-
-def _no_reverse(ctx, op):
-    """Refuse the reverse-mode derivatives of `op` in its image and boxes."""
-    if _needs(ctx, "image"):
-        raise _missing(op, "the image", "reverse-mode")
-    if _needs(ctx, "boxes"):
-        raise _missing(op, "boxes", "reverse-mode")
 
 
 class _Shape(tuple):
@@ -113,7 +104,8 @@ def apply(function, *args):
 
 
 def call(function, **values):
-    """`function` applied to its op's arguments given by name."""
+    """`function` applied to its op's arguments given by name (more may be
+    given: those the op does not take are left out)."""
     names = checks.OPS[function.op].call_type("torch")._fields
     return apply(function, *(values[n] for n in names))
 
@@ -149,50 +141,57 @@ def _needs(ctx, name):
     return ctx.needs_input_grad[ctx.call._fields.index(name)]
 
 
-def _crop_size(grads, layout):
-    height, width = checks.dims(layout)[1:]
-    return [grads.shape[height], grads.shape[width]]
+def _nearest(a):
+    """Whether call `a` samples the nearest pixel, which is piecewise
+    constant in the coordinates (RoIAlign's ops have no method: bilinear)."""
+    return getattr(a, "method", "bilinear") != "bilinear"
 
 
-def _sampled(image, boxes, box_ind, crop_size, options):
-    """The forward op, linear in `image`: samples outside it are zero."""
-    return call(
-        Forward,
-        image=image,
-        boxes=boxes,
-        box_ind=box_ind,
-        crop_size=crop_size,
-        extrapolation_value=0.0,
-        **options,
-    )
+# --------------------------------------------------------------------------
+# What a family does its own way
 
 
-def _boxes_gradient(grads, image, boxes, box_ind, options):
-    """The boxes gradient in the boxes' dtype."""
-    if options["method"] != "bilinear":
-        # Nearest sampling is piecewise constant in the boxes.
-        return torch.zeros_like(boxes)
-    gradient = call(
-        GradBoxes, grads=grads, image=image, boxes=boxes, box_ind=box_ind, **options
-    )
-    return gradient.to(boxes.dtype)
+def _with_index(gradient, like):
+    """A boxes derivative ``[K, 4]`` as one of torchvision's boxes ``[K, 5]``
+    (zero for the image index), in the dtype of `like`."""
+    return torch.nn.functional.pad(gradient, (1, 0)).to(like.dtype)
 
 
-def _total(parts):
-    """The sum of one or two tangents."""
-    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+def _in_dtype_of(gradient, like):
+    return gradient.to(like.dtype)
 
 
-def _linear(function, a, tangents):
-    """The JVP of a `function` linear in each of several arguments of call
-    `a`: the sum of `function` with each tangent (`tangents`: by name, None
-    for none) in place of its primal, or None when no tangent flows."""
-    parts = [
-        apply(function, *a.replace(**{name: t}))
-        for name, t in tangents.items()
-        if t is not None
-    ]
-    return _total(parts) if parts else None
+def _as_is(cotangent, boxes):
+    return cotangent
+
+
+class _Hooks(typing.NamedTuple):
+    """A family's quirks.
+
+    Attributes
+    ----------
+    coords_gradient : callable
+        ``(gradient, like)``: a result of grad_coords as the derivative in a
+        coordinate-shaped operand `like` (the boxes, their tangent).
+    coords_tangent : callable
+        ``(cotangent, boxes)``: a cotangent shaped as grad_coords' result
+        as the coordinates' tangent of jvp_coords.
+    """
+
+    coords_gradient: typing.Callable
+    coords_tangent: typing.Callable
+
+
+_HOOKS = {
+    # float32 boxes derivatives, which the kernels read in any dtype.
+    "crop_and_resize": _Hooks(_in_dtype_of, _as_is),
+    # torchvision's boxes: the index column, the boxes' dtype.
+    "roi_align": _Hooks(_with_index, _with_index),
+}
+
+
+# --------------------------------------------------------------------------
+# The Functions
 
 
 class _OpFunction(torch.autograd.Function):
@@ -201,12 +200,21 @@ class _OpFunction(torch.autograd.Function):
     jvp alike.
 
     Its tensors are saved as autograd saves them; ctx keeps the rest
-    (`_saved` puts them together again), the options the derivatives pass
-    on and the output's shape.
+    (`_saved` puts them together again), the Function and the output's
+    shape and dtype.
+
+    A subclass (`_function`) says, from the op model: its op's ``family``
+    and ``kind``, the ``transposes`` of the operands the op is linear in
+    (``{operand: (op, operand)}``: the op computing the transpose and which
+    of its operands takes the cotangent), ``reverse`` the same for every
+    operand the backward can differentiate in (the coordinates: the
+    transpose of the derivative along them), ``along`` the op of the
+    derivative along the coordinates (None: none), the names of the
+    ``coords`` and of their ``tangent`` (jvp_coords' operand), and the
+    ``size`` of the samples (crop_size, output_size).
     """
 
     generate_vmap_rule = True
-    options: tuple[str, ...] = _OPTIONS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -219,280 +227,118 @@ class _OpFunction(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.call = a.replace(**_WITHOUT_TENSORS[cls.op])
-        ctx.options = {n: getattr(a, n) for n in cls.options}
+        ctx.function = cls
         ctx.out_shape = output.shape
         ctx.out_dtype = output.dtype
 
-
-class Forward(_OpFunction):
-    op = "crop_and_resize"
-
-    @staticmethod
-    def backward(ctx, grad):
-        a = _saved(ctx)
-        d_image = d_boxes = None
-        if _needs(ctx, "image"):
-            d_image = call(
-                GradImage,
-                grads=grad,
-                boxes=a.boxes,
-                box_ind=a.box_ind,
-                image_size=list(a.image.shape),
-                dtype=a.image.dtype,
-                **ctx.options,
-            )
-        if _needs(ctx, "boxes"):
-            d_boxes = _boxes_gradient(grad, a.image, a.boxes, a.box_ind, ctx.options)
-        return _gradients(ctx, image=d_image, boxes=d_boxes)
-
-    @staticmethod
-    def jvp(ctx, image_t, boxes_t, *_):
-        a = _saved(ctx)
-        crop_size = list(a.crop_size)
-        parts = []
-        if image_t is not None:
-            parts.append(_sampled(image_t, a.boxes, a.box_ind, crop_size, ctx.options))
-        if boxes_t is not None and ctx.options["method"] == "bilinear":
-            parts.append(
-                call(
-                    JvpBoxes,
-                    image=a.image,
-                    boxes=a.boxes,
-                    box_ind=a.box_ind,
-                    boxes_tangent=boxes_t,
-                    crop_size=crop_size,
-                    **ctx.options,
-                )
-            )
-        if not parts:  # nearest sampling, boxes only: piecewise constant
-            return torch.zeros(ctx.out_shape, dtype=torch.float32)
-        return _total(parts)
-
-
-class GradImage(_OpFunction):
-    op = "crop_and_resize_grad_image"
-
     @staticmethod
     def backward(ctx, ct):
+        f = ctx.function
         a = _saved(ctx)
-        crop_size = _crop_size(a.grads, a.data_format)
-        d_grads = d_boxes = None
-        if _needs(ctx, "grads"):
-            # The transpose samples outside the image as zero.
-            d_grads = _sampled(ct, a.boxes, a.box_ind, crop_size, ctx.options)
-            d_grads = d_grads.to(a.grads.dtype)
-        if _needs(ctx, "boxes"):
-            d_boxes = _boxes_gradient(a.grads, ct, a.boxes, a.box_ind, ctx.options)
-        return _gradients(ctx, grads=d_grads, boxes=d_boxes)
+        ct = ct.to(ctx.out_dtype)
+        wanted = [n for n in checks.ARRAYS[f.op] if _needs(ctx, n)]
+        # Every missing derivative is refused before anything is computed.
+        for name in wanted:
+            if f.reverse.get(name, (None,))[0] not in _FUNCTIONS:
+                raise _missing(f.op, name, "reverse-mode")
+        return _gradients(ctx, **{n: _transposed(f, a, n, ct) for n in wanted})
 
     @staticmethod
-    def jvp(ctx, grads_t, boxes_t, *_):
-        if ctx.options["method"] == "bilinear" and _flows(boxes_t):
-            raise _missing(GradImage.op, "boxes", "forward-mode")
-        if grads_t is None:
-            return torch.zeros(ctx.out_shape, dtype=ctx.call.dtype)
-        return apply(GradImage, *_saved(ctx).replace(grads=grads_t))
-
-
-class GradBoxes(_OpFunction):
-    op = "crop_and_resize_grad_boxes"
-
-    @staticmethod
-    def backward(ctx, ct):
-        _no_reverse(ctx, GradBoxes.op)
+    def jvp(ctx, *tangents):
+        f = ctx.function
         a = _saved(ctx)
-        d_grads = None
-        if _needs(ctx, "grads"):
-            d_grads = call(
-                JvpBoxes,
-                image=a.image,
-                boxes=a.boxes,
-                box_ind=a.box_ind,
-                boxes_tangent=ct,
-                crop_size=_crop_size(a.grads, a.data_format),
-                **ctx.options,
-            ).to(a.grads.dtype)
-        return _gradients(ctx, grads=d_grads)
-
-    @staticmethod
-    def jvp(ctx, grads_t, image_t, boxes_t, *_):
-        if _flows(boxes_t):
-            raise _missing(GradBoxes.op, "boxes", "forward-mode")
-        total = _linear(GradBoxes, _saved(ctx), {"grads": grads_t, "image": image_t})
-        return torch.zeros(ctx.out_shape) if total is None else total
-
-
-class JvpBoxes(_OpFunction):
-    op = "crop_and_resize_jvp_boxes"
-
-    @staticmethod
-    def backward(ctx, ct):
-        _no_reverse(ctx, JvpBoxes.op)
-        a = _saved(ctx)
-        d_tangent = None
-        if _needs(ctx, "boxes_tangent"):
-            d_tangent = call(
-                GradBoxes,
-                grads=ct,
-                image=a.image,
-                boxes=a.boxes,
-                box_ind=a.box_ind,
-                **ctx.options,
-            ).to(a.boxes_tangent.dtype)
-        return _gradients(ctx, boxes_tangent=d_tangent)
-
-    @staticmethod
-    def jvp(ctx, image_t, boxes_t, _, tangent_t, *__):
-        if _flows(boxes_t):
-            raise _missing(JvpBoxes.op, "boxes", "forward-mode")
-        tangents = {"image": image_t, "boxes_tangent": tangent_t}
-        return _linear(JvpBoxes, _saved(ctx), tangents)
-
-
-# --------------------------------------------------------------------------
-# RoIAlign
-
-
-def _with_index(gradient, boxes):
-    """A boxes gradient ``[K, 4]`` as one of torchvision's boxes ``[K, 5]``
-    (zero for the image index), in the boxes' dtype."""
-    return torch.nn.functional.pad(gradient, (1, 0)).to(boxes.dtype)
-
-
-def _output_size(grads):
-    return [grads.shape[2], grads.shape[3]]
-
-
-class RoiAlign(_OpFunction):
-    op = "roi_align"
-    options = _ROI_OPTIONS
-
-    @staticmethod
-    def backward(ctx, grad):
-        a = _saved(ctx)
-        d_image = d_boxes = None
-        if _needs(ctx, "image"):
-            d_image = call(
-                RoiGradImage,
-                grads=grad.to(ctx.out_dtype),
-                boxes=a.boxes,
-                image_size=list(a.image.shape),
-                **ctx.options,
-            ).to(a.image.dtype)
-        if _needs(ctx, "boxes"):
-            gradient = call(
-                RoiGradBoxes, grads=grad, image=a.image, boxes=a.boxes, **ctx.options
-            )
-            d_boxes = _with_index(gradient, a.boxes)
-        return _gradients(ctx, image=d_image, boxes=d_boxes)
-
-    @staticmethod
-    def jvp(ctx, image_t, boxes_t, *_):
-        a = _saved(ctx)
-        output_size = list(a.output_size)
-        parts = []
-        if image_t is not None:
-            # Linear in the image: samples outside it are zero.
-            parts.append(apply(RoiAlign, *a.replace(image=image_t)))
-        if boxes_t is not None:
-            parts.append(
-                call(
-                    RoiJvpBoxes,
-                    image=a.image,
-                    boxes=a.boxes,
-                    boxes_tangent=boxes_t,
-                    output_size=output_size,
-                    **ctx.options,
-                )
-            )
-        if not parts:
+        t = dict(zip(a._fields, tangents))
+        coords = f.coords
+        along = _FUNCTIONS.get(f.along)
+        smooth = not _nearest(a)
+        if along is None and smooth and _flows(t[coords]):
+            raise _missing(f.op, coords, "forward-mode")
+        # Linear in these operands, but for the fill of samples outside the
+        # image: the op on their tangents, filling with 0.
+        parts = [
+            apply(f, *a.replace(**_zero_fill(a), **{n: t[n]}))
+            for n in f.transposes
+            if t[n] is not None
+        ]
+        if along is not None and smooth and t[coords] is not None:
+            parts.append(call(along, **a._asdict(), **{f.tangent: t[coords]}))
+        if not parts:  # nearest sampling, coordinates only: zero
             return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
-        return _total(parts).to(ctx.out_dtype)
+        return functools.reduce(operator.add, parts).to(ctx.out_dtype)
 
 
-class RoiGradImage(_OpFunction):
-    op = "roi_align_grad_image"
-    options = _ROI_OPTIONS
-
-    @staticmethod
-    def backward(ctx, ct):
-        a = _saved(ctx)
-        d_grads = d_boxes = None
-        if _needs(ctx, "grads"):
-            d_grads = call(
-                RoiAlign,
-                image=ct,
-                boxes=a.boxes,
-                output_size=_output_size(a.grads),
-                **ctx.options,
-            ).to(a.grads.dtype)
-        if _needs(ctx, "boxes"):
-            # <ct, grad_image(g, b)> = <g, roi_align(ct, b)>
-            gradient = call(
-                RoiGradBoxes, grads=a.grads, image=ct, boxes=a.boxes, **ctx.options
-            )
-            d_boxes = _with_index(gradient, a.boxes)
-        return _gradients(ctx, grads=d_grads, boxes=d_boxes)
-
-    @staticmethod
-    def jvp(ctx, grads_t, boxes_t, *_):
-        if _flows(boxes_t):
-            raise _missing(RoiGradImage.op, "boxes", "forward-mode")
-        if grads_t is None:
-            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
-        return apply(RoiGradImage, *_saved(ctx).replace(grads=grads_t))
+def _zero_fill(a):
+    """The fill of samples outside the image, 0, for a call that has one."""
+    return {"extrapolation_value": 0.0} if "extrapolation_value" in a._fields else {}
 
 
-class RoiGradBoxes(_OpFunction):
-    op = "roi_align_grad_boxes"
-    options = _ROI_OPTIONS
-
-    @staticmethod
-    def backward(ctx, ct):
-        _no_reverse(ctx, RoiGradBoxes.op)
-        a = _saved(ctx)
-        d_grads = None
-        if _needs(ctx, "grads"):
-            d_grads = call(
-                RoiJvpBoxes,
-                image=a.image,
-                boxes=a.boxes,
-                boxes_tangent=_with_index(ct, a.boxes),
-                output_size=_output_size(a.grads),
-                **ctx.options,
-            ).to(a.grads.dtype)
-        return _gradients(ctx, grads=d_grads)
-
-    @staticmethod
-    def jvp(ctx, grads_t, image_t, boxes_t, *_):
-        if _flows(boxes_t):
-            raise _missing(RoiGradBoxes.op, "boxes", "forward-mode")
-        tangents = {"grads": grads_t, "image": image_t}
-        total = _linear(RoiGradBoxes, _saved(ctx), tangents)
-        if total is None:
-            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype)
-        return total
+def _transposed(f, a, operand, ct):
+    """The backward of Function `f` in `operand`, for cotangent `ct` of call
+    `a`: the op the row names, the cotangent as its operand it names, the
+    rest from `a` or from the shapes (`_derived`), in the operand's dtype."""
+    like = getattr(a, operand)
+    if operand == f.coords and _nearest(a):
+        return torch.zeros_like(like)
+    name, slot = f.reverse[operand]
+    target = _FUNCTIONS[name]
+    hooks = _HOOKS[f.family.name]
+    if slot == f.tangent:
+        ct = hooks.coords_tangent(ct, getattr(a, f.coords))
+    values = {**a._asdict(), **_derived(f, a, like), slot: ct}
+    result = call(target, **values)
+    if target.kind == "grad_coords":
+        return hooks.coords_gradient(result, like)
+    return result.to(like.dtype)
 
 
-class RoiJvpBoxes(_OpFunction):
-    op = "roi_align_jvp_boxes"
-    options = _ROI_OPTIONS
+def _derived(f, a, like):
+    """What a transpose takes from the shapes of call `a` (of Function `f`),
+    as cropgrad.jax derives it: the image's size, the samples' (crops' or
+    pooled output's) size from grads, no fill, the dtype of the operand
+    transposed in (`like`)."""
+    derived = {"extrapolation_value": 0.0, "dtype": like.dtype}
+    if "image" in a._fields:
+        derived["image_size"] = list(a.image.shape)
+    if "grads" in a._fields:
+        layout = getattr(a, "data_format", f.family.ops["forward"].layouts["torch"])
+        height, width = checks.dims(layout)[1:]
+        derived[f.size] = [a.grads.shape[height], a.grads.shape[width]]
+    return derived
 
-    @staticmethod
-    def backward(ctx, ct):
-        _no_reverse(ctx, RoiJvpBoxes.op)
-        a = _saved(ctx)
-        d_tangent = None
-        if _needs(ctx, "boxes_tangent"):
-            gradient = call(
-                RoiGradBoxes, grads=ct, image=a.image, boxes=a.boxes, **ctx.options
-            )
-            d_tangent = _with_index(gradient, a.boxes_tangent)
-        return _gradients(ctx, boxes_tangent=d_tangent)
 
-    @staticmethod
-    def jvp(ctx, image_t, boxes_t, tangent_t, *_):
-        if _flows(boxes_t):
-            raise _missing(RoiJvpBoxes.op, "boxes", "forward-mode")
-        tangents = {"image": image_t, "boxes_tangent": tangent_t}
-        return _linear(RoiJvpBoxes, _saved(ctx), tangents)
+def _function(family, kind):
+    """The Function of `family`'s op of `kind`, its rules from the family's
+    adjoint rows."""
+    op = family.ops[kind]
+    pairs = family.transposes()
+    transposes = {
+        n: pairs[op.name, n] for n in checks.ARRAYS[op.name] if (op.name, n) in pairs
+    }
+    along = family.op_name(_ALONG[kind]) if kind in _ALONG else None
+    tangent = family.ops["jvp_coords"].operand("tangent")
+    reverse = dict(transposes)
+    if along is not None:
+        reverse[family.coords_operand] = pairs[along, tangent]
+    size = next(a.name for a in family.ops["forward"].args if a.kind == "ints")
+    body = {
+        "op": op.name,
+        "family": family,
+        "kind": kind,
+        "transposes": transposes,
+        "reverse": reverse,
+        "along": along,
+        "coords": family.coords_operand,
+        "tangent": tangent,
+        "size": size,
+        "__module__": __name__,
+    }
+    name = "".join(part.title() for part in op.name.split("_"))
+    return type(name, (_OpFunction,), body)
+
+
+_FUNCTIONS = {
+    op.name: _function(family, kind)
+    for family in _ops.FAMILIES.values()
+    for kind, op in family.ops.items()
+    if "torch" in op.apis
+}

@@ -12,8 +12,8 @@ metadata of an eager call is checked once.  What the NumPy API's
 conversions would do, the kernels do here (`_arguments`): float32
 contiguous boxes, grads and tangents, a native int32 or int64 ``box_ind``,
 the codes of the dtypes, the method and the layout, the thread count's
-range.  The bridge takes its arguments by the names its signature gives
-them (cropgrad/_core.pyi).
+range (RoIAlign's: `_roi_arguments`).  Every bridge is passed its
+arguments by the names its signature gives them (cropgrad/_core.pyi).
 """
 
 import inspect
@@ -76,10 +76,11 @@ _PARAMETERS: dict[object, tuple[str, ...]] = {}
 def _run(a, fake, result, memory, bridge, **more):
     """`result` (fake: as it is) computed by `bridge`, a function of
     cropgrad._core, from the tensors of call `a` read in layout `memory`
-    (`more`: the bridge's arguments that are not `_arguments`')."""
+    (`more`: the bridge's arguments that are not those its family's
+    `_ARGUMENTS` give), each passed as the bridge's parameter of its name."""
     if fake:
         return result
-    x = _arguments(a, memory, result)
+    x = _ARGUMENTS[checks.OPS[a._op].family](a, memory, result)
     x.update(more)
     names = _PARAMETERS.get(bridge)
     if names is None:
@@ -184,86 +185,68 @@ def _coordinates(boxes, arithmetic):
 _INT64 = _v.CODES["CG_INT64"]
 
 
-def _roi_options(a, memory):
-    return (
-        float(a.spatial_scale),
-        int(a.sampling_ratio),
-        bool(a.aligned),
-        _v.LAYOUT_CODES[memory],
-    )
+def _roi_arguments(a, memory, out):
+    """What RoIAlign's bridges take, by their names: NumPy views of the
+    call's tensors and of `out` in layout `memory`, the image indices split
+    off the boxes, the codes; the arithmetic type is that of the image
+    (of grads for the image gradient)."""
+    data = a.image if "image" in a._fields else a.grads
+    arithmetic = checks.roi_arithmetic(data.dtype)
+    # The indices are checked first: they are the only data refused here.
+    batch = a.image.shape[0] if "image" in a._fields else out.shape[0]
+    x = {
+        "box_ind": _image_indices(a.boxes, batch),
+        "box_ind_dtype": _INT64,
+        "boxes": _coordinates(a.boxes, arithmetic),
+        "boxes_dtype": checks.CODES[arithmetic],
+        "spatial_scale": float(a.spatial_scale),
+        "sampling_ratio": int(a.sampling_ratio),
+        "aligned": bool(a.aligned),
+        "layout": _v.LAYOUT_CODES[memory],
+        "output_dtype": checks.CODES[out.dtype],
+        "num_threads": 0,
+        "flush": False,
+    }
+    if "image" in a._fields:
+        x["image"] = tensors.buffer(tensors.in_layout(a.image, "NCHW", memory))
+        x["image_dtype"] = checks.CODES[a.image.dtype]
+    if "grads" in a._fields:
+        grads = a.grads.to(arithmetic)
+        x["grads"] = tensors.numpy(tensors.in_layout(grads, "NCHW", memory))
+    if "boxes_tangent" in a._fields:
+        x["boxes_tangent"] = _coordinates(a.boxes_tangent, arithmetic)
+    if out.dim() == 4:  # (the boxes gradient, [num_boxes, 4], has no layout)
+        x["out"] = tensors.buffer(tensors.in_layout(out, "NCHW", memory))
+    else:
+        x["out"] = tensors.numpy(out)
+    return x
 
 
-def _pooled(a, fake, bridge, *tangent):
-    """The pooled output of RoIAlign or of its boxes JVP (`tangent`: the
-    boxes tangent's coordinates, for the JVP), in the image's memory
-    layout."""
-    plan = checks.roi_jvp_boxes_plan if tangent else checks.roi_forward_plan
+def _pooled(a, fake, plan, bridge):
+    """The pooled output of RoIAlign or of its boxes JVP, in the image's
+    memory layout."""
     shape, dtype = plan(a)
-    image = a.image
-    memory = tensors.physical(image, "NCHW")
-    out = tensors.empty(shape, dtype, "NCHW", memory, image.device, fake)
-    if fake:
-        return out
-    arithmetic = checks.roi_arithmetic(image.dtype)
-    index = _image_indices(a.boxes, image.shape[0])
-    scale, ratio, aligned, layout = _roi_options(a, memory)
-    bridge(
-        tensors.buffer(tensors.in_layout(image, "NCHW", memory)),
-        checks.CODES[image.dtype],
-        _coordinates(a.boxes, arithmetic),
-        *(_coordinates(t, arithmetic) for t in tangent),
-        checks.CODES[arithmetic],
-        index,
-        _INT64,
-        shape[2],
-        shape[3],
-        scale,
-        ratio,
-        aligned,
-        layout,
-        tensors.buffer(tensors.in_layout(out, "NCHW", memory)),
-        checks.CODES[dtype],
-        0,
-        False,
-    )
-    return out
+    memory = tensors.physical(a.image, "NCHW")
+    out = tensors.empty(shape, dtype, "NCHW", memory, a.image.device, fake)
+    height, width = shape[2:]
+    return _run(a, fake, out, memory, bridge, output_height=height, output_width=width)
 
 
 def roi_align(a, fake):
-    return _pooled(a, fake, _core.roi_align)
+    return _pooled(a, fake, checks.roi_forward_plan, _core.roi_align)
 
 
 def roi_align_jvp_boxes(a, fake):
-    return _pooled(a, fake, _core.roi_align_jvp_boxes, a.boxes_tangent)
+    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _core.roi_align_jvp_boxes)
 
 
 def roi_align_grad_image(a, fake):
     shape, dtype = checks.roi_grad_image_plan(a)
-    grads = a.grads
-    memory = tensors.physical(grads, "NCHW")
-    out = tensors.empty(shape, dtype, "NCHW", memory, grads.device, fake)
-    if fake:
-        return out
-    arithmetic = checks.roi_arithmetic(grads.dtype)
-    index = _image_indices(a.boxes, shape[0])
-    scale, ratio, aligned, layout = _roi_options(a, memory)
-    _core.roi_align_grad_image(
-        tensors.numpy(tensors.in_layout(grads.to(arithmetic), "NCHW", memory)),
-        _coordinates(a.boxes, arithmetic),
-        checks.CODES[arithmetic],
-        index,
-        _INT64,
-        tensors.in_memory(shape, "NCHW", memory),
-        scale,
-        ratio,
-        aligned,
-        layout,
-        tensors.buffer(tensors.in_layout(out, "NCHW", memory)),
-        checks.CODES[dtype],
-        0,
-        False,
-    )
-    return out
+    memory = tensors.physical(a.grads, "NCHW")
+    out = tensors.empty(shape, dtype, "NCHW", memory, a.grads.device, fake)
+    image_size = tensors.in_memory(shape, "NCHW", memory)
+    bridge = _core.roi_align_grad_image
+    return _run(a, fake, out, memory, bridge, image_size=image_size)
 
 
 def roi_align_grad_boxes(a, fake):
@@ -271,24 +254,9 @@ def roi_align_grad_boxes(a, fake):
     out = a.boxes.new_empty(shape, dtype=dtype)
     if fake:
         return out
-    grads, image = a.grads, a.image
-    memory = tensors.common(grads, image, "NCHW")
-    index = _image_indices(a.boxes, image.shape[0])
-    scale, ratio, aligned, layout = _roi_options(a, memory)
-    _core.roi_align_grad_boxes(
-        tensors.numpy(tensors.in_layout(grads.to(dtype), "NCHW", memory)),
-        tensors.buffer(tensors.in_layout(image, "NCHW", memory)),
-        checks.CODES[image.dtype],
-        _coordinates(a.boxes, dtype),
-        checks.CODES[dtype],
-        index,
-        _INT64,
-        scale,
-        ratio,
-        aligned,
-        layout,
-        tensors.numpy(out),
-        0,
-        False,
-    )
-    return out
+    memory = tensors.common(a.grads, a.image, "NCHW")
+    return _run(a, fake, out, memory, _core.roi_align_grad_boxes)
+
+
+# What each family's bridges take, by their names.
+_ARGUMENTS = {"crop_and_resize": _arguments, "roi_align": _roi_arguments}
