@@ -121,8 +121,6 @@ cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes, int64_t itemsize
 cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil
 cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
                      int64_t batch, cg_error* err) noexcept nogil
-cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
-                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil
 cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
                  const int64_t** index, int64_t** owned,
                  cg_error* err) noexcept nogil

@@ -214,14 +214,6 @@ cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
     return CG_OK
 
 
-cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
-                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
-    """Every box_ind value within [0, batch), every box coordinate finite."""
-    if check_index(box_ind, box_ind_dtype, num_boxes, batch, err) != CG_OK:
-        return err.status
-    return check_finite(boxes, num_boxes, err)
-
-
 cdef int run(Call* call, cg_error* err) noexcept nogil:
     """One op's call once its metadata has passed; returns the status.
 
