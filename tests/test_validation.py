@@ -1654,3 +1654,48 @@ def test_limits_fit_the_platform():
     # The checks use sys.maxsize as the indexable limit; a 64-bit build is assumed
     # by the huge-output tests.
     assert sys.maxsize == 2**63 - 1
+
+
+def _without_channels(op, args):
+    """`args` of `op` with no channels: nothing to compute (but for the boxes
+    gradients, whose output is [num_boxes, 4] whatever the depth)."""
+    axis = 1 if op in ROI_OPS else 3
+    for name in ("image", "grads"):
+        if name in args:
+            index = [slice(None)] * 4
+            index[axis] = slice(0)
+            args[name] = np.ascontiguousarray(args[name][tuple(index)])
+    if "image_size" in args:
+        args["image_size"] = list(args["image_size"])
+        args["image_size"][axis] = 0
+    return args
+
+
+@pytest.mark.parametrize("channels", [True, False], ids=["channels", "no-channels"])
+@pytest.mark.parametrize("op", NUMPY_OPS)
+def test_data_checks_run_in_one_order(op, channels):
+    """box_ind before the boxes' finiteness, and both even where there is
+    nothing to compute."""
+    function, make = OPS[op]
+    args = make() if channels else _without_channels(op, make())
+    args["boxes"][0, 1] = np.nan
+    args["box_ind"] = np.array([1, BATCH], np.int32)
+    with pytest.raises(IndexError, match=rf"box_ind\[1\] = {BATCH}"):
+        function(**args)
+    args["box_ind"] = _box_ind()
+    with pytest.raises(ValueError, match=r"finite: boxes\[0\]"):
+        function(**args)
+
+
+@pytest.mark.parametrize("channels", [True, False], ids=["channels", "no-channels"])
+@pytest.mark.parametrize("op", ROI_OPS)
+def test_roi_align_checks_samples_after_finiteness(op, channels):
+    """Every box finite before any box's samples per bin are counted."""
+    function, make = OPS[op]
+    args = make() if channels else _without_channels(op, make())
+    args["boxes"] = np.array([[0, 0, 1e8, 1e8], [0, np.nan, 4, 3]], np.float32)
+    with pytest.raises(ValueError, match=r"finite: boxes\[1\]"):
+        function(**args)
+    args["boxes"][1, 1] = 0
+    with pytest.raises(ValueError, match=r"boxes\[0\] = .*samples in each bin"):
+        function(**args)

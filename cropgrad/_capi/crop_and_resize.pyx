@@ -2,39 +2,39 @@
 """The crop_and_resize family's part of the gate, and its ops' calls.
 
 The metadata checks of each op (no data read), then each op's call once
-its metadata has passed (the array and data checks, the kernels'
-geometry, the kernel).  See gate.pxd for who runs which.
+its metadata has passed: its arguments, its arrays, the kernels' geometry
+and its kernel, which the gate's `run` takes through the checks that need
+the data to the kernel.  See gate.pxd for who runs which.
 """
 
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free
 
 from cropgrad._capi.gate cimport (
     ITEMSIZE,
     Array,
+    Call,
     array,
     bad_dtype,
-    check_arrays,
-    check_boxes_args,
-    check_data,
+    boxes_array,
     check_image,
     check_options,
     check_size,
+    depth,
     fail,
     format_shape,
-    index64,
+    index_array,
+    kernel_fn,
     layout_hint,
-    memory_error,
     nbytes,
     nhwc,
     ok,
+    run,
 )
 from cropgrad._kernels.crop_and_resize.forward cimport crop_and_resize
 from cropgrad._kernels.crop_and_resize.grad_boxes cimport grad_boxes
 from cropgrad._kernels.crop_and_resize.grad_image cimport grad_image
 from cropgrad._kernels.crop_and_resize.jvp_boxes cimport jvp_boxes
 from cropgrad._kernels.types cimport Geometry
-from cropgrad._runtime.parallel cimport resolve_threads
 from cropgrad.capi cimport (
     CG_BFLOAT16,
     CG_BILINEAR,
@@ -187,7 +187,45 @@ cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape
 
 
 # --------------------------------------------------------------------------
-# The ops' calls, once the metadata has passed
+# The ops' calls, once the metadata has passed: each fills a Call with its
+# arguments and its parts, and `run` (gate.pyx) makes the checks that need
+# the data and calls the kernel.
+
+ctypedef struct Forward:
+    # The forward op's arguments, or (`jvp`) the boxes JVP's: the same with
+    # `tangent` beside the boxes, and no extrapolation value.
+    const void* image
+    int image_dtype
+    const int64_t* image_shape
+    const float* tangent
+    int64_t crop_height
+    int64_t crop_width
+    int method
+    float extrapolation_value
+    int layout
+    float* output
+    bint jvp
+
+
+ctypedef struct GradImage:
+    const float* grads
+    const int64_t* grads_shape
+    const int64_t* image_size
+    void* output
+    int output_dtype
+    int method
+    int layout
+
+
+ctypedef struct GradBoxes:
+    const float* grads
+    const int64_t* grads_shape
+    const void* image
+    int image_dtype
+    const int64_t* image_shape
+    float* output
+    int layout
+
 
 cdef inline void geometry(Geometry* geo, int64_t num_boxes, int64_t crop_h,
                           int64_t crop_w, const int64_t* s, bint nearest,
@@ -204,51 +242,59 @@ cdef inline void geometry(Geometry* geo, int64_t num_boxes, int64_t crop_h,
     geo.nchw = layout == CG_NCHW
 
 
-cdef int forward_call(
-    const void* image, int image_dtype, const int64_t* image_shape,
-    const float* boxes, const float* boxes_tangent, const void* box_ind,
-    int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,
-    int method, int layout, const void* output, const char* output_name,
-    bint jvp, Geometry* geo, const int64_t** index, int64_t** owned,
-    cg_error* err,
-) noexcept nogil:
-    """The array and data checks of a call of the forward op, or (`jvp`) of
-    the boxes JVP, whose arguments and output are the forward op's with
-    `boxes_tangent` beside the boxes; then the kernel's geometry and int64
-    box indices (free ``owned[0]`` after the kernel).
-
-    Returns 1 when the kernel has work, 0 when the call is valid and its
-    output empty (`err` holds CG_OK), -1 when it is not (`err` says why).
-    """
+cdef int prepare_forward(Call* call, Array* arrays) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
     cdef int64_t s[4]
-    cdef Array arrays[5]
-    cdef int n = 0
-    if check_boxes_args(box_ind_dtype, num_boxes, 4, err) != CG_OK:
-        return -1
-    nhwc(image_shape, layout, s)
-    array(&arrays[n], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    array(&arrays[n + 1], boxes, 16 * num_boxes, "boxes")
-    n += 2
-    if jvp:
-        array(&arrays[n], boxes_tangent, 16 * num_boxes, "boxes_tangent")
-        n += 1
-    array(&arrays[n], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
-    array(&arrays[n + 1], output, 4 * num_boxes * crop_height * crop_width * s[3],
-          output_name)
-    n += 2
-    if check_arrays(arrays, n, err) != CG_OK:
-        return -1
-    if check_data(boxes, box_ind, box_ind_dtype, num_boxes, image_shape[0],
-                  err) != CG_OK:
-        return -1
-    if num_boxes == 0 or s[3] == 0:
-        ok(err)
-        return 0
-    if index64(box_ind, box_ind_dtype, num_boxes, index, owned, err) != CG_OK:
-        return -1
+    cdef int n = 2
+    nhwc(a.image_shape, a.layout, s)
+    array(&arrays[0], a.image, nbytes(a.image_shape, ITEMSIZE[a.image_dtype]),
+          "image")
+    boxes_array(&arrays[1], call)
+    if a.jvp:
+        array(&arrays[2], a.tangent, 16 * call.num_boxes, "boxes_tangent")
+        n = 3
+    index_array(&arrays[n], call)
+    array(&arrays[n + 1], a.output,
+          4 * call.num_boxes * a.crop_height * a.crop_width * s[3],
+          "output" if a.jvp else "crops")
     # (The boxes JVP's metadata check has refused nearest sampling.)
-    geometry(geo, num_boxes, crop_height, crop_width, s, method == CG_NEAREST, layout)
-    return 1
+    geometry(<Geometry*>call.problem, call.num_boxes, a.crop_height, a.crop_width,
+             s, a.method == CG_NEAREST, a.layout)
+    return n + 2
+
+
+cdef int kernel_forward(const Call* call, const int64_t* index, int threads,
+                        size_t* failed) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
+    return crop_and_resize(<const Geometry*>call.problem, a.image, a.image_dtype,
+                           <const float*>call.boxes, index, a.output,
+                           a.extrapolation_value, threads, call.flush, failed)
+
+
+cdef int kernel_jvp(const Call* call, const int64_t* index, int threads,
+                    size_t* failed) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
+    jvp_boxes(<const Geometry*>call.problem, a.image, a.image_dtype,
+              <const float*>call.boxes, a.tangent, index, a.output, threads,
+              call.flush)
+    return 0  # it allocates nothing
+
+
+cdef int forward_call(Forward* a, const char* op, kernel_fn kernel,
+                      const float* boxes, const void* box_ind, int box_ind_dtype,
+                      int64_t num_boxes, int num_threads, int flush_denormals,
+                      cg_error* err) noexcept nogil:
+    """The call of the forward op, or (`a.jvp`) of the boxes JVP: `op`
+    names it, `kernel` computes it."""
+    cdef Geometry geo
+    cdef Call call = Call(
+        op=op, scratch="scratch", boxes=boxes, boxes_dtype=CG_FLOAT32,
+        box_ind=box_ind, box_ind_dtype=box_ind_dtype, num_boxes=num_boxes,
+        batch=a.image_shape[0],
+        empty=num_boxes == 0 or depth(a.image_shape, a.layout) == 0,
+        num_threads=num_threads, flush=flush_denormals != 0, args=a, problem=&geo,
+        prepare=prepare_forward, check_data=NULL, kernel=kernel)
+    return run(&call, err)
 
 
 cdef int run_crop_and_resize(
@@ -258,108 +304,14 @@ cdef int run_crop_and_resize(
     int layout, float* crops, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    cdef Geometry geo
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef size_t failed = 0
-    cdef int status
-    if forward_call(image, image_dtype, image_shape, boxes, NULL, box_ind,
-                    box_ind_dtype, num_boxes, crop_height, crop_width, method,
-                    layout, crops, "crops", False, &geo, &index, &owned, err) <= 0:
-        return err.status
-    status = crop_and_resize(&geo, image, image_dtype, boxes, index, crops,
-                             extrapolation_value, resolve_threads(num_threads),
-                             flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "crop_and_resize", failed, "scratch")
-    return ok(err)
-
-
-cdef int run_grad_image(
-    const float* grads, const int64_t* grads_shape, const float* boxes,
-    const void* box_ind, int box_ind_dtype, const int64_t* image_size,
-    void* output, int output_dtype, int method, int layout, int num_threads,
-    int flush_denormals, cg_error* err,
-) noexcept nogil:
-    cdef Geometry geo
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef size_t failed = 0
-    cdef int status
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Array arrays[4]
-    if check_boxes_args(box_ind_dtype, grads_shape[0], 4, err) != CG_OK:
-        return err.status
-    array(&arrays[0], grads, nbytes(grads_shape, 4), "grads")
-    array(&arrays[1], boxes, 16 * grads_shape[0], "boxes")
-    array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * grads_shape[0], "box_ind")
-    array(&arrays[3], output, nbytes(image_size, ITEMSIZE[output_dtype]), "output")
-    if check_arrays(arrays, 4, err) != CG_OK:
-        return err.status
-    if check_data(boxes, box_ind, box_ind_dtype, grads_shape[0], image_size[0],
-                  err) != CG_OK:
-        return err.status
-    if (image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
-            or image_size[3] == 0):
-        return ok(err)
-    nhwc(grads_shape, layout, g)
-    nhwc(image_size, layout, s)
-    if index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
-               err) != CG_OK:
-        return err.status
-    geometry(&geo, g[0], g[1], g[2], s, method == CG_NEAREST, layout)
-    status = grad_image(&geo, grads, boxes, index, output, output_dtype,
-                        resolve_threads(num_threads), flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "crop_and_resize_grad_image", failed,
-                            "scratch (sampling tables, or the float32 "
-                            "accumulator of a float16 or bfloat16 output)")
-    return ok(err)
-
-
-cdef int run_grad_boxes(
-    const float* grads, const int64_t* grads_shape, const void* image,
-    int image_dtype, const int64_t* image_shape, const float* boxes,
-    const void* box_ind, int box_ind_dtype, float* output, int method, int layout,
-    int num_threads, int flush_denormals, cg_error* err,
-) noexcept nogil:
-    cdef Geometry geo
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef size_t failed = 0
-    cdef int status
-    cdef int64_t g[4]
-    cdef int64_t s[4]
-    cdef Array arrays[5]
-    if check_boxes_args(box_ind_dtype, grads_shape[0], 4, err) != CG_OK:
-        return err.status
-    array(&arrays[0], grads, nbytes(grads_shape, 4), "grads")
-    array(&arrays[1], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    array(&arrays[2], boxes, 16 * grads_shape[0], "boxes")
-    array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * grads_shape[0], "box_ind")
-    array(&arrays[4], output, 16 * grads_shape[0], "output")
-    if check_arrays(arrays, 5, err) != CG_OK:
-        return err.status
-    if check_data(boxes, box_ind, box_ind_dtype, grads_shape[0], image_shape[0],
-                  err) != CG_OK:
-        return err.status
-    if grads_shape[0] == 0:
-        return ok(err)
-    if index64(box_ind, box_ind_dtype, grads_shape[0], &index, &owned,
-               err) != CG_OK:
-        return err.status
-    nhwc(grads_shape, layout, g)
-    nhwc(image_shape, layout, s)
-    geometry(&geo, g[0], g[1], g[2], s, False, layout)
-    status = grad_boxes(&geo, grads, image, image_dtype, boxes, index, output,
-                        resolve_threads(num_threads), flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "crop_and_resize_grad_boxes", failed, "scratch")
-    return ok(err)
+    cdef Forward a = Forward(
+        image=image, image_dtype=image_dtype, image_shape=image_shape, tangent=NULL,
+        crop_height=crop_height, crop_width=crop_width, method=method,
+        extrapolation_value=extrapolation_value, layout=layout, output=crops,
+        jvp=False)
+    return forward_call(&a, "crop_and_resize", kernel_forward, boxes, box_ind,
+                        box_ind_dtype, num_boxes, num_threads, flush_denormals,
+                        err)
 
 
 cdef int run_jvp_boxes(
@@ -369,15 +321,102 @@ cdef int run_jvp_boxes(
     int method, int layout, float* output, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
+    cdef Forward a = Forward(
+        image=image, image_dtype=image_dtype, image_shape=image_shape,
+        tangent=boxes_tangent, crop_height=crop_height, crop_width=crop_width,
+        method=method, extrapolation_value=0, layout=layout, output=output,
+        jvp=True)
+    return forward_call(&a, "crop_and_resize_jvp_boxes", kernel_jvp, boxes,
+                        box_ind, box_ind_dtype, num_boxes, num_threads,
+                        flush_denormals, err)
+
+
+cdef int prepare_grad_image(Call* call, Array* arrays) noexcept nogil:
+    cdef const GradImage* a = <const GradImage*>call.args
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    array(&arrays[0], a.grads, nbytes(a.grads_shape, 4), "grads")
+    boxes_array(&arrays[1], call)
+    index_array(&arrays[2], call)
+    array(&arrays[3], a.output, nbytes(a.image_size, ITEMSIZE[a.output_dtype]),
+          "output")
+    nhwc(a.grads_shape, a.layout, g)
+    nhwc(a.image_size, a.layout, s)
+    geometry(<Geometry*>call.problem, g[0], g[1], g[2], s, a.method == CG_NEAREST,
+             a.layout)
+    return 4
+
+
+cdef int kernel_grad_image(const Call* call, const int64_t* index, int threads,
+                           size_t* failed) noexcept nogil:
+    cdef const GradImage* a = <const GradImage*>call.args
+    return grad_image(<const Geometry*>call.problem, a.grads,
+                      <const float*>call.boxes, index, a.output, a.output_dtype,
+                      threads, call.flush, failed)
+
+
+cdef int run_grad_image(
+    const float* grads, const int64_t* grads_shape, const float* boxes,
+    const void* box_ind, int box_ind_dtype, const int64_t* image_size,
+    void* output, int output_dtype, int method, int layout, int num_threads,
+    int flush_denormals, cg_error* err,
+) noexcept nogil:
     cdef Geometry geo
-    cdef const int64_t* index
-    cdef int64_t* owned
-    if forward_call(image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
-                    box_ind_dtype, num_boxes, crop_height, crop_width, method,
-                    layout, output, "output", True, &geo, &index, &owned,
-                    err) <= 0:
-        return err.status
-    jvp_boxes(&geo, image, image_dtype, boxes, boxes_tangent, index, output,
-              resolve_threads(num_threads), flush_denormals != 0)
-    free(owned)
-    return ok(err)
+    cdef GradImage a = GradImage(
+        grads=grads, grads_shape=grads_shape, image_size=image_size, output=output,
+        output_dtype=output_dtype, method=method, layout=layout)
+    cdef Call call = Call(
+        op="crop_and_resize_grad_image",
+        scratch="scratch (sampling tables, or the float32 accumulator of a "
+                "float16 or bfloat16 output)",
+        boxes=boxes, boxes_dtype=CG_FLOAT32, box_ind=box_ind,
+        box_ind_dtype=box_ind_dtype, num_boxes=grads_shape[0], batch=image_size[0],
+        empty=(image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
+               or image_size[3] == 0),
+        num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&geo,
+        prepare=prepare_grad_image, check_data=NULL, kernel=kernel_grad_image)
+    return run(&call, err)
+
+
+cdef int prepare_grad_boxes(Call* call, Array* arrays) noexcept nogil:
+    cdef const GradBoxes* a = <const GradBoxes*>call.args
+    cdef int64_t g[4]
+    cdef int64_t s[4]
+    array(&arrays[0], a.grads, nbytes(a.grads_shape, 4), "grads")
+    array(&arrays[1], a.image, nbytes(a.image_shape, ITEMSIZE[a.image_dtype]),
+          "image")
+    boxes_array(&arrays[2], call)
+    index_array(&arrays[3], call)
+    array(&arrays[4], a.output, 16 * call.num_boxes, "output")
+    nhwc(a.grads_shape, a.layout, g)
+    nhwc(a.image_shape, a.layout, s)
+    geometry(<Geometry*>call.problem, g[0], g[1], g[2], s, False, a.layout)
+    return 5
+
+
+cdef int kernel_grad_boxes(const Call* call, const int64_t* index, int threads,
+                           size_t* failed) noexcept nogil:
+    cdef const GradBoxes* a = <const GradBoxes*>call.args
+    return grad_boxes(<const Geometry*>call.problem, a.grads, a.image,
+                      a.image_dtype, <const float*>call.boxes, index, a.output,
+                      threads, call.flush, failed)
+
+
+cdef int run_grad_boxes(
+    const float* grads, const int64_t* grads_shape, const void* image,
+    int image_dtype, const int64_t* image_shape, const float* boxes,
+    const void* box_ind, int box_ind_dtype, float* output, int method, int layout,
+    int num_threads, int flush_denormals, cg_error* err,
+) noexcept nogil:
+    cdef Geometry geo
+    cdef GradBoxes a = GradBoxes(
+        grads=grads, grads_shape=grads_shape, image=image, image_dtype=image_dtype,
+        image_shape=image_shape, output=output, layout=layout)
+    cdef Call call = Call(
+        op="crop_and_resize_grad_boxes", scratch="scratch", boxes=boxes,
+        boxes_dtype=CG_FLOAT32, box_ind=box_ind, box_ind_dtype=box_ind_dtype,
+        num_boxes=grads_shape[0], batch=image_shape[0],
+        empty=grads_shape[0] == 0, num_threads=num_threads,
+        flush=flush_denormals != 0, args=&a, problem=&geo,
+        prepare=prepare_grad_boxes, check_data=NULL, kernel=kernel_grad_boxes)
+    return run(&call, err)

@@ -3,8 +3,9 @@
 # The gate: the one definition of a valid call of the C-level API (private;
 # cropgrad.capi, cropgrad._core and the XLA handlers cimport it).  Each op
 # family's module here (crop_and_resize, roi_align) holds its ops' metadata
-# checks and calls; this one the record and the checks they share.  Two
-# kinds of check, every one filling the caller's error record:
+# checks and calls; this one the record, the checks they share and the
+# sequence every op's call goes through (`run`).  Two kinds of check, every
+# one filling the caller's error record:
 #
 # - the metadata checks of each op (shapes, dtype codes and options, no
 #   data read).  The C-level API runs them first; cropgrad._core runs them
@@ -13,7 +14,8 @@
 #   the same calls with the same words.
 # - the checks that need the arrays (`check_arrays`: NULL and overlapping
 #   pointers; `check_index`, `check_finite`: box indices in range, finite
-#   boxes), which an op's call runs once its metadata has passed.
+#   boxes), which `run` makes, in the same order for every op, once the
+#   op's metadata has passed, before its kernel starts.
 #
 # Shapes are 4 int64 values in the caller's layout.  Each check returns the
 # status (CG_OK or a CG_ERR_* code) and, on an error, has written the
@@ -53,6 +55,11 @@ cdef inline int ok(cg_error* err) noexcept nogil:
     err.position = -1
     err.message[0] = 0
     return CG_OK
+
+
+cdef inline int64_t depth(const int64_t* shape, int layout) noexcept nogil:
+    """The depth (channels) of `shape`, given in `layout`'s order."""
+    return shape[1] if layout == CG_NCHW else shape[3]
 
 
 cdef inline void nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept nogil:
@@ -114,8 +121,6 @@ cdef int check_boxes_args(int box_ind_dtype, int64_t num_boxes, int64_t itemsize
 cdef int check_arrays(const Array* arrays, int count, cg_error* err) noexcept nogil
 cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
                      int64_t batch, cg_error* err) noexcept nogil
-cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
-                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil
 cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
                  const int64_t** index, int64_t** owned,
                  cg_error* err) noexcept nogil
@@ -147,3 +152,69 @@ cdef inline int check_finite(const box_t* boxes, int64_t num_boxes,
                          boxes[4 * b + 2], boxes[4 * b + 3])
             return fail(err, CG_ERR_VALUE, b)
     return CG_OK
+
+
+# One op's call, once its metadata has passed: `run` goes through the
+# sequence every op shares (its docstring lists the steps).  The op fills a
+# Call with what every op shares and its own parts: its arguments (a struct
+# of its family's module), its kernel's problem (Geometry, RoiProblem) and
+# the hooks below, which read both.
+
+cdef enum:
+    # The most arrays an op takes, its output included.
+    MAX_ARRAYS = 5
+
+cdef struct Call
+
+# The op's arrays for `check_arrays` (the output last) and its kernel's
+# problem (at ``call.problem``); returns how many arrays.  It runs after
+# `check_boxes_args`, which bounds the sizes it multiplies.
+ctypedef int (*prepare_fn)(Call* call, Array* arrays) noexcept nogil
+# The op's own checks of the data, after the ones every op makes: the first
+# box that fails them, its message written in `message` (CG_MESSAGE_SIZE
+# bytes; the status is CG_ERR_VALUE), or -1.  No type declared here may
+# name cg_error: cropgrad.capi cimports this module, so that its C
+# declares these types before cg_error.
+ctypedef int64_t (*check_fn)(const Call* call, char* message) noexcept nogil
+# The kernel, on the box indices as int64 and `threads` threads; returns 0,
+# or not 0 with the bytes of scratch it could not allocate in `failed`.
+ctypedef int (*kernel_fn)(const Call* call, const int64_t* index, int threads,
+                          size_t* failed) noexcept nogil
+
+cdef struct Call:
+    # For messages: the op's name and what its kernel allocates.
+    const char* op
+    const char* scratch
+    # The boxes [num_boxes, 4] (CG_FLOAT32 or CG_FLOAT64) and their indices
+    # into an image batch of `batch`.
+    const void* boxes
+    int boxes_dtype
+    const void* box_ind
+    int box_ind_dtype
+    int64_t num_boxes
+    int64_t batch
+    # The output is empty: the call, once checked, has nothing to compute.
+    bint empty
+    # The caller's thread count (0: the default) and flush-to-zero request.
+    int num_threads
+    bint flush
+    # The op's own parts.
+    void* args
+    void* problem
+    prepare_fn prepare
+    check_fn check_data  # NULL when the op has none
+    kernel_fn kernel
+
+
+cdef int run(Call* call, cg_error* err) noexcept nogil
+
+
+# The arrays every op has, for `prepare` (each op places them in its order).
+
+cdef inline void boxes_array(Array* a, const Call* call) noexcept nogil:
+    array(a, call.boxes, 4 * ITEMSIZE[call.boxes_dtype] * call.num_boxes, "boxes")
+
+
+cdef inline void index_array(Array* a, const Call* call) noexcept nogil:
+    array(a, call.box_ind, ITEMSIZE[call.box_ind_dtype] * call.num_boxes,
+          "box_ind")

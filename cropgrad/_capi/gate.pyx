@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""The gate's checks every op family shares (see gate.pxd).
+"""The gate's checks every op family shares, and the sequence of an op's
+call (`run`; see gate.pxd).
 
 The NumPy API passes only codes and values its Python layer has checked,
 so the messages about dtype codes, methods and layouts here are the
@@ -9,14 +10,16 @@ data are what every entry point says.
 
 from libc.stdint cimport INT64_MAX, int32_t, uintptr_t
 from libc.stdio cimport snprintf
-from libc.stdlib cimport malloc
+from libc.stdlib cimport free, malloc
 
+from cropgrad._runtime.parallel cimport resolve_threads
 from cropgrad.capi cimport (
     CG_BFLOAT16,
     CG_ERR_INDEX,
     CG_ERR_MEMORY,
     CG_ERR_TYPE,
     CG_ERR_VALUE,
+    CG_FLOAT64,
     CG_INT32,
     CG_INT64,
     CG_MESSAGE_SIZE,
@@ -211,12 +214,55 @@ cdef int check_index(const void* box_ind, int box_ind_dtype, int64_t num_boxes,
     return CG_OK
 
 
-cdef int check_data(const float* boxes, const void* box_ind, int box_ind_dtype,
-                    int64_t num_boxes, int64_t batch, cg_error* err) noexcept nogil:
-    """Every box_ind value within [0, batch), every box coordinate finite."""
-    if check_index(box_ind, box_ind_dtype, num_boxes, batch, err) != CG_OK:
+cdef int run(Call* call, cg_error* err) noexcept nogil:
+    """One op's call once its metadata has passed; returns the status.
+
+    1. `check_boxes_args`: box_ind's dtype code, and boxes few enough to
+       index (first: no size may be multiplied out before this bound);
+    2. the op's `prepare`: its arrays and its kernel's problem;
+    3. `check_arrays`: no NULL where there are bytes, the output apart;
+    4. the data: box_ind within [0, batch) (`check_index`), finite boxes
+       (`check_finite`), then the op's own `check_data`, if any;
+    5. an empty output: the call is valid, CG_OK with nothing computed;
+    6. box_ind as int64 (`index64`), the op's `kernel`, the copy freed;
+    7. a kernel that could not allocate its scratch: CG_ERR_MEMORY
+       (`memory_error`, naming the op and its scratch).
+    """
+    cdef Array arrays[MAX_ARRAYS]
+    cdef const int64_t* index
+    cdef int64_t* owned
+    cdef int64_t bad
+    cdef size_t failed = 0
+    cdef int count, status
+    if check_boxes_args(call.box_ind_dtype, call.num_boxes,
+                        ITEMSIZE[call.boxes_dtype], err) != CG_OK:
         return err.status
-    return check_finite(boxes, num_boxes, err)
+    count = call.prepare(call, arrays)
+    if check_arrays(arrays, count, err) != CG_OK:
+        return err.status
+    if check_index(call.box_ind, call.box_ind_dtype, call.num_boxes, call.batch,
+                   err) != CG_OK:
+        return err.status
+    if call.boxes_dtype == CG_FLOAT64:
+        status = check_finite(<const double*>call.boxes, call.num_boxes, err)
+    else:
+        status = check_finite(<const float*>call.boxes, call.num_boxes, err)
+    if status != CG_OK:
+        return status
+    if call.check_data != NULL:
+        bad = call.check_data(call, err.message)
+        if bad >= 0:
+            return fail(err, CG_ERR_VALUE, bad)
+    if call.empty:
+        return ok(err)
+    if index64(call.box_ind, call.box_ind_dtype, call.num_boxes, &index, &owned,
+               err) != CG_OK:
+        return err.status
+    status = call.kernel(call, index, resolve_threads(call.num_threads), &failed)
+    free(owned)
+    if status != 0:
+        return memory_error(err, call.op, failed, call.scratch)
+    return ok(err)
 
 
 cdef int index64(const void* box_ind, int box_ind_dtype, int64_t num_boxes,

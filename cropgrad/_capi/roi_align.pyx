@@ -2,35 +2,36 @@
 """The RoIAlign family's part of the gate, and its ops' calls.
 
 The metadata checks of each op (no data read), then each op's call once
-its metadata has passed: the array and data checks (finite boxes,
-``box_ind`` in range, at most 2**24 samples in a bin of any box), the
-problem, the kernel.  See gate.pxd for who runs which.
+its metadata has passed: its arguments, its arrays, the problem, its own
+data check (at most 2**24 samples in a bin of any box) and its kernel,
+which the gate's `run` takes through the checks that need the data (among
+them finite boxes, ``box_ind`` in range) to the kernel.  See gate.pxd for
+who runs which.
 """
 
 from libc.math cimport isfinite
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free
 
 from cropgrad._capi.gate cimport (
     ITEMSIZE,
     Array,
+    Call,
     array,
     bad_dtype,
-    check_arrays,
-    check_boxes_args,
-    check_finite,
+    boxes_array,
     check_image,
-    check_index,
     check_options,
     check_size,
+    depth,
     fail,
     format_shape,
-    index64,
+    index_array,
+    kernel_fn,
     layout_hint,
-    memory_error,
     nbytes,
     nhwc,
     ok,
+    run,
 )
 from cropgrad._kernels.roi_align.forward cimport roi_align
 from cropgrad._kernels.roi_align.grad_boxes cimport roi_align_grad_boxes
@@ -45,7 +46,6 @@ from cropgrad._kernels.roi_align.sampling cimport (
 )
 from cropgrad._runtime import tuning as _tuning
 
-from cropgrad._runtime.parallel cimport resolve_threads
 from cropgrad.capi cimport (
     CG_BFLOAT16,
     CG_ERR_VALUE,
@@ -270,16 +270,17 @@ cdef int check_roi_align_grad_boxes(const int64_t* grads_shape, int grads_dtype,
 # --------------------------------------------------------------------------
 # The ops' calls, once the metadata has passed
 
-cdef int check_samples(const real_t* boxes, int64_t num_boxes,
-                       const RoiProblem* g, cg_error* err) noexcept nogil:
+cdef int64_t check_samples(const real_t* boxes, int64_t num_boxes,
+                           const RoiProblem* g, char* message) noexcept nogil:
     """Every box's bins hold at most MAX_SAMPLES_PER_BIN samples (with the
-    adaptive grid: ``ceil(bin)`` along each axis, in the arithmetic type)."""
+    adaptive grid: ``ceil(bin)`` along each axis, in the arithmetic type);
+    returns the first box whose bins hold more, its message written, or -1."""
     cdef RoiAxis rows, cols
     cdef int64_t b
     cdef real_t scale = <real_t>g.spatial_scale
     cdef const real_t* box
     if g.sampling_ratio > 0:
-        return CG_OK  # the metadata check bounded the ratio
+        return -1  # the metadata check bounded the ratio
     for b in range(num_boxes):
         box = boxes + 4 * b
         roi_axis(box[1], box[3], scale, g.aligned, g.out_h, g.height,
@@ -288,30 +289,24 @@ cdef int check_samples(const real_t* boxes, int64_t num_boxes,
                  g.sampling_ratio, &cols)
         if rows.grid > MAX_SAMPLES_PER_BIN or cols.grid > MAX_SAMPLES_PER_BIN or (
                 rows.grid * cols.grid > MAX_SAMPLES_PER_BIN):
-            snprintf(err.message, CG_MESSAGE_SIZE,
+            snprintf(message, CG_MESSAGE_SIZE,
                      "boxes[%lld] = [%.9g, %.9g, %.9g, %.9g] would take %lld x "
                      "%lld samples in each bin with the adaptive grid, more than "
                      "%d: pass a positive sampling_ratio, or a smaller box",
                      <long long>b, <double>box[0], <double>box[1],
                      <double>box[2], <double>box[3], <long long>rows.grid,
                      <long long>cols.grid, <int>MAX_SAMPLES_PER_BIN)
-            return fail(err, CG_ERR_VALUE, b)
-    return CG_OK
+            return b
+    return -1
 
 
-cdef int check_box_data(const void* boxes, bint double_arith, const void* box_ind,
-                        int box_ind_dtype, int64_t num_boxes, const RoiProblem* g,
-                        cg_error* err) noexcept nogil:
-    """box_ind in range, finite boxes, the samples per bin of every box."""
-    if check_index(box_ind, box_ind_dtype, num_boxes, g.batch, err) != CG_OK:
-        return err.status
-    if double_arith:
-        if check_finite(<const double*>boxes, num_boxes, err) != CG_OK:
-            return err.status
-        return check_samples(<const double*>boxes, num_boxes, g, err)
-    if check_finite(<const float*>boxes, num_boxes, err) != CG_OK:
-        return err.status
-    return check_samples(<const float*>boxes, num_boxes, g, err)
+cdef int64_t check_data(const Call* call, char* message) noexcept nogil:
+    """The samples per bin of every box (`check_samples`), in the arithmetic
+    type."""
+    cdef const RoiProblem* g = <const RoiProblem*>call.problem
+    if g.double_arith:
+        return check_samples(<const double*>call.boxes, call.num_boxes, g, message)
+    return check_samples(<const float*>call.boxes, call.num_boxes, g, message)
 
 
 cdef void problem(RoiProblem* g, int64_t num_boxes, int64_t out_h, int64_t out_w,
@@ -333,6 +328,108 @@ cdef void problem(RoiProblem* g, int64_t num_boxes, int64_t out_h, int64_t out_w
     g.tile_bytes = TILE_BYTES
 
 
+ctypedef struct Forward:
+    # The forward op's arguments, or (`jvp`) the boxes JVP's: the same with
+    # `tangent` beside the boxes.  `jvp` is not read from `tangent`: a
+    # caller's NULL tangent is an array to check, not the forward op.
+    const void* image
+    int image_dtype
+    const int64_t* image_shape
+    const void* tangent
+    int64_t out_h
+    int64_t out_w
+    double spatial_scale
+    int sampling_ratio
+    int aligned
+    int layout
+    void* output
+    int output_dtype
+    bint jvp
+
+
+ctypedef struct GradImage:
+    const void* grads
+    int grads_dtype
+    const int64_t* grads_shape
+    const int64_t* image_size
+    double spatial_scale
+    int sampling_ratio
+    int aligned
+    int layout
+    void* output
+    int output_dtype
+
+
+ctypedef struct GradBoxes:
+    const void* grads
+    int grads_dtype
+    const int64_t* grads_shape
+    const void* image
+    int image_dtype
+    const int64_t* image_shape
+    double spatial_scale
+    int sampling_ratio
+    int aligned
+    int layout
+    void* output
+
+
+cdef int prepare_forward(Call* call, Array* arrays) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
+    cdef int64_t s[4]
+    cdef int n = 2
+    nhwc(a.image_shape, a.layout, s)
+    array(&arrays[0], a.image, nbytes(a.image_shape, ITEMSIZE[a.image_dtype]),
+          "image")
+    boxes_array(&arrays[1], call)
+    if a.jvp:
+        array(&arrays[2], a.tangent, 4 * ITEMSIZE[call.boxes_dtype] * call.num_boxes,
+              "boxes_tangent")
+        n = 3
+    index_array(&arrays[n], call)
+    array(&arrays[n + 1], a.output,
+          ITEMSIZE[a.output_dtype] * call.num_boxes * a.out_h * a.out_w * s[3],
+          "output")
+    problem(<RoiProblem*>call.problem, call.num_boxes, a.out_h, a.out_w, s,
+            a.spatial_scale, a.sampling_ratio, a.aligned, a.layout,
+            call.boxes_dtype == CG_FLOAT64)
+    return n + 2
+
+
+cdef int kernel_forward(const Call* call, const int64_t* index, int threads,
+                        size_t* failed) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
+    return roi_align(<const RoiProblem*>call.problem, a.image, a.image_dtype,
+                     call.boxes, index, a.output, a.output_dtype, threads,
+                     call.flush, failed)
+
+
+cdef int kernel_jvp(const Call* call, const int64_t* index, int threads,
+                    size_t* failed) noexcept nogil:
+    cdef const Forward* a = <const Forward*>call.args
+    return roi_align_jvp_boxes(<const RoiProblem*>call.problem, a.image,
+                               a.image_dtype, call.boxes, a.tangent, index,
+                               a.output, a.output_dtype, threads, call.flush,
+                               failed)
+
+
+cdef int forward_call(Forward* a, const char* op, kernel_fn kernel,
+                      const void* boxes, int boxes_dtype, const void* box_ind,
+                      int box_ind_dtype, int64_t num_boxes, int num_threads,
+                      int flush_denormals, cg_error* err) noexcept nogil:
+    """The call of the forward op, or (`a.jvp`) of the boxes JVP: `op`
+    names it, `kernel` computes it."""
+    cdef RoiProblem g
+    cdef Call call = Call(
+        op=op, scratch="scratch", boxes=boxes, boxes_dtype=boxes_dtype,
+        box_ind=box_ind, box_ind_dtype=box_ind_dtype, num_boxes=num_boxes,
+        batch=a.image_shape[0],
+        empty=num_boxes == 0 or depth(a.image_shape, a.layout) == 0,
+        num_threads=num_threads, flush=flush_denormals != 0, args=a, problem=&g,
+        prepare=prepare_forward, check_data=check_data, kernel=kernel)
+    return run(&call, err)
+
+
 cdef int run_roi_align(
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
@@ -341,11 +438,14 @@ cdef int run_roi_align(
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
-    return _forward_call(False, image, image_dtype, image_shape, boxes, NULL,
-                         boxes_dtype, box_ind, box_ind_dtype, num_boxes,
-                         output_height, output_width, spatial_scale,
-                         sampling_ratio, aligned, layout, output, output_dtype,
-                         num_threads, flush_denormals, err)
+    cdef Forward a = Forward(
+        image=image, image_dtype=image_dtype, image_shape=image_shape, tangent=NULL,
+        out_h=output_height, out_w=output_width, spatial_scale=spatial_scale,
+        sampling_ratio=sampling_ratio, aligned=aligned, layout=layout,
+        output=output, output_dtype=output_dtype, jvp=False)
+    return forward_call(&a, "roi_align", kernel_forward, boxes, boxes_dtype,
+                        box_ind, box_ind_dtype, num_boxes, num_threads,
+                        flush_denormals, err)
 
 
 cdef int run_roi_align_jvp_boxes(
@@ -356,71 +456,40 @@ cdef int run_roi_align_jvp_boxes(
     int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
-    return _forward_call(True, image, image_dtype, image_shape, boxes,
-                         boxes_tangent, boxes_dtype, box_ind, box_ind_dtype,
-                         num_boxes, output_height, output_width, spatial_scale,
-                         sampling_ratio, aligned, layout, output, output_dtype,
-                         num_threads, flush_denormals, err)
+    cdef Forward a = Forward(
+        image=image, image_dtype=image_dtype, image_shape=image_shape,
+        tangent=boxes_tangent, out_h=output_height, out_w=output_width,
+        spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
+        aligned=aligned, layout=layout, output=output, output_dtype=output_dtype,
+        jvp=True)
+    return forward_call(&a, "roi_align_jvp_boxes", kernel_jvp, boxes,
+                        boxes_dtype, box_ind, box_ind_dtype, num_boxes,
+                        num_threads, flush_denormals, err)
 
 
-cdef int _forward_call(
-    bint jvp, const void* image, int image_dtype, const int64_t* image_shape,
-    const void* boxes, const void* tangent, int boxes_dtype, const void* box_ind,
-    int box_ind_dtype, int64_t num_boxes, int64_t out_h, int64_t out_w,
-    double spatial_scale, int sampling_ratio, int aligned, int layout,
-    void* output, int output_dtype, int num_threads, int flush_denormals,
-    cg_error* err,
-) noexcept nogil:
-    """The forward op or (`jvp`) the boxes JVP, whose arguments and output
-    are the forward op's with `tangent` beside the boxes.  `jvp` is not read
-    from `tangent`: a caller's NULL tangent is an array to check, not the
-    forward op."""
-    cdef RoiProblem g
+cdef int prepare_grad_image(Call* call, Array* arrays) noexcept nogil:
+    cdef const GradImage* a = <const GradImage*>call.args
+    cdef int64_t gs[4]
     cdef int64_t s[4]
-    cdef Array arrays[5]
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
-    cdef size_t failed = 0
-    cdef int status, n = 0
-    if check_boxes_args(box_ind_dtype, num_boxes, box_size, err) != CG_OK:
-        return err.status
-    nhwc(image_shape, layout, s)
-    array(&arrays[n], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    array(&arrays[n + 1], boxes, 4 * box_size * num_boxes, "boxes")
-    n += 2
-    if jvp:
-        array(&arrays[n], tangent, 4 * box_size * num_boxes, "boxes_tangent")
-        n += 1
-    array(&arrays[n], box_ind, ITEMSIZE[box_ind_dtype] * num_boxes, "box_ind")
-    array(&arrays[n + 1], output,
-          ITEMSIZE[output_dtype] * num_boxes * out_h * out_w * s[3], "output")
-    n += 2
-    if check_arrays(arrays, n, err) != CG_OK:
-        return err.status
-    problem(&g, num_boxes, out_h, out_w, s, spatial_scale, sampling_ratio, aligned,
-            layout, boxes_dtype == CG_FLOAT64)
-    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, num_boxes, &g,
-                      err) != CG_OK:
-        return err.status
-    if num_boxes == 0 or s[3] == 0:
-        return ok(err)
-    if index64(box_ind, box_ind_dtype, num_boxes, &index, &owned, err) != CG_OK:
-        return err.status
-    if jvp:
-        status = roi_align_jvp_boxes(&g, image, image_dtype, boxes, tangent, index,
-                                     output, output_dtype,
-                                     resolve_threads(num_threads),
-                                     flush_denormals != 0, &failed)
-    else:
-        status = roi_align(&g, image, image_dtype, boxes, index, output,
-                           output_dtype, resolve_threads(num_threads),
-                           flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "roi_align_jvp_boxes" if jvp else "roi_align",
-                            failed, "scratch")
-    return ok(err)
+    nhwc(a.grads_shape, a.layout, gs)
+    nhwc(a.image_size, a.layout, s)
+    array(&arrays[0], a.grads, nbytes(a.grads_shape, ITEMSIZE[a.grads_dtype]),
+          "grads")
+    boxes_array(&arrays[1], call)
+    index_array(&arrays[2], call)
+    array(&arrays[3], a.output, nbytes(a.image_size, ITEMSIZE[a.output_dtype]),
+          "output")
+    problem(<RoiProblem*>call.problem, gs[0], gs[1], gs[2], s, a.spatial_scale,
+            a.sampling_ratio, a.aligned, a.layout, a.grads_dtype == CG_FLOAT64)
+    return 4
+
+
+cdef int kernel_grad_image(const Call* call, const int64_t* index, int threads,
+                           size_t* failed) noexcept nogil:
+    cdef const GradImage* a = <const GradImage*>call.args
+    return roi_align_grad_image(<const RoiProblem*>call.problem, a.grads,
+                                call.boxes, index, a.output, a.output_dtype,
+                                threads, call.flush, failed)
 
 
 cdef int run_roi_align_grad_image(
@@ -431,42 +500,50 @@ cdef int run_roi_align_grad_image(
     int flush_denormals, cg_error* err,
 ) noexcept nogil:
     cdef RoiProblem g
+    cdef GradImage a = GradImage(
+        grads=grads, grads_dtype=grads_dtype, grads_shape=grads_shape,
+        image_size=image_size, spatial_scale=spatial_scale,
+        sampling_ratio=sampling_ratio, aligned=aligned, layout=layout,
+        output=output, output_dtype=output_dtype)
+    # (The metadata check has made boxes_dtype grads_dtype.)
+    cdef Call call = Call(
+        op="roi_align_grad_image",
+        scratch="scratch (the grouping of boxes, or the accumulator of an output "
+                "of another dtype)",
+        boxes=boxes, boxes_dtype=boxes_dtype, box_ind=box_ind,
+        box_ind_dtype=box_ind_dtype, num_boxes=grads_shape[0], batch=image_size[0],
+        empty=(image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
+               or image_size[3] == 0),
+        num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&g,
+        prepare=prepare_grad_image, check_data=check_data, kernel=kernel_grad_image)
+    return run(&call, err)
+
+
+cdef int prepare_grad_boxes(Call* call, Array* arrays) noexcept nogil:
+    cdef const GradBoxes* a = <const GradBoxes*>call.args
     cdef int64_t gs[4]
     cdef int64_t s[4]
-    cdef Array arrays[4]
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
-    cdef size_t failed = 0
-    cdef int status
-    if check_boxes_args(box_ind_dtype, grads_shape[0], box_size, err) != CG_OK:
-        return err.status
-    nhwc(grads_shape, layout, gs)
-    nhwc(image_size, layout, s)
-    array(&arrays[0], grads, nbytes(grads_shape, ITEMSIZE[grads_dtype]), "grads")
-    array(&arrays[1], boxes, 4 * box_size * gs[0], "boxes")
-    array(&arrays[2], box_ind, ITEMSIZE[box_ind_dtype] * gs[0], "box_ind")
-    array(&arrays[3], output, nbytes(image_size, ITEMSIZE[output_dtype]), "output")
-    if check_arrays(arrays, 4, err) != CG_OK:
-        return err.status
-    problem(&g, gs[0], gs[1], gs[2], s, spatial_scale, sampling_ratio, aligned,
-            layout, grads_dtype == CG_FLOAT64)
-    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, gs[0], &g,
-                      err) != CG_OK:
-        return err.status
-    if s[0] == 0 or s[1] == 0 or s[2] == 0 or s[3] == 0:
-        return ok(err)
-    if index64(box_ind, box_ind_dtype, gs[0], &index, &owned, err) != CG_OK:
-        return err.status
-    status = roi_align_grad_image(&g, grads, boxes, index, output, output_dtype,
-                                  resolve_threads(num_threads),
-                                  flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "roi_align_grad_image", failed,
-                            "scratch (the grouping of boxes, or the accumulator "
-                            "of an output of another dtype)")
-    return ok(err)
+    nhwc(a.grads_shape, a.layout, gs)
+    nhwc(a.image_shape, a.layout, s)
+    array(&arrays[0], a.grads, nbytes(a.grads_shape, ITEMSIZE[a.grads_dtype]),
+          "grads")
+    array(&arrays[1], a.image, nbytes(a.image_shape, ITEMSIZE[a.image_dtype]),
+          "image")
+    boxes_array(&arrays[2], call)
+    index_array(&arrays[3], call)
+    array(&arrays[4], a.output, 4 * ITEMSIZE[call.boxes_dtype] * call.num_boxes,
+          "output")
+    problem(<RoiProblem*>call.problem, gs[0], gs[1], gs[2], s, a.spatial_scale,
+            a.sampling_ratio, a.aligned, a.layout, call.boxes_dtype == CG_FLOAT64)
+    return 5
+
+
+cdef int kernel_grad_boxes(const Call* call, const int64_t* index, int threads,
+                           size_t* failed) noexcept nogil:
+    cdef const GradBoxes* a = <const GradBoxes*>call.args
+    return roi_align_grad_boxes(<const RoiProblem*>call.problem, a.grads, a.image,
+                                a.image_dtype, call.boxes, index, a.output,
+                                threads, call.flush, failed)
 
 
 cdef int run_roi_align_grad_boxes(
@@ -477,38 +554,15 @@ cdef int run_roi_align_grad_boxes(
     void* output, int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
     cdef RoiProblem g
-    cdef int64_t gs[4]
-    cdef int64_t s[4]
-    cdef Array arrays[5]
-    cdef const int64_t* index
-    cdef int64_t* owned
-    cdef int64_t box_size = ITEMSIZE[boxes_dtype]
-    cdef size_t failed = 0
-    cdef int status
-    if check_boxes_args(box_ind_dtype, grads_shape[0], box_size, err) != CG_OK:
-        return err.status
-    nhwc(grads_shape, layout, gs)
-    nhwc(image_shape, layout, s)
-    array(&arrays[0], grads, nbytes(grads_shape, ITEMSIZE[grads_dtype]), "grads")
-    array(&arrays[1], image, nbytes(image_shape, ITEMSIZE[image_dtype]), "image")
-    array(&arrays[2], boxes, 4 * box_size * gs[0], "boxes")
-    array(&arrays[3], box_ind, ITEMSIZE[box_ind_dtype] * gs[0], "box_ind")
-    array(&arrays[4], output, 4 * box_size * gs[0], "output")
-    if check_arrays(arrays, 5, err) != CG_OK:
-        return err.status
-    problem(&g, gs[0], gs[1], gs[2], s, spatial_scale, sampling_ratio, aligned,
-            layout, boxes_dtype == CG_FLOAT64)
-    if check_box_data(boxes, g.double_arith, box_ind, box_ind_dtype, gs[0], &g,
-                      err) != CG_OK:
-        return err.status
-    if gs[0] == 0:
-        return ok(err)
-    if index64(box_ind, box_ind_dtype, gs[0], &index, &owned, err) != CG_OK:
-        return err.status
-    status = roi_align_grad_boxes(&g, grads, image, image_dtype, boxes, index,
-                                  output, resolve_threads(num_threads),
-                                  flush_denormals != 0, &failed)
-    free(owned)
-    if status != 0:
-        return memory_error(err, "roi_align_grad_boxes", failed, "scratch")
-    return ok(err)
+    cdef GradBoxes a = GradBoxes(
+        grads=grads, grads_dtype=grads_dtype, grads_shape=grads_shape, image=image,
+        image_dtype=image_dtype, image_shape=image_shape,
+        spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
+        aligned=aligned, layout=layout, output=output)
+    cdef Call call = Call(
+        op="roi_align_grad_boxes", scratch="scratch", boxes=boxes,
+        boxes_dtype=boxes_dtype, box_ind=box_ind, box_ind_dtype=box_ind_dtype,
+        num_boxes=grads_shape[0], batch=image_shape[0], empty=grads_shape[0] == 0,
+        num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&g,
+        prepare=prepare_grad_boxes, check_data=check_data, kernel=kernel_grad_boxes)
+    return run(&call, err)
