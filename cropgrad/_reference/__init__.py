@@ -39,7 +39,11 @@ Modules and functions
     a scale of the rounding errors of the boxes gradient (and of the JVP);
 ``roi_align``
     the RoIAlign family (torchvision's arithmetic; NCHW), in its own
-    namespace: ``_reference.roi_align.roi_align`` and its gradients.
+    namespace: ``_reference.roi_align.roi_align`` and its gradients;
+``grid_sample``
+    ``torch.nn.functional.grid_sample`` (PyTorch's CPU arithmetic; NCHW),
+    in its own namespace: ``_reference.grid_sample.grid_sample`` and its
+    image and grid gradients.
 
 The package re-exports each of them, so ``_reference.grad_image`` reads as
 before.
@@ -56,7 +60,7 @@ array([[1., 0., 1.],
        [1., 0., 1.]])
 """
 
-from . import roi_align
+from . import grid_sample, roi_align
 from .crop_and_resize import (
     TINY32,
     crop_and_resize,
@@ -78,6 +82,7 @@ __all__ = [
     "grad_boxes",
     "grad_boxes_magnitude",
     "grad_image",
+    "grid_sample",
     "inside",
     "jvp_boxes",
     "linear_taps",
