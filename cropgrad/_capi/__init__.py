@@ -3,11 +3,12 @@
 The gate is the one definition of a valid call: each op's metadata checks
 (shapes, dtype codes, options; no data read) and the checks that need the
 arrays (NULL and overlapping pointers, box indices in range, finite boxes),
-each filling a ``cg_error`` record.  An op's call runs it once its metadata
-has passed: the array and data checks, the kernels' geometry, the kernel.
-One module per op family holds its ops' checks and calls
-(``crop_and_resize``, ``roi_align``); ``gate`` the record and the checks
-they share.
+each filling a ``cg_error`` record.  An op's call runs once its metadata
+has passed, always through ``gate.run``: the array and data checks, the
+kernels' problem, the kernel, in one order for every op, the op's own
+parts as hooks.  One module per op family holds its ops' checks and calls
+(``crop_and_resize``, ``roi_align``); ``gate`` the record, the checks they
+share and ``run``.
 
 Who runs what, so that every call passes the gate once::
 
