@@ -1,6 +1,6 @@
 """The grid_sample NumPy reference against PyTorch's bits and against calculus.
 
-The reference (``cropgrad/_reference/grid_sample.py``) is written from
+The reference (``cropgrad/_reference/grid_sample/``) is written from
 PyTorch's CPU arithmetic, independently of any kernel; the kernels' tests
 will trust it.  Here it earns that trust: it reproduces every committed
 PyTorch fixture (``tests/data/grid_sample.npz``, made with the AVX2

@@ -1,7 +1,7 @@
 """Make the PyTorch golden fixtures of grid_sample used by cropgrad's tests.
 
 The tests compare cropgrad's NumPy reference of
-``torch.nn.functional.grid_sample`` (``cropgrad/_reference/grid_sample.py``)
+``torch.nn.functional.grid_sample`` (``cropgrad/_reference/grid_sample/``)
 with results PyTorch computed once and that are committed next to this
 script (``grid_sample.npz``); torch is never imported by the tests.
 Re-create the file with a Python that has torch installed, from the
@@ -59,11 +59,15 @@ DTYPE_SUFFIX = {F32: "f32", F64: "f64"}
 FILENAME = "grid_sample.npz"
 
 
-def load_file(name, *parts):
-    """A module loaded from its file, without importing the package that
+def load_package(name, *parts):
+    """A package loaded from its folder, without importing the package that
     holds it (cropgrad, which would need its compiled modules)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *parts))
+    folder = os.path.join(ROOT, *parts)
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+    )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -258,7 +262,7 @@ def bits_equal(a, b):
 
 
 def check(outdir):
-    ref = load_file("grid_sample_reference", "cropgrad", "_reference", "grid_sample.py")
+    ref = load_package("grid_sample_reference", "cropgrad", "_reference", "grid_sample")
     cases, meta = load(os.path.join(outdir, FILENAME))
     print(
         "--check: the reference against %s (torch %s, %s)"
