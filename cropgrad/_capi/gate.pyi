@@ -1,2 +1,3 @@
-# Stub of gate.pyx: it defines no Python-visible name; other compiled
-# modules reach it through cimport (gate.pxd).
+# The stub of cropgrad._capi.gate:
+# gate.pyx defines no Python-visible name; other compiled modules
+# reach it through cimport (gate.pxd).

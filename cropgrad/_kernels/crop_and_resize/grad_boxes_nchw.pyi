@@ -1,2 +1,3 @@
-# Stub of grad_boxes_nchw.pyx: it defines no Python-visible name; other compiled
-# modules reach it through cimport (grad_boxes_nchw.pxd).
+# The stub of cropgrad._kernels.crop_and_resize.grad_boxes_nchw:
+# grad_boxes_nchw.pyx defines no Python-visible name; other compiled modules
+# reach it through cimport (grad_boxes_nchw.pxd).

@@ -1,2 +1,3 @@
-# Stub of grad_image.pyx: it defines no Python-visible name; other compiled
-# modules reach it through cimport (grad_image.pxd).
+# The stub of cropgrad._kernels.roi_align.grad_image:
+# grad_image.pyx defines no Python-visible name; other compiled modules
+# reach it through cimport (grad_image.pxd).
