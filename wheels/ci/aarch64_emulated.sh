@@ -176,7 +176,7 @@ step "6. the tests under qemu"
 # run whole here too (on neon).
 selection=(
     tests/test_simd.py tests/test_forward_and_boxes.py tests/test_nchw.py
-    tests/test_validation.py tests/test_capi.py tests/test_concurrency.py
+    tests/test_capi.py tests/test_concurrency.py
     tests/test_fork.py tests/test_fuzz.py tests/test_sampling.py tests/test_raw_ops.py
     tests/test_config.py tests/test_jvp_boxes.py tests/test_bfloat16.py
     tests/test_capi_consumers.py

@@ -73,27 +73,46 @@ finish() {
 }
 trap finish EXIT
 
-# run_tests VENV_PYTHON SOURCE_TREE LOG [ENV=VALUE...]: the test suite of
-# SOURCE_TREE against the package installed in VENV_PYTHON's environment,
-# from a temporary directory holding only tests/, pyproject.toml, README.md
-# and the runner (what cibuildwheel's test-sources copy), with PYTHONSAFEPATH=1.  Adds the passed count to tests_passed.
+# run_tests VENV_PYTHON SOURCE_TREE LOG [ENV=VALUE...] [-- PYTEST_ARGS...]:
+# the test suite of SOURCE_TREE against the package installed in
+# VENV_PYTHON's environment, from a temporary directory holding only tests/,
+# pyproject.toml, README.md and the runner (what cibuildwheel's test-sources
+# copy), with PYTHONSAFEPATH=1.  Adds the passed count to tests_passed.
 run_tests() {
     local py=$1 tree=$2 log=$3
     shift 3
+    local envs=() pytest_args=()
+    while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    (($#)) && shift
+    pytest_args=("$@")
     local dir
     dir=$(mktemp -d "$work/run.XXXXXX")
     cp -r "$tree/tests" "$tree/pyproject.toml" "$tree/README.md" "$dir/"
     cp "$repo/wheels/ci/test_wheel.py" "$dir/"
     # The adapters' tests need JAX and PyTorch, which these environments
     # leave out (.ci/run runs them, with both installed, before this script).
-    (cd "$dir" && env PYTHONSAFEPATH=1 "$@" "$py" test_wheel.py tests -q \
-        --ignore=tests/test_jax.py --ignore=tests/test_torch.py) 2>&1 | tee "$log"
+    (cd "$dir" && env PYTHONSAFEPATH=1 "${envs[@]}" "$py" test_wheel.py tests -q \
+        --ignore=tests/test_jax.py --ignore=tests/test_torch.py "${pytest_args[@]}") 2>&1 | tee "$log"
     local passed
     passed=$(tail -n 5 "$log" | grep -Eo '[0-9]+ passed' | tail -n 1 | cut -d' ' -f1)
     [[ -n $passed && $passed -gt 0 ]] || fail "no test passed ($log)"
     tests_passed=$((tests_passed + passed))
     last_passed=$passed
 }
+
+# What the serial and macOS-flags builds leave out (they differ from the
+# wheel of step 8 in threading and compiler only): the files that do not
+# depend on how the extension was built (the pure-Python references, the
+# stubs, the documentation, the command line, the benchmark) and those that
+# step 8 and the sanitize stage already run at length on the same sources
+# (the fuzzers, the Hypothesis properties, the huge inputs).  Every kernel's
+# fixtures, bit checks and thread counts, validation, the C-level API and
+# its consumers still run on both.
+other_builds_ignore=()
+for name in reference reference_roi_align reference_grid_sample stubs docs main bench \
+    generated signatures fuzz fuzz_capi properties huge; do
+    other_builds_ignore+=("--ignore=tests/test_$name.py")
+done
 
 # --------------------------------------------------------------------------
 step "1. tools"
@@ -353,7 +372,8 @@ serial_wheel=$(ls "$work"/dist-serial/*.whl)
 "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check "${serial_wheel}[test]"
 serial_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._kernels.crop_and_resize.grad_image as c; print(c.__file__)')
 if objdump -p "$serial_so" | grep -E 'NEEDED.*(gomp|omp)'; then fail "the serial extension links an OpenMP runtime"; fi
-run_tests "$work/venv-serial/bin/python" "$src_serial" "$work/tests-serial.log" CROPGRAD_EXPECT_SERIAL=1
+run_tests "$work/venv-serial/bin/python" "$src_serial" "$work/tests-serial.log" CROPGRAD_EXPECT_SERIAL=1 \
+    -- "${other_builds_ignore[@]}"
 serial_openmp=$(cd "$work" && "$work/venv-serial/bin/python" -P -c 'import cropgrad; print(cropgrad.show_config(mode="dicts")["openmp"])')
 [[ $serial_openmp == False ]] || fail "serial build reports openmp $serial_openmp"
 note "serial build: $(basename "$serial_wheel"), no OpenMP runtime linked, show_config openmp $serial_openmp, $last_passed tests passed (CROPGRAD_EXPECT_SERIAL=1)"
@@ -385,7 +405,8 @@ else
     "$work/venv-serial/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$apple_wheel"
     apple_so=$("$work/venv-serial/bin/python" -P -c 'import cropgrad._kernels.crop_and_resize.grad_image as c; print(c.__file__)')
     objdump -p "$apple_so" | grep -E 'NEEDED.*libomp' || fail "the apple-flags extension does not link libomp"
-    run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log"
+    run_tests "$work/venv-serial/bin/python" "$src_apple" "$work/tests-apple.log" \
+        -- "${other_builds_ignore[@]}"
     note "macOS flags (-Xpreprocessor -fopenmp, -lomp, libomp via CPPFLAGS/LDFLAGS) with $(clang --version | head -n 1): probe passed, $last_passed tests passed"
     # The same kernels for macOS arm64 (clang --target=arm64-apple-macos11,
     # setup.py's apple flags): no FMA, NEON in the NEON clones, with controls.
