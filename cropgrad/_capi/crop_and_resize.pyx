@@ -22,6 +22,7 @@ from cropgrad._capi.gate cimport (
     depth,
     fail,
     format_shape,
+    holds_nothing,
     index_array,
     kernel_fn,
     layout_hint,
@@ -371,8 +372,7 @@ cdef int run_grad_image(
                 "float16 or bfloat16 output)",
         boxes=boxes, boxes_dtype=CG_FLOAT32, box_ind=box_ind,
         box_ind_dtype=box_ind_dtype, num_boxes=grads_shape[0], batch=image_size[0],
-        empty=(image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
-               or image_size[3] == 0),
+        empty=holds_nothing(image_size),
         num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&geo,
         prepare=prepare_grad_image, check_data=NULL, kernel=kernel_grad_image)
     return run(&call, err)

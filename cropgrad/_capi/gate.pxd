@@ -62,6 +62,12 @@ cdef inline int64_t depth(const int64_t* shape, int layout) noexcept nogil:
     return shape[1] if layout == CG_NCHW else shape[3]
 
 
+cdef inline bint holds_nothing(const int64_t* shape) noexcept nogil:
+    """Whether a 4-D array of `shape` has no element (an image gradient's
+    output of that image size: a valid call with nothing to compute)."""
+    return shape[0] == 0 or shape[1] == 0 or shape[2] == 0 or shape[3] == 0
+
+
 cdef inline void nhwc(const int64_t* shape, int layout, int64_t* dims) noexcept nogil:
     """`shape`, given in `layout`'s order, as [n, height, width, depth]."""
     dims[0] = shape[0]

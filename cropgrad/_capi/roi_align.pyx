@@ -25,6 +25,7 @@ from cropgrad._capi.gate cimport (
     depth,
     fail,
     format_shape,
+    holds_nothing,
     index_array,
     kernel_fn,
     layout_hint,
@@ -512,8 +513,7 @@ cdef int run_roi_align_grad_image(
                 "of another dtype)",
         boxes=boxes, boxes_dtype=boxes_dtype, box_ind=box_ind,
         box_ind_dtype=box_ind_dtype, num_boxes=grads_shape[0], batch=image_size[0],
-        empty=(image_size[0] == 0 or image_size[1] == 0 or image_size[2] == 0
-               or image_size[3] == 0),
+        empty=holds_nothing(image_size),
         num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&g,
         prepare=prepare_grad_image, check_data=check_data, kernel=kernel_grad_image)
     return run(&call, err)
