@@ -814,3 +814,52 @@ def test_torch_roi_rows_on_a_small_pooler():
     assert "no gradient" in reasons["onnxruntime_default"]
     spec = w_both.variant(reference_op=FORWARD_BACKWARD).reference_spec()
     assert spec["op"] == "forward_backward"
+
+
+def test_idle_table_times_every_situation_and_thread_count(tmp_path):
+    from cropgrad_bench import idle
+
+    threads_seen = []
+
+    def call(num_threads):
+        threads_seen.append(num_threads)
+
+    medians = idle.measure({"fake": call}, rounds=2)
+    assert set(medians["fake"]) == set(idle.SITUATIONS)
+    assert all(set(m) == set(idle.THREADS) for m in medians["fake"].values())
+    # Warm samples make 2 * WARM_CALLS calls, the others one, per round.
+    per_round = len(idle.THREADS) * (2 * idle.WARM_CALLS + 2)
+    assert len(threads_seen) == 2 * per_round
+    assert sorted(set(threads_seen)) == list(idle.THREADS)
+
+
+def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
+    from cropgrad_bench import idle
+
+    ref = idle.Reference(idle._reference_library(), 1000)
+    ref.x[:] = np.arange(1000, dtype=np.float32)
+    ref(2)
+    np.testing.assert_array_equal(ref.y, 2 * ref.x)
+    out = tmp_path / "idle.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            os.path.join(BENCHMARKS, "idle.py"),
+            "--workloads",
+            "tiny",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "OpenMP static loop" in done.stdout and "tiny" in done.stdout
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["workload"] == "tiny"
+    for who in ("cropgrad", "reference"):
+        for situation in idle.SITUATIONS:
+            assert all(v > 0 for v in row["median_s"][who][situation].values())
