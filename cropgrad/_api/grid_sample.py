@@ -106,7 +106,7 @@ def _finite(converted, raw, name):
     if not finite.all():
         at = tuple(int(i) for i in np.argwhere(~finite)[0])
         where = ", ".join(str(i) for i in at)
-        value = raw[at]
+        value = float(raw[at])
         raise ValueError(
             f"{name} must be finite: {name}[{where}] = {value!r}"
             + (f" (beyond {converted.dtype.name})" if np.isfinite(value) else "")
