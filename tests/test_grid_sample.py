@@ -11,6 +11,7 @@ float64; the argument checks; huge finite coordinates.
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 from _helpers import assert_same_bits, load_cases, starting_teams, team_of
@@ -153,6 +154,27 @@ def test_other_image_dtypes_are_read_in_float32():
     assert_same_bits(wide, exact.astype(np.float32), "float64 to float32")
     with pytest.raises(TypeError, match="rounded twice"):
         cropgrad.grid_sample(image.astype(np.float64), grid, dtype=np.float16)
+
+
+def test_bfloat16_images_give_bfloat16_samples():
+    image, grid, _, _ = _problem(np.float32, 6)
+    bf16 = image.astype(ml_dtypes.bfloat16)
+    out = cropgrad.grid_sample(bf16, grid, mode="bicubic")
+    assert out.dtype == bf16.dtype
+    exact = cropgrad.grid_sample(bf16.astype(np.float32), grid, mode="bicubic")
+    assert_same_bits(out, exact.astype(bf16.dtype), "bfloat16")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flush_denormals(dtype):
+    # A denormal pixel read at its centre: itself, or 0 when flushed.
+    tiny = np.finfo(dtype).smallest_subnormal
+    image = np.full((1, 1, 2, 2), tiny, dtype)
+    grid = np.array([[[[-1.0, -1.0]]]], dtype)
+    kw = dict(align_corners=True)
+    assert cropgrad.grid_sample(image, grid, **kw)[0, 0, 0, 0] == tiny
+    flushed = cropgrad.grid_sample(image, grid, flush_denormals=True, **kw)
+    assert flushed[0, 0, 0, 0] == 0
 
 
 def test_out_is_written_and_returned():
