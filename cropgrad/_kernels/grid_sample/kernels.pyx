@@ -10,15 +10,19 @@ every fused multiply-add an explicit ``fma`` (the build does not contract).
 
 Threads never change the bits.  The forward op, the grid gradient and the
 JVP write each output element from one task (a row of output points).  The
-image gradient is a scatter: a task owns one (batch, channel) plane, or a
-band of its rows when there are fewer planes than threads, and replays all
-of its batch's points in PyTorch's order (vectors of 8 float32 or 4 float64
+image gradient is a scatter, run one batch at a time: tasks over rows of
+points first work out every point's taps (offsets and the weights that do
+not depend on the channel); then a task owns one channel's plane, or a band
+of its rows when there are fewer channels than threads, and replays all of
+the batch's points in PyTorch's order (vectors of 8 float32 or 4 float64
 points; per vector, per tap, lane after lane), adding only to the pixels it
 owns: each pixel gets its additions in the serial order.
 """
 
 from libc.math cimport fabs, floor, fma, fmaf, isnan, nearbyint, trunc
 from libc.stdint cimport INT32_MIN, INT64_MIN, int32_t, int64_t, uintptr_t
+
+import numpy as np
 
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
@@ -52,8 +56,14 @@ cdef struct Plan:
     int64_t n, c, h, w, ho, wo
     int mode, padding
     bint aligned
-    int64_t bands          # row bands per plane (image gradient)
     bint wide              # float64 arithmetic
+    # The image gradient's: row bands per plane, the batch being scattered,
+    # its points' tap offsets [points, taps] (-1: none) and weights
+    # ([points, 4] bilinear, [points, 8] bicubic: cx then cy).
+    int64_t bands, batch
+    int taps
+    int64_t* offs
+    void* wts
 
 
 # An axis of `size` pixels, its constants rounded in the arithmetic type and
@@ -481,67 +491,73 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
 
 
 # --------------------------------------------------------------------------
-# Image gradient: one task per (batch, channel, band of rows).
+# Image gradient, one batch at a time: first each point's taps (offsets and
+# the weights that do not depend on the channel), a task per row of points;
+# then the scatter, a task per (channel, band of rows).
 
-cdef void scatter_band(const Plan* p, const real* grid, const real* grads,
-                       real* out, Py_ssize_t task) noexcept nogil:
+cdef void taps_row(const Plan* p, const real* grid, int64_t* offs, real* wts,
+                   Py_ssize_t task) noexcept nogil:
     cdef Axis ax = make_axis(<real>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<real>0, p.h, p.padding, p.aligned)
-    cdef int64_t band = task % p.bands, bc = task // p.bands
-    cdef int64_t b = bc // p.c, plane = p.h * p.w, per = p.ho * p.wo
+    cdef int64_t per = p.ho * p.wo, first = task * p.wo, q
+    cdef const real* g
+    cdef real x, y, x0, y0, xm, ym
+    cdef real frac[4]
+    cdef Taps t
+    cdef int k
+    for q in range(first, first + p.wo):
+        g = grid + 2 * (p.batch * per + q)
+        if p.mode == NEAREST:
+            nearest_tap(p, &ax, &ay, g[0], g[1], &t)
+        elif p.mode == BILINEAR:
+            x = locate_grad(&ax, g[0], &xm)
+            y = locate_grad(&ay, g[1], &ym)
+            bilinear_taps(p, x, y, True, &t, wts + 4 * q, frac)
+        else:
+            x = unnormalize(&ax, g[0])
+            y = unnormalize(&ay, g[1])
+            x0 = floor(x)
+            y0 = floor(y)
+            # cx then cy: tap (i, j) adds (g * cx_i) * cy_j.
+            cubic_coefficients(x - x0, wts + 8 * q)
+            cubic_coefficients(y - y0, wts + 8 * q + 4)
+            cubic_taps(p, &ax, &ay, x0, y0, &t)
+        for k in range(p.taps):
+            offs[p.taps * q + k] = t.off[k]
+
+
+cdef void scatter_band(const Plan* p, const real* grads, real* out,
+                       const int64_t* offs, const real* wts,
+                       Py_ssize_t task) noexcept nogil:
+    """Channel ``task // bands`` of batch ``p.batch``, the rows of band
+    ``task % bands``: every point's additions to them in PyTorch's order
+    (vectors of points; per vector, per tap, lane after lane)."""
+    cdef int64_t band = task % p.bands, c = task // p.bands
+    cdef int64_t bc = p.batch * p.c + c
+    cdef int64_t plane = p.h * p.w, per = p.ho * p.wo
     cdef int64_t lo = (p.h * band) // p.bands * p.w
     cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
-    cdef int lanes = 4 if real is double else 8
-    cdef int64_t start, q, off
-    cdef int count, lane, k, i, j, taps = 4
-    cdef const real* g
+    cdef int64_t lanes = 4 if real is double else 8
+    cdef int64_t start = 0, end, q, off
+    cdef int k, taps = p.taps
     cdef const real* gr = grads + bc * per
     cdef real* dst = out + bc * plane
-    cdef real x, y, x0, y0, gc
-    cdef real wt[4]
-    cdef real frac[4]
-    cdef real cx[4]
-    cdef real cy[4]
-    cdef Taps t[8]
-    cdef real add[8][16]
-    if p.mode == NEAREST:
-        taps = 1
-    elif p.mode == BICUBIC:
-        taps = 16
-    start = 0
+    cdef real gc
     while start < per:
-        count = <int>min(<int64_t>lanes, per - start)
-        for lane in range(count):
-            q = start + lane
-            g = grid + 2 * (b * per + q)
-            gc = gr[q]
-            if p.mode == NEAREST:
-                nearest_tap(p, &ax, &ay, g[0], g[1], &t[lane])
-                add[lane][0] = gc
-            elif p.mode == BILINEAR:
-                x = locate_grad(&ax, g[0], &x0)
-                y = locate_grad(&ay, g[1], &y0)
-                bilinear_taps(p, x, y, True, &t[lane], wt, frac)
-                for k in range(4):
-                    add[lane][k] = wt[k] * gc
-            else:
-                x = unnormalize(&ax, g[0])
-                y = unnormalize(&ay, g[1])
-                x0 = floor(x)
-                y0 = floor(y)
-                cubic_coefficients(x - x0, cx)
-                cubic_coefficients(y - y0, cy)
-                cubic_taps(p, &ax, &ay, x0, y0, &t[lane])
-                for i in range(4):
-                    for j in range(4):
-                        add[lane][4 * i + j] = (gc * cx[i]) * cy[j]
-        # Per tap, lane after lane: PyTorch's order of additions.
+        end = min(start + lanes, per)
         for k in range(taps):
-            for lane in range(count):
-                off = t[lane].off[k]
-                if off >= lo and off < hi:
-                    dst[off] += add[lane][k]
-        start += lanes
+            for q in range(start, end):
+                off = offs[taps * q + k]
+                if off < lo or off >= hi:
+                    continue
+                gc = gr[q]
+                if p.mode == NEAREST:
+                    dst[off] += gc
+                elif p.mode == BILINEAR:
+                    dst[off] += wts[4 * q + k] * gc
+                else:
+                    dst[off] += (gc * wts[8 * q + k // 4]) * wts[8 * q + 4 + k % 4]
+        start = end
 
 
 # --------------------------------------------------------------------------
@@ -569,14 +585,22 @@ cdef void _slopes_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
                    <float*>p.out, task)
 
 
+cdef void _taps_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
+    cdef const Plan* p = <const Plan*>ctx
+    if p.wide:
+        taps_row(p, <const double*>p.grid, p.offs, <double*>p.wts, task)
+    else:
+        taps_row(p, <const float*>p.grid, p.offs, <float*>p.wts, task)
+
+
 cdef void _scatter_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef const Plan* p = <const Plan*>ctx
     if p.wide:
-        scatter_band(p, <const double*>p.grid, <const double*>p.grads,
-                     <double*>p.out, task)
+        scatter_band(p, <const double*>p.grads, <double*>p.out, p.offs,
+                     <const double*>p.wts, task)
     else:
-        scatter_band(p, <const float*>p.grid, <const float*>p.grads,
-                     <float*>p.out, task)
+        scatter_band(p, <const float*>p.grads, <float*>p.out, p.offs,
+                     <const float*>p.wts, task)
 
 
 cdef inline const void* _data(a):
@@ -592,6 +616,10 @@ cdef Plan _plan(image_shape, grid, int mode, int padding, bint aligned, out):
     p.padding = padding
     p.aligned = aligned
     p.bands = 1
+    p.batch = 0
+    p.taps = _taps(mode)
+    p.offs = NULL
+    p.wts = NULL
     p.wide = grid.dtype.itemsize == 8
     p.grid = _data(grid)
     p.out = <void*>_data(out)
@@ -644,16 +672,24 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
     H, W] (zeroed by the caller)."""
     cdef Plan p = _plan(out.shape, grid, mode, padding, aligned, out)
     cdef int nthreads = resolve_threads(num_threads)
-    cdef Py_ssize_t planes = p.n * p.c
+    cdef Py_ssize_t per = p.ho * p.wo, b
     cdef Py_ssize_t work
     p.grads = _data(grads)
-    if planes * p.h * p.w * p.ho * p.wo == 0:
+    if p.n * p.c * p.h * p.w * per == 0:
         return
-    # Fewer planes than threads: cut each plane into bands of rows, as many
-    # as make a task per thread (a band of at least one row).
-    if planes < nthreads:
-        p.bands = min((nthreads + planes - 1) // planes, p.h)
-    work = planes * p.ho * p.wo * _taps(mode)
-    with nogil:
-        run_tasks(_scatter_task, &p, planes * p.bands, nthreads, work, flush,
-                  SCHEDULE_DYNAMIC)
+    # Fewer channels than threads: cut each plane into bands of rows, as
+    # many as make a task per thread (a band of at least one row).
+    if p.c < nthreads:
+        p.bands = min((nthreads + p.c - 1) // p.c, p.h)
+    offs = np.empty(per * p.taps, np.int64)
+    wts = np.empty(per * 8, grid.dtype)
+    p.offs = <int64_t*><uintptr_t>offs.ctypes.data
+    p.wts = <void*><uintptr_t>wts.ctypes.data
+    work = p.c * per * p.taps
+    for b in range(p.n):
+        p.batch = b
+        with nogil:
+            run_tasks(_taps_task, &p, p.ho, nthreads, per * 16, flush,
+                      SCHEDULE_DYNAMIC)
+            run_tasks(_scatter_task, &p, p.c * p.bands, nthreads, work, flush,
+                      SCHEDULE_DYNAMIC)
