@@ -456,7 +456,7 @@ def _calls():
         (dict(dtype="int8"), TypeError, "dtype"),
     ],
 )
-def test_options_are_checked(change, error, match):
+def test_options_are_checked(change, error, match, no_work):
     image, grid, grads = _calls()
     with pytest.raises(error, match=match):
         cropgrad.grid_sample(image, grid, **change)
@@ -465,7 +465,17 @@ def test_options_are_checked(change, error, match):
             cropgrad.grid_sample_grad_grid(grads, image, grid, **change)
 
 
-def test_arrays_are_checked():
+@pytest.fixture
+def no_work():
+    """The test's calls start no task: every check comes before any work."""
+    from cropgrad._runtime import parallel
+
+    runs = parallel.task_runs()
+    yield
+    assert parallel.task_runs() == runs
+
+
+def test_arrays_are_checked(no_work):
     image, grid, grads = _calls()
     with pytest.raises(ValueError, match="volumetric"):
         cropgrad.grid_sample(np.zeros((2, 3, 4, 5, 6)), grid)
@@ -494,7 +504,7 @@ def test_arrays_are_checked():
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
-def test_non_finite_grids_are_refused_naming_the_value(value):
+def test_non_finite_grids_are_refused_naming_the_value(value, no_work):
     image, grid, grads = _calls()
     grid = grid.copy()
     grid[1, 2, 0, 1] = value
