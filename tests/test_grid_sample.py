@@ -265,6 +265,24 @@ def test_every_thread_count_gives_the_same_bits(mode, dtype):
                 assert_same_bits(out, expected.get(name, first), f"{name} {threads}")
 
 
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_the_image_gradient_of_many_points_is_the_references(mode):
+    # More points than the kernel's table of taps holds at once (2**15):
+    # the chunks follow one another in the serial order.  Crowded into a
+    # few pixels, in float32, so that any other order would show.
+    rng = np.random.default_rng(51)
+    grid = rng.uniform(-0.3, 0.3, (1, 2, 40000, 2)).astype(np.float32)
+    grads = rng.standard_normal((1, 2, 2, 40000)).astype(np.float32)
+    kw = dict(mode=mode, padding_mode="zeros", align_corners=False)
+    expected = ref.grid_sample_grad_image(grads, grid, (1, 2, 3, 4), *_ref_args(kw))
+    with starting_teams():
+        for threads in (1, 3):
+            out = cropgrad.grid_sample_grad_image(
+                grads, grid, (1, 2, 3, 4), num_threads=threads, **kw
+            )
+            assert_same_bits(out, expected, f"{threads} threads")
+
+
 # --------------------------------------------------------------------------
 # Calculus (float64)
 

@@ -10,13 +10,14 @@ every fused multiply-add an explicit ``fma`` (the build does not contract).
 
 Threads never change the bits.  The forward op, the grid gradient and the
 JVP write each output element from one task (a row of output points).  The
-image gradient is a scatter, run one batch at a time: tasks over rows of
-points first work out every point's taps (offsets and the weights that do
-not depend on the channel); then a task owns one channel's plane, or a band
-of its rows when there are fewer channels than threads, and replays all of
-the batch's points in PyTorch's order (vectors of 8 float32 or 4 float64
-points; per vector, per tap, lane after lane), adding only to the pixels it
-owns: each pixel gets its additions in the serial order.
+image gradient is a scatter, run one batch, and one chunk of its points,
+at a time: tasks over blocks of points first work out every point's taps
+(offsets and the weights that do not depend on the channel); then a task
+owns one channel's plane, or a band of its rows when there are fewer
+channels than threads, and replays the chunk's points in PyTorch's order
+(vectors of 8 float32 or 4 float64 points; per vector, per tap, lane after
+lane), adding only to the pixels it owns: each pixel gets its additions in
+the serial order.
 """
 
 from libc.math cimport fabs, floor, fma, fmaf, isnan, nearbyint, trunc
@@ -35,6 +36,13 @@ ctypedef fused real:
     double
 
 # The options' codes (the NumPy layer passes them).
+cdef enum:
+    # The image gradient works out the taps of CHUNK points at a time (a
+    # multiple of every vector's lanes, so that no vector is split), in
+    # tasks of TAPS_BLOCK points.
+    CHUNK = 1 << 15
+    TAPS_BLOCK = 256
+
 cdef enum:
     BILINEAR = 0
     NEAREST = 1
@@ -58,9 +66,10 @@ cdef struct Plan:
     bint aligned
     bint wide              # float64 arithmetic
     # The image gradient's: row bands per plane, the batch being scattered,
-    # its points' tap offsets [points, taps] (-1: none) and weights
-    # ([points, 4] bilinear, [points, 8] bicubic: cx then cy).
-    int64_t bands, batch
+    # the chunk of its points [q_start, q_end), their tap offsets [points,
+    # taps] (-1: none) and weights ([points, 4] bilinear, [points, 8]
+    # bicubic: cx then cy).
+    int64_t bands, batch, q_start, q_end
     int taps
     int64_t* offs
     void* wts
@@ -495,56 +504,62 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
 # the weights that do not depend on the channel), a task per row of points;
 # then the scatter, a task per (channel, band of rows).
 
-cdef void taps_row(const Plan* p, const real* grid, int64_t* offs, real* wts,
-                   Py_ssize_t task) noexcept nogil:
+cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
+                     Py_ssize_t task) noexcept nogil:
+    """The taps of block `task` of the chunk's points, stored at each
+    point's place in the chunk."""
     cdef Axis ax = make_axis(<real>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<real>0, p.h, p.padding, p.aligned)
-    cdef int64_t per = p.ho * p.wo, first = task * p.wo, q
+    cdef int64_t per = p.ho * p.wo, q, r
+    cdef int64_t first = p.q_start + task * TAPS_BLOCK
+    cdef int64_t last = min(first + TAPS_BLOCK, p.q_end)
     cdef const real* g
     cdef real x, y, x0, y0, xm, ym
     cdef real frac[4]
     cdef Taps t
     cdef int k
-    for q in range(first, first + p.wo):
+    for q in range(first, last):
+        r = q - p.q_start
         g = grid + 2 * (p.batch * per + q)
         if p.mode == NEAREST:
             nearest_tap(p, &ax, &ay, g[0], g[1], &t)
         elif p.mode == BILINEAR:
             x = locate_grad(&ax, g[0], &xm)
             y = locate_grad(&ay, g[1], &ym)
-            bilinear_taps(p, x, y, True, &t, wts + 4 * q, frac)
+            bilinear_taps(p, x, y, True, &t, wts + 4 * r, frac)
         else:
             x = unnormalize(&ax, g[0])
             y = unnormalize(&ay, g[1])
             x0 = floor(x)
             y0 = floor(y)
             # cx then cy: tap (i, j) adds (g * cx_i) * cy_j.
-            cubic_coefficients(x - x0, wts + 8 * q)
-            cubic_coefficients(y - y0, wts + 8 * q + 4)
+            cubic_coefficients(x - x0, wts + 8 * r)
+            cubic_coefficients(y - y0, wts + 8 * r + 4)
             cubic_taps(p, &ax, &ay, x0, y0, &t)
         for k in range(p.taps):
-            offs[p.taps * q + k] = t.off[k]
+            offs[p.taps * r + k] = t.off[k]
 
 
 cdef void scatter_band(const Plan* p, const real* grads, real* out,
                        const int64_t* offs, const real* wts,
                        Py_ssize_t task) noexcept nogil:
     """Channel ``task // bands`` of batch ``p.batch``, the rows of band
-    ``task % bands``: every point's additions to them in PyTorch's order
-    (vectors of points; per vector, per tap, lane after lane)."""
+    ``task % bands``: the additions of the chunk's points to them in
+    PyTorch's order (vectors of points; per vector, per tap, lane after
+    lane; a chunk starts at a vector's start)."""
     cdef int64_t band = task % p.bands, c = task // p.bands
     cdef int64_t bc = p.batch * p.c + c
     cdef int64_t plane = p.h * p.w, per = p.ho * p.wo
     cdef int64_t lo = (p.h * band) // p.bands * p.w
     cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
     cdef int64_t lanes = 4 if real is double else 8
-    cdef int64_t start = 0, end, q, off
+    cdef int64_t start = 0, end, q, off, count = p.q_end - p.q_start
     cdef int k, taps = p.taps
-    cdef const real* gr = grads + bc * per
+    cdef const real* gr = grads + bc * per + p.q_start
     cdef real* dst = out + bc * plane
     cdef real gc
-    while start < per:
-        end = min(start + lanes, per)
+    while start < count:
+        end = min(start + lanes, count)
         for k in range(taps):
             for q in range(start, end):
                 off = offs[taps * q + k]
@@ -588,9 +603,9 @@ cdef void _slopes_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
 cdef void _taps_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef const Plan* p = <const Plan*>ctx
     if p.wide:
-        taps_row(p, <const double*>p.grid, p.offs, <double*>p.wts, task)
+        taps_block(p, <const double*>p.grid, p.offs, <double*>p.wts, task)
     else:
-        taps_row(p, <const float*>p.grid, p.offs, <float*>p.wts, task)
+        taps_block(p, <const float*>p.grid, p.offs, <float*>p.wts, task)
 
 
 cdef void _scatter_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
@@ -617,6 +632,7 @@ cdef Plan _plan(image_shape, grid, int mode, int padding, bint aligned, out):
     p.aligned = aligned
     p.bands = 1
     p.batch = 0
+    p.q_start = p.q_end = 0
     p.taps = _taps(mode)
     p.offs = NULL
     p.wts = NULL
@@ -672,8 +688,7 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
     H, W] (zeroed by the caller)."""
     cdef Plan p = _plan(out.shape, grid, mode, padding, aligned, out)
     cdef int nthreads = resolve_threads(num_threads)
-    cdef Py_ssize_t per = p.ho * p.wo, b
-    cdef Py_ssize_t work
+    cdef Py_ssize_t per = p.ho * p.wo, b, start, size
     p.grads = _data(grads)
     if p.n * p.c * p.h * p.w * per == 0:
         return
@@ -681,15 +696,21 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
     # many as make a task per thread (a band of at least one row).
     if p.c < nthreads:
         p.bands = min((nthreads + p.c - 1) // p.c, p.h)
-    offs = np.empty(per * p.taps, np.int64)
-    wts = np.empty(per * 8, grid.dtype)
+    # The taps of one chunk of points at a time: a bounded table (4 MiB of
+    # offsets for bicubic), the chunks in order.
+    size = min(per, CHUNK)
+    offs = np.empty(size * p.taps, np.int64)
+    wts = np.empty(size * 8, grid.dtype)
     p.offs = <int64_t*><uintptr_t>offs.ctypes.data
     p.wts = <void*><uintptr_t>wts.ctypes.data
-    work = p.c * per * p.taps
     for b in range(p.n):
         p.batch = b
-        with nogil:
-            run_tasks(_taps_task, &p, p.ho, nthreads, per * 16, flush,
-                      SCHEDULE_DYNAMIC)
-            run_tasks(_scatter_task, &p, p.c * p.bands, nthreads, work, flush,
-                      SCHEDULE_DYNAMIC)
+        for start in range(0, per, CHUNK):
+            p.q_start = start
+            p.q_end = min(start + CHUNK, per)
+            size = p.q_end - p.q_start
+            with nogil:
+                run_tasks(_taps_task, &p, (size + TAPS_BLOCK - 1) // TAPS_BLOCK,
+                          nthreads, size * 16, flush, SCHEDULE_DYNAMIC)
+                run_tasks(_scatter_task, &p, p.c * p.bands, nthreads,
+                          p.c * size * p.taps, flush, SCHEDULE_DYNAMIC)
