@@ -9,6 +9,7 @@ asserted to have started; the adjoint identities and central differences in
 float64; the argument checks; huge finite coordinates.
 """
 
+import concurrent.futures
 import itertools
 
 import ml_dtypes
@@ -281,6 +282,23 @@ def test_the_image_gradient_of_many_points_is_the_references(mode):
                 grads, grid, (1, 2, 3, 4), num_threads=threads, **kw
             )
             assert_same_bits(out, expected, f"{threads} threads")
+
+
+def test_python_threads_at_once_get_the_same_bits():
+    # Each call's plan is its own: calls from several Python threads (the
+    # GIL released during the work) do not disturb one another.
+    image, grid, grads, tangent = _problem(np.float32, 61, h=17, w=19, ho=9, wo=11)
+    calls = [
+        lambda: cropgrad.grid_sample(image, grid, mode="bicubic", num_threads=2),
+        lambda: cropgrad.grid_sample_grad_image(grads, grid, image.shape),
+        lambda: cropgrad.grid_sample_grad_grid(grads, image, grid),
+        lambda: cropgrad.grid_sample_jvp_grid(image, grid, tangent),
+    ]
+    expected = [call() for call in calls]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [(i, pool.submit(calls[i % 4])) for i in range(64)]
+        for i, future in futures:
+            assert_same_bits(future.result(), expected[i % 4], str(i))
 
 
 # --------------------------------------------------------------------------
