@@ -1,6 +1,6 @@
 """cropgrad: exact, parallel box sampling and its gradients for NumPy.
 
-Two families of ops, without their frameworks:
+Three families of ops, without their frameworks:
 
 - TensorFlow's ``crop_and_resize`` family, bit for bit: `crop_and_resize`
   (``CropAndResize``), `crop_and_resize_grad_image`
@@ -11,7 +11,10 @@ Two families of ops, without their frameworks:
 - torchvision's and ONNX's RoIAlign (average pooling), bit for bit:
   `roi_align`, `roi_align_grad_image` (torchvision's backward), and the
   boxes derivatives neither has, `roi_align_grad_boxes` and
-  `roi_align_jvp_boxes`.
+  `roi_align_jvp_boxes`;
+- PyTorch's ``grid_sample`` (2-D), bit for bit: `grid_sample`, its image
+  and grid gradients `grid_sample_grad_image` and `grid_sample_grad_grid`,
+  and the grid JVP PyTorch does not have, `grid_sample_jvp_grid`.
 
 Every call checks its arguments before any work and raises a Python
 exception for bad input (TensorFlow and torchvision crash on non-finite
@@ -60,6 +63,12 @@ from cropgrad._api.crop_and_resize import (  # noqa: E402
     crop_and_resize_grad_image,
     crop_and_resize_jvp_boxes,
 )
+from cropgrad._api.grid_sample import (  # noqa: E402
+    grid_sample,
+    grid_sample_grad_grid,
+    grid_sample_grad_image,
+    grid_sample_jvp_grid,
+)
 from cropgrad._api.roi_align import (  # noqa: E402
     roi_align,
     roi_align_grad_boxes,
@@ -74,6 +83,10 @@ __all__ = [
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
     "get_include",
+    "grid_sample",
+    "grid_sample_grad_grid",
+    "grid_sample_grad_image",
+    "grid_sample_jvp_grid",
     "raw_ops",
     "roi_align",
     "roi_align_grad_boxes",

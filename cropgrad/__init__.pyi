@@ -10,6 +10,10 @@ from cropgrad._api.crop_and_resize import (
 from cropgrad._api.crop_and_resize import (
     crop_and_resize_jvp_boxes as crop_and_resize_jvp_boxes,
 )
+from cropgrad._api.grid_sample import grid_sample as grid_sample
+from cropgrad._api.grid_sample import grid_sample_grad_grid as grid_sample_grad_grid
+from cropgrad._api.grid_sample import grid_sample_grad_image as grid_sample_grad_image
+from cropgrad._api.grid_sample import grid_sample_jvp_grid as grid_sample_jvp_grid
 from cropgrad._api.roi_align import roi_align as roi_align
 from cropgrad._api.roi_align import roi_align_grad_boxes as roi_align_grad_boxes
 from cropgrad._api.roi_align import roi_align_grad_image as roi_align_grad_image
@@ -22,6 +26,10 @@ __all__ = [
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
     "get_include",
+    "grid_sample",
+    "grid_sample_grad_grid",
+    "grid_sample_grad_image",
+    "grid_sample_jvp_grid",
     "raw_ops",
     "roi_align",
     "roi_align_grad_boxes",

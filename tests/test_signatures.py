@@ -95,6 +95,7 @@ def _stub_signatures(path):
             [
                 os.path.join("_api", "crop_and_resize.pyi"),
                 os.path.join("_api", "roi_align.pyi"),
+                os.path.join("_api", "grid_sample.pyi"),
             ],
         ),
         ("jax", ["jax.pyi"]),

@@ -6,7 +6,8 @@
   it), a family (`Family`: its ops by kind), the roles an operand plays and
   the adjoint algebra every family shares (`ADJOINTS`);
 - `common`: the arguments and C parameters several families share;
-- one module per family (`crop_and_resize`, `roi_align`): its ops;
+- one module per family (`crop_and_resize`, `roi_align`, `grid_sample`):
+  its ops;
 - `generate`: the C-level API's declarations (the public header, capi.pxd,
   the capsule's table) made from the model with Cython's Tempita.
 
@@ -24,12 +25,13 @@ Examples
 --------
 >>> from cropgrad._ops import FAMILIES, OPS
 >>> list(FAMILIES)
-['crop_and_resize', 'roi_align']
+['crop_and_resize', 'roi_align', 'grid_sample']
 >>> OPS["roi_align_grad_boxes"].kind, OPS["roi_align_grad_boxes"].c_api
 ('grad_coords', (1, 1))
 """
 
 from .crop_and_resize import FAMILY as _CROP_AND_RESIZE
+from .grid_sample import FAMILY as _GRID_SAMPLE
 from .model import ADJOINTS, APIS, KINDS, REQUIRED, ROLES, Arg, CParam, Family, Op
 from .roi_align import FAMILY as _ROI_ALIGN
 
@@ -37,6 +39,7 @@ __all__ = [
     "ADJOINTS",
     "API_VERSION",
     "APIS",
+    "C_OPS",
     "FAMILIES",
     "KINDS",
     "OPS",
@@ -49,10 +52,16 @@ __all__ = [
 ]
 
 # The families in the order the C-level API added them (its table's order).
-FAMILIES = {family.name: family for family in (_CROP_AND_RESIZE, _ROI_ALIGN)}
+FAMILIES = {
+    family.name: family for family in (_CROP_AND_RESIZE, _ROI_ALIGN, _GRID_SAMPLE)
+}
 
 # Every op with a kernel, by name, family by family in the same order.
 OPS = {op.name: op for family in FAMILIES.values() for op in family.ops.values()}
 
-# The C-level API's version: that of the newest op.
-API_VERSION = max(op.c_api for op in OPS.values())
+# The ops of the C-level API, in its table's order (`Op.c_api` None: an op
+# the C-level API does not have yet).
+C_OPS = {name: op for name, op in OPS.items() if op.c_api is not None}
+
+# The C-level API's version: that of the newest op it has.
+API_VERSION = max(op.c_api for op in C_OPS.values())

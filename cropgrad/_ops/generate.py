@@ -165,9 +165,14 @@ def render(path):
     model = _model()
     with open(os.path.join(_PACKAGE, path + ".tp"), encoding="utf-8") as file:
         template = Template(file.read(), name=path + ".tp")
-    ops = list(model.OPS.values())
+    # Only what the C-level API has: an op without a version is not in it.
+    ops = list(model.C_OPS.values())
     text = template.substitute(
-        families=list(model.FAMILIES.values()),
+        families=[
+            f
+            for f in model.FAMILIES.values()
+            if any(op.c_api is not None for op in f.ops.values())
+        ],
         ops=ops,
         versions=_versions(ops),
         major=model.API_VERSION[0],

@@ -151,8 +151,9 @@ class Arg:
 class Op:
     """An op: its name, its arguments in order, its default layout per API,
     the APIs that have it, its family and kind (`KINDS`), the version of
-    the C-level API that added it, its C function's parameters (`CParam`,
-    in order) and what the C headers say before it (`c_doc`)."""
+    the C-level API that added it (None: the C-level API does not have
+    it), its C function's parameters (`CParam`, in order) and what the C
+    headers say before it (`c_doc`)."""
 
     name: str
     args: tuple
@@ -160,7 +161,7 @@ class Op:
     apis: tuple = APIS
     family: str = ""
     kind: str = ""
-    c_api: tuple = (1, 0)
+    c_api: tuple | None = (1, 0)
     c_params: tuple = ()
     c_doc: str = ""
     # What the methods below compute from `args`, kept: the PyTorch

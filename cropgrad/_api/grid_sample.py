@@ -1,0 +1,498 @@
+"""The grid-sampling family's NumPy functions (re-exported by ``cropgrad``).
+
+PyTorch's ``torch.nn.functional.grid_sample`` (2-D) and its derivatives:
+an image ``[N, C, H, W]`` (NCHW, the default) or ``[N, H, W, C]`` (NHWC)
+sampled at a grid ``[N, H_out, W_out, 2]`` of ``(x, y)`` normalised to
+``[-1, 1]``.  Each function checks every argument before any work, converts
+the arrays to C-contiguous NCHW in the arithmetic type (float64 for float64
+data, float32 otherwise) and calls the compiled kernels
+(cropgrad/_kernels/grid_sample/kernels.pyx) once.  docs/semantics.md
+("Grid sampling") has every rounding.
+"""
+
+import numpy as np
+
+from cropgrad._api import validation as _v
+from cropgrad._kernels.grid_sample import kernels as _k
+from cropgrad._ops.grid_sample import MODES, PADDING_MODES
+
+__all__ = [
+    "grid_sample",
+    "grid_sample_grad_grid",
+    "grid_sample_grad_image",
+    "grid_sample_jvp_grid",
+]
+
+_FLOAT32 = np.dtype(np.float32)
+_FLOAT64 = np.dtype(np.float64)
+_NARROW = (np.dtype(np.float16),)
+_NCHW = _v.LAYOUT_CODES["NCHW"]
+
+
+def _choice(value, name, choices):
+    if isinstance(value, str) and value in choices:
+        return value
+    listed = ", ".join(repr(c) for c in choices)
+    raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+
+
+def _options(mode, padding_mode, align_corners, data_format, num_threads, flush):
+    """The options every op takes, checked in this order, as the kernels'
+    codes: (mode, padding, aligned, nchw, threads, flush)."""
+    mode = _k.MODE_CODES[_choice(mode, "mode", MODES)]
+    padding = _k.PADDING_CODES[_choice(padding_mode, "padding_mode", PADDING_MODES)]
+    aligned = _v.flag(align_corners, "align_corners")
+    nchw = _v.data_format(data_format) == _NCHW
+    return (
+        mode,
+        padding,
+        aligned,
+        nchw,
+        _v.threads(num_threads),
+        _v.flag(flush, "flush_denormals"),
+    )
+
+
+def _layout_axes(nchw):
+    return "(N, C, H, W)" if nchw else "(N, H, W, C)"
+
+
+def _to_nchw(a, nchw):
+    return a if nchw else a.transpose(0, 3, 1, 2)
+
+
+def _image(image, nchw):
+    """The image as C-contiguous NCHW in its arithmetic type."""
+    raw = _v.real_array(image, "image", bfloat16=True)
+    if raw.ndim == 5:
+        raise ValueError(
+            f"image must be 4-D {_layout_axes(nchw)}, got shape {raw.shape}: "
+            "volumetric (5-D) grid sampling is not provided"
+        )
+    fmt = "NCHW" if nchw else "NHWC"
+    raw, _ = _v.image_array(raw, fmt)
+    arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
+    return _nchw_array(raw, arith, nchw), raw.dtype, arith
+
+
+def _nchw_array(raw, arith, nchw):
+    # Every image dtype widens to float32 exactly but int32 and int64,
+    # rounded to nearest as RoIAlign's integer images are.
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(_to_nchw(raw, nchw), dtype=arith)
+
+
+def _grid(grid, arith, batch):
+    """The grid as C-contiguous `arith`, ``[batch, H_out, W_out, 2]``, every
+    value finite (checked after the conversion, which may overflow)."""
+    raw = _v.real_array(grid, "grid")
+    converted = _v.float32_array(raw, "grid", arith)
+    if converted.ndim != 4 or converted.shape[3] != 2:
+        raise ValueError(
+            f"grid must be 4-D (N, H_out, W_out, 2) holding (x, y), got shape "
+            f"{converted.shape}"
+        )
+    if converted.shape[0] != batch:
+        raise ValueError(
+            f"grid has {converted.shape[0]} batch entries and the image {batch}: "
+            "they must match"
+        )
+    _finite(converted, raw, "grid")
+    return converted
+
+
+def _finite(converted, raw, name):
+    finite = np.isfinite(converted)
+    if not finite.all():
+        at = tuple(int(i) for i in np.argwhere(~finite)[0])
+        where = ", ".join(str(i) for i in at)
+        value = float(raw[at])
+        raise ValueError(
+            f"{name} must be finite: {name}[{where}] = {value!r}"
+            + (f" (beyond {converted.dtype.name})" if np.isfinite(value) else "")
+        )
+
+
+def _grads(grads, arith, shape, nchw):
+    """`grads` as C-contiguous NCHW `arith` of NCHW `shape`."""
+    raw = _v.real_array(grads, "grads", bfloat16=True)
+    expected = shape if nchw else (shape[0], shape[2], shape[3], shape[1])
+    if raw.shape != expected:
+        axes = "(N, C, H_out, W_out)" if nchw else "(N, H_out, W_out, C)"
+        raise ValueError(
+            f"grads must have the shape of the sampled output {axes} = "
+            f"{expected}, got {raw.shape}"
+        )
+    return _nchw_array(raw, arith, nchw)
+
+
+def _grads_arithmetic(raw):
+    native = raw.dtype.newbyteorder("=")
+    if native.kind == "f" and native not in (*_NARROW, _FLOAT32, _FLOAT64):
+        raise TypeError(
+            "grads must be float16, float32, float64, bfloat16 or integers, "
+            f"got {raw.dtype}: convert them first, e.g. grads.astype(numpy.float64)"
+        )
+    return _FLOAT64 if native == _FLOAT64 else _FLOAT32
+
+
+def _result_dtype(dtype, data_dtype, arith):
+    """The output dtype: `dtype`, or the data's float dtype (float32 for
+    integers); float16 and bfloat16 only from float32 arithmetic, so that
+    the result is rounded once."""
+    if dtype is not None:
+        result = _v.output_dtype(dtype, "dtype")
+    elif data_dtype.kind == "f" or _v.is_bfloat16(data_dtype):
+        result = data_dtype.newbyteorder("=")
+    else:
+        result = _FLOAT32
+    if arith == _FLOAT64 and result.itemsize < 4:
+        raise TypeError(
+            f"dtype {result} is not computed from float64 data: its result "
+            "would be rounded twice; ask for float32 or float64"
+        )
+    return result
+
+
+def _spatial(height, width, what):
+    if height < 1 or width < 1:
+        raise ValueError(
+            f"{what} must be at least 1 pixel high and wide, got {height} x {width}"
+        )
+
+
+def _output(out, shape_nchw, dtype, nchw, inputs):
+    """The caller's `out` (checked, sharing no memory with an input) or a new
+    array, in the caller's layout."""
+    n, c, h, w = shape_nchw
+    shape = shape_nchw if nchw else (n, h, w, c)
+    result = _v.output(out, shape, dtype)
+    if out is not None:
+        for a in inputs:
+            if a is not None and np.may_share_memory(result, a):
+                raise ValueError("out must not share memory with an input")
+    return result
+
+
+def _deliver(result, computed, nchw, transposed=True):
+    """Write `computed` (NCHW, the arithmetic type) into `result` unless the
+    kernel wrote there itself."""
+    if computed is result:
+        return result
+    view = computed if nchw or not transposed else computed.transpose(0, 2, 3, 1)
+    result[...] = view
+    return result
+
+
+def _scratch(result, shape_nchw, arith, nchw, fill_zero=False):
+    """Where the kernel writes: `result` itself when it is NCHW of the
+    arithmetic type, else a new array."""
+    if nchw and result.dtype == arith:
+        if fill_zero:
+            result.fill(0)
+        return result
+    make = np.zeros if fill_zero else np.empty
+    return make(shape_nchw, arith)
+
+
+def grid_sample(
+    image,
+    grid,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    out=None,
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Sample an image at the points of a grid.
+
+    PyTorch's ``torch.nn.functional.grid_sample`` (2-D), bit for bit as its
+    AVX2 CPU kernel computes it in float32 and float64, on every thread
+    count.
+
+    Parameters
+    ----------
+    image : array_like of shape (N, C, H, W)
+        ``(N, H, W, C)`` with ``data_format="NHWC"``: uint8, uint16, int8,
+        int16, int32, int64, float16, float32, float64 or bfloat16.
+        float64 images are computed in float64, every other dtype in
+        float32 (read exactly but int32 and int64, rounded to nearest).
+        A 5-D (volumetric) image is refused.
+    grid : array_like of shape (N, H_out, W_out, 2)
+        ``(x, y)`` per output pixel, ``-1`` and ``1`` the image's outer
+        edges (``align_corners=False``) or its corner pixels' centres
+        (``True``); converted to the arithmetic type and refused unless
+        every value is finite.
+    mode : {"bilinear", "nearest", "bicubic"}, default "bilinear"
+    padding_mode : {"zeros", "border", "reflection"}, default "zeros"
+        What points outside the image read: zeros, the nearest edge pixel,
+        or the image reflected about its edges.
+    align_corners : bool, default False
+    dtype : {float32, float64, float16, bfloat16}, optional
+        Output dtype.  Default: the image's for float images, float32
+        otherwise.  Rounded once from the arithmetic type (float16 and
+        bfloat16 from float32 arithmetic only).
+    out : ndarray, optional
+        C-contiguous array of the result's shape and dtype to overwrite.
+    data_format : {"NCHW", "NHWC"}, default "NCHW"
+        Layout of `image` and of the result (the same bits, transposed).
+    num_threads : int, optional
+        Threads to use, 1 to 1024.  Default: OpenMP's default.  The result
+        does not depend on it.
+    flush_denormals : bool, default False
+        Compute with flush-to-zero and denormals-are-zero.
+
+    Returns
+    -------
+    ndarray of shape (N, C, H_out, W_out)
+        ``(N, H_out, W_out, C)`` with NHWC.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or options, a non-finite grid value, a bad `out`.
+    TypeError
+        Non-numeric inputs, an unsupported dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    >>> grid = np.array([[[[-1.0, -1.0], [1.0, 1.0], [0.5, 0.0]]]])
+    >>> cropgrad.grid_sample(image, grid, align_corners=True)[0, 0]
+    array([[0., 5., 3.]], dtype=float32)
+    """
+    mode, padding, aligned, nchw, threads, flush = _options(
+        mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
+    )
+    image, data_dtype, arith = _image(image, nchw)
+    n, c, h, w = image.shape
+    grid = _grid(grid, arith, n)
+    _spatial(h, w, "image")
+    result_dtype = _result_dtype(dtype, data_dtype, arith)
+    shape = (n, c, grid.shape[1], grid.shape[2])
+    result = _output(out, shape, result_dtype, nchw, (image, grid))
+    computed = _scratch(result, shape, arith, nchw)
+    _k.forward(image, grid, computed, mode, padding, aligned, threads, flush)
+    return _deliver(result, computed, nchw)
+
+
+def grid_sample_grad_image(
+    grads,
+    grid,
+    image_size,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    out=None,
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Gradient of `grid_sample` with respect to the image.
+
+    PyTorch's input gradient, bit for bit (AVX2, float32 and float64), on
+    every thread count: each point's taps add their weight times the
+    gradient to their pixels, every pixel summed in PyTorch's order (per
+    batch, points in vectors of 8 float32 or 4 float64; per vector, per
+    channel, per tap, lane after lane), from +0.
+
+    Parameters
+    ----------
+    grads : array_like of shape (N, C, H_out, W_out)
+        The gradient of the sampled output (``(N, H_out, W_out, C)`` with
+        NHWC).  float64 is computed in float64, every other dtype in
+        float32.
+    grid : array_like of shape (N, H_out, W_out, 2)
+        As for `grid_sample`.
+    image_size : sequence of 4 ints
+        The image's shape in `data_format`'s order: the output's shape.
+    mode, padding_mode, align_corners
+        As for `grid_sample`.
+    dtype : {float32, float64, float16, bfloat16}, optional
+        Output dtype.  Default: the dtype of `grads` for float gradients,
+        float32 otherwise.  Accumulated in the arithmetic type and rounded
+        once.
+    out, data_format, num_threads, flush_denormals
+        As for `grid_sample`.
+
+    Returns
+    -------
+    ndarray of shape `image_size`
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> grads = np.ones((1, 1, 1, 1), dtype=np.float32)
+    >>> grid = np.zeros((1, 1, 1, 2))                  # the image's centre
+    >>> cropgrad.grid_sample_grad_image(grads, grid, (1, 1, 2, 2))[0, 0]
+    array([[0.25, 0.25],
+           [0.25, 0.25]], dtype=float32)
+    """
+    mode, padding, aligned, nchw, threads, flush = _options(
+        mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
+    )
+    raw = _v.real_array(grads, "grads", bfloat16=True)
+    arith = _grads_arithmetic(raw)
+    fmt = "NCHW" if nchw else "NHWC"
+    size = _v.image_size(image_size, fmt)
+    if min(size) < 0:
+        raise ValueError(f"image_size must not be negative, got {size}")
+    n, c, h, w = size if nchw else (size[0], size[3], size[1], size[2])
+    grid = _grid(grid, arith, n)
+    _spatial(h, w, "image_size")
+    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
+    result_dtype = _result_dtype(dtype, raw.dtype, arith)
+    shape = (n, c, h, w)
+    result = _output(out, shape, result_dtype, nchw, (raw, grid))
+    computed = _scratch(result, shape, arith, nchw, fill_zero=True)
+    _k.grad_image(grads, grid, computed, mode, padding, aligned, threads, flush)
+    return _deliver(result, computed, nchw)
+
+
+def grid_sample_grad_grid(
+    grads,
+    image,
+    grid,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    out=None,
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Gradient of `grid_sample` with respect to the grid.
+
+    PyTorch's grid gradient, bit for bit (AVX2, float32 and float64), on
+    every thread count: per point, the image's slopes at the sample in x
+    and y, summed over the channels (from channel 0) times the gradient,
+    times the padding's derivative.  Zero for ``mode="nearest"``; bicubic
+    leaves the padding out of the derivative, as PyTorch does.  The exact
+    transpose of `grid_sample_jvp_grid`.
+
+    Parameters
+    ----------
+    grads : array_like of shape (N, C, H_out, W_out)
+        The gradient of the sampled output (NHWC: ``(N, H_out, W_out,
+        C)``), converted to the image's arithmetic type.
+    image, grid, mode, padding_mode, align_corners
+        As for `grid_sample`.
+    out, data_format, num_threads, flush_denormals
+        As for `grid_sample`.
+
+    Returns
+    -------
+    ndarray of shape (N, H_out, W_out, 2)
+        ``d/d(x, y)`` per point, in the arithmetic type (float64 for
+        float64 images, float32 otherwise).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.array([[[[0.0, 1.0], [2.0, 3.0]]]], dtype=np.float32)
+    >>> grads = np.ones((1, 1, 1, 1), dtype=np.float32)
+    >>> grid = np.zeros((1, 1, 1, 2))
+    >>> cropgrad.grid_sample_grad_grid(grads, image, grid, align_corners=True)
+    array([[[[0.5, 1. ]]]], dtype=float32)
+    """
+    mode, padding, aligned, nchw, threads, flush = _options(
+        mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
+    )
+    image, _, arith = _image(image, nchw)
+    n, c, h, w = image.shape
+    grid = _grid(grid, arith, n)
+    _spatial(h, w, "image")
+    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
+    result = _v.output(out, grid.shape, arith)
+    if out is not None:
+        for a in (image, grid, grads):
+            if np.may_share_memory(result, a):
+                raise ValueError("out must not share memory with an input")
+    _k.slopes(image, grid, grads, None, result, mode, padding, aligned, threads, flush)
+    return result
+
+
+def grid_sample_jvp_grid(
+    image,
+    grid,
+    grid_tangent,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    out=None,
+    data_format="NCHW",
+    num_threads=None,
+    flush_denormals=False,
+):
+    """Derivative of `grid_sample` along a tangent of the grid (forward mode).
+
+    How the sampled output changes as the grid moves along `grid_tangent`:
+    per output element, the image's slopes at the sample in x and y (the
+    terms of `grid_sample_grad_grid`, which is this map's transpose:
+    ``sum(jvp(t) * g) == sum(t * grad_grid(g))`` up to rounding) times the
+    padding's derivative times the tangent, ``fma(s_y, u_y, s_x * u_x)``
+    with ``u = derivative * tangent``.  Zero for ``mode="nearest"``
+    (piecewise constant).  PyTorch has no such op.
+
+    Parameters
+    ----------
+    image, grid
+        As for `grid_sample`.
+    grid_tangent : array_like of shape (N, H_out, W_out, 2)
+        ``(t_x, t_y)`` per point, converted to the arithmetic type; NaN and
+        infinities are allowed and propagate (but with nearest sampling).
+    mode, padding_mode, align_corners, dtype, out, data_format, \
+num_threads, flush_denormals
+        As for `grid_sample`.
+
+    Returns
+    -------
+    ndarray of the shape and dtype `grid_sample` returns
+
+    Examples
+    --------
+    A ramp rising by 1 per column; moving the points right by 1 pixel (2/3
+    of the normalised width of 3 pixels, not aligned) moves each sample by
+    1:
+
+    >>> import numpy as np
+    >>> import cropgrad
+    >>> image = np.tile(np.arange(3.0, dtype=np.float32), (1, 1, 3, 1))
+    >>> grid = np.zeros((1, 1, 2, 2))
+    >>> tangent = np.tile([2 / 3, 0.0], (1, 1, 2, 1))
+    >>> cropgrad.grid_sample_jvp_grid(image, grid, tangent)
+    array([[[[1., 1.]]]], dtype=float32)
+    """
+    mode, padding, aligned, nchw, threads, flush = _options(
+        mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
+    )
+    image, data_dtype, arith = _image(image, nchw)
+    n, c, h, w = image.shape
+    grid = _grid(grid, arith, n)
+    _spatial(h, w, "image")
+    tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
+    if tangent.shape != grid.shape:
+        raise ValueError(
+            f"grid_tangent must have the grid's shape {grid.shape}, got {tangent.shape}"
+        )
+    result_dtype = _result_dtype(dtype, data_dtype, arith)
+    shape = (n, c, grid.shape[1], grid.shape[2])
+    result = _output(out, shape, result_dtype, nchw, (image, grid, tangent))
+    computed = _scratch(result, shape, arith, nchw)
+    _k.slopes(
+        image, grid, None, tangent, computed, mode, padding, aligned, threads, flush
+    )
+    return _deliver(result, computed, nchw)
