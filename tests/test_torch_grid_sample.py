@@ -315,6 +315,20 @@ def test_vmap_folds_the_problems_into_one_call():
         assert torch.equal(d_images[k], x.grad)
 
 
+def test_vmap_of_forward_mode_pushes_every_tangent():
+    # jacfwd's way: the grid JVP under vmap, one tangent per problem.
+    image, grid = _problem(14, torch.float64)
+    kw = _kw("bilinear", "reflection", True)
+    tangents = torch.randn(4, *grid.shape, dtype=torch.float64)
+
+    def along(t):
+        return jvp(lambda g: cgt.grid_sample(image, g, **kw), (grid,), (t,))[1]
+
+    mapped = vmap(along)(tangents)
+    for k in range(4):
+        assert torch.equal(mapped[k], along(tangents[k]))
+
+
 def test_vmap_errors_name_the_callers_problem():
     image, grid = _problem(10)
     grids = torch.stack([grid, grid])
