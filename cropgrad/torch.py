@@ -80,6 +80,15 @@ the same transforms as the crop_and_resize family.  Its results are in the
 input's dtype.  Second derivatives in the boxes raise
 ``NotImplementedError``.
 
+Grid sampling: `grid_sample` is ``torch.nn.functional.grid_sample`` for
+4-D inputs (its signature and its bits, as `cropgrad.grid_sample` computes
+them), through the custom operators ``torch.ops.cropgrad.grid_sample``,
+``torch.ops.cropgrad.grid_sample_grad_image``,
+``torch.ops.cropgrad.grid_sample_grad_grid`` and
+``torch.ops.cropgrad.grid_sample_jvp_grid`` (PyTorch's arguments), under
+the same transforms.  Second derivatives with respect to the grid, but for
+that of the input gradient in reverse mode, raise ``NotImplementedError``.
+
 Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.
 """
@@ -111,6 +120,7 @@ __all__ = [
     "crop_and_resize",
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
+    "grid_sample",
     "roi_align",
 ]
 
@@ -374,6 +384,62 @@ def roi_align(
         input, boxes, output_size, spatial_scale, sampling_ratio, aligned
     )
     return _registration.call_checked("roi_align", args)
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sample images at the points of a grid: ``torch.nn.functional.grid_sample``
+    (4-D), differentiable, exact on every thread count.
+
+    ``torch.nn.functional.grid_sample``'s signature and conventions, and
+    its bits (forward, input gradient, grid gradient; float32 and float64,
+    as its AVX2 CPU kernel computes them), as `cropgrad.grid_sample`
+    computes them, on CPU tensors.  Differentiable with respect to `input`
+    (floating dtypes) and `grid` (zero with ``mode="nearest"``), in reverse
+    and forward mode.
+
+    Parameters
+    ----------
+    input : Tensor of shape (N, C, H, W)
+        float16, bfloat16, float32, float64 (or an integer dtype, read as
+        float32).  float64 is computed in float64, every other dtype in
+        float32.  Any memory format (``channels_last`` is read as NCHW, the
+        one layout the kernels take, with the copy the NumPy API makes).
+        A 5-D (volumetric) input is refused.
+    grid : Tensor of shape (N, H_out, W_out, 2)
+        ``(x, y)`` per output pixel, normalised to ``[-1, 1]``; any real
+        dtype, converted to the arithmetic type (PyTorch asks for the
+        input's).  Every value must be finite.
+    mode : {"bilinear", "nearest", "bicubic"}, default "bilinear"
+    padding_mode : {"zeros", "border", "reflection"}, default "zeros"
+    align_corners : bool, optional
+        ``-1`` and ``1`` the corner pixels' centres (True) or the image's
+        outer edges (False).  None is False, PyTorch's default, without
+        PyTorch's warning: it announces a change of default PyTorch made in
+        1.3, which cropgrad never had.
+
+    Returns
+    -------
+    Tensor of shape (N, C, H_out, W_out)
+        In the input's dtype (float32 for integers), contiguous, rounded
+        once from the arithmetic type.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import cropgrad.torch as cgt
+    >>> image = torch.arange(6.0).reshape(1, 1, 2, 3)
+    >>> grid = torch.tensor([[[[-1.0, -1.0], [0.5, 0.0]]]], requires_grad=True)
+    >>> out = cgt.grid_sample(image, grid, align_corners=True)
+    >>> out
+    tensor([[[[0., 3.]]]], grad_fn=<GridSampleBackward>)
+    >>> out.sum().backward()
+    >>> grid.grad
+    tensor([[[[1.0000, 1.5000],
+              [1.0000, 1.5000]]]])
+    """
+    if align_corners is None:
+        align_corners = False
+    return _registration.call("grid_sample", locals())
 
 
 class RoIAlign(torch.nn.Module):

@@ -4,7 +4,11 @@
 Each row of `MISTAKES` spoils one argument of a valid call; the call is
 made through the three APIs on the same arrays, and the exceptions
 compared: crop_and_resize's family in NHWC, which every API takes, and
-RoIAlign's in NCHW, its default and the only layout of PyTorch's RoIAlign.
+RoIAlign's in NCHW, its default and the only layout of PyTorch's RoIAlign,
+as grid sampling's (which JAX does not have yet: the APIs that have an op
+are compared; PyTorch's take torch.nn.functional.grid_sample's arguments,
+the forward op through `cropgrad.torch.grid_sample`, the others through
+``torch.ops.cropgrad.grid_sample_*``).
 PyTorch's RoIAlign takes torchvision's arguments: `cropgrad.torch.roi_align`
 (boxes ``Tensor[K, 5]``, each box's image first, or a list of
 ``Tensor[L, 4]``, one per image) and, for its gradients and JVP, the custom
@@ -61,6 +65,13 @@ ROI_BOXES = np.array([[0, 0, 2, 3], [1, 0.5, 4.5, 3.5]], np.float32)
 ROI_GRADS = np.ones((2, 3, 2, 2), np.float32)
 ROI_TANGENT = np.array([[1, -1, 0.5, 2], [0, 1, 1, -0.5]], np.float32)
 
+# Grid sampling's problem, NCHW: a grid of (x, y) in [-1, 1], some outside.
+_rng = np.random.default_rng(5)
+GRID_IMAGE = _rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+GRID = (_rng.random((2, 4, 3, 2)) * 2.4 - 1.2).astype(np.float32)
+GRID_GRADS = np.ones((2, 3, 4, 3), np.float32)
+GRID_TANGENT = _rng.standard_normal((2, 4, 3, 2)).astype(np.float32)
+
 # op: its valid call's arguments, by name, in the NumPy API's order.
 VALID = {
     "crop_and_resize": {
@@ -105,6 +116,18 @@ VALID = {
         "box_ind": BOX_IND,
         "boxes_tangent": ROI_TANGENT,
         "output_size": (2, 2),
+    },
+    "grid_sample": {"image": GRID_IMAGE, "grid": GRID},
+    "grid_sample_grad_image": {
+        "grads": GRID_GRADS,
+        "grid": GRID,
+        "image_size": GRID_IMAGE.shape,
+    },
+    "grid_sample_grad_grid": {"grads": GRID_GRADS, "image": GRID_IMAGE, "grid": GRID},
+    "grid_sample_jvp_grid": {
+        "image": GRID_IMAGE,
+        "grid": GRID,
+        "grid_tangent": GRID_TANGENT,
     },
 }
 
@@ -304,6 +327,79 @@ ROI_MISTAKES = [
 ]
 MISTAKES += [(f"{op}: {name}", op, *rest) for name, op, *rest in ROI_MISTAKES]
 
+
+def _with_nan(a, at):
+    a = a.copy()
+    a[at] = np.nan
+    return a
+
+
+# Grid sampling's, named after their op (JAX has no grid_sample yet).
+GRID_MISTAKES = [
+    ("unknown mode", "grid_sample", "mode", "linear", ValueError),
+    ("unknown padding", "grid_sample", "padding_mode", "wrap", ValueError),
+    ("string align_corners", "grid_sample", "align_corners", "yes", TypeError),
+    ("3-D image", "grid_sample", "image", GRID_IMAGE[0], ValueError),
+    ("5-D image", "grid_sample", "image", GRID_IMAGE[:, :, None], ValueError),
+    ("image without rows", "grid_sample", "image", GRID_IMAGE[:, :, :0], ValueError),
+    ("three coordinates", "grid_sample", "grid", GRID[..., [0, 1, 0]], ValueError),
+    ("grid for one image", "grid_sample", "grid", GRID[:1], ValueError),
+    ("NaN grid", "grid_sample", "grid", _with_nan(GRID, (1, 2, 0, 1)), ValueError),
+    (
+        "three image sizes",
+        "grid_sample_grad_image",
+        "image_size",
+        (2, 3, 5),
+        ValueError,
+    ),
+    (
+        "negative image size",
+        "grid_sample_grad_image",
+        "image_size",
+        (2, 3, -1, 6),
+        ValueError,
+    ),
+    (
+        "zero image size",
+        "grid_sample_grad_image",
+        "image_size",
+        (2, 3, 5, 0),
+        ValueError,
+    ),
+    (
+        "grads for one image",
+        "grid_sample_grad_image",
+        "grads",
+        GRID_GRADS[:1],
+        ValueError,
+    ),
+    ("unknown mode", "grid_sample_grad_image", "mode", "cubic", ValueError),
+    (
+        "grads for one image",
+        "grid_sample_grad_grid",
+        "grads",
+        GRID_GRADS[:1],
+        ValueError,
+    ),
+    ("3-D image", "grid_sample_grad_grid", "image", GRID_IMAGE[0], ValueError),
+    (
+        "NaN grid",
+        "grid_sample_grad_grid",
+        "grid",
+        _with_nan(GRID, (0, 0, 0, 0)),
+        ValueError,
+    ),
+    (
+        "tangent for one image",
+        "grid_sample_jvp_grid",
+        "grid_tangent",
+        GRID_TANGENT[:1],
+        ValueError,
+    ),
+    ("unknown padding", "grid_sample_jvp_grid", "padding_mode", "zero", ValueError),
+]
+MISTAKES += [(f"{op}: {name}", op, *rest) for name, op, *rest in GRID_MISTAKES]
+
 # Mistakes an API cannot make, and why: they are made in the others.
 _TORCHVISION_BOXES = (
     "PyTorch's boxes are torchvision's Tensor[K, 5], each box's image "
@@ -400,14 +496,17 @@ def _call(api, op, args):
     args = dict(args)
     if model.family == "crop_and_resize":
         args.setdefault("data_format", "NHWC")
-    if api.startswith("torch") and model.family == "roi_align":
-        args = _torchvision(op, args, as_list=api == "torch list")
+    if api.startswith("torch") and model.family in ("roi_align", "grid_sample"):
+        # PyTorch's own signatures: the public function of the forward op,
+        # the custom ops of the others, every argument positional.
+        if model.family == "roi_align":
+            args = _torchvision(op, args, as_list=api == "torch list")
         names = [a.name for a in model.args_of("torch")]
         values = [
             _tensors(args[n]) if n in args else model.default(n, "torch") for n in names
         ]
-        if op == "roi_align":
-            return cropgrad.torch.roi_align(*values)
+        if op == model.family:
+            return getattr(cropgrad.torch, op)(*values)
         return getattr(torch.ops.cropgrad, op)(*values)
     required = {n for n in args if model.default(n, "numpy") is REQUIRED}
     positional = [v for n, v in args.items() if n in required]
@@ -422,9 +521,11 @@ def _call(api, op, args):
     return getattr(cropgrad.torch, op)(*map(_tensors, positional), **kwargs)
 
 
-def _apis(name):
-    """The APIs that make mistake `name`."""
-    apis = [api for api in APIS if api not in CANNOT.get(name, {})]
+def _apis(name, op):
+    """The APIs that make mistake `name` in `op` (those that have it)."""
+    apis = [
+        api for api in APIS if api not in CANNOT.get(name, {}) and api in OPS[op].apis
+    ]
     return apis + (["torch list"] if name in TORCH_LISTS else [])
 
 
@@ -441,19 +542,19 @@ def test_the_same_mistake_gets_the_same_answer(name, op, arg, value, exc):
     args = dict(VALID[op])
     args[arg] = value
     answers = {}
-    for api in _apis(name):
+    for api in _apis(name, op):
         raised = jax.errors.JaxRuntimeError if api == "jax" and name in DATA else exc
         with pytest.raises(raised) as info:
             _call(api, op, args)
         answers[api] = _in_numpy_words(api, op, str(info.value))
     for api in answers.keys() - {"numpy", "jax"}:
         assert answers[api] == answers["numpy"], answers
-    if name in DATA:
+    if "jax" in answers and name in DATA:
         # XLA's error: "<status>: cropgrad.jax.<op>: <exception>: <message>".
         assert answers["jax"].endswith(
             f"cropgrad.jax.{op}: {exc.__name__}: {answers['numpy']}"
         ), answers
-    else:
+    elif "jax" in answers:
         assert answers["jax"] == answers["numpy"], answers
 
 
@@ -467,7 +568,7 @@ def test_every_mistake_is_made_in_every_api_that_can_make_it():
         assert set(apis) <= set(APIS) and all(apis.values()), name
     assert set(DIFFERENT) | set(DATA) <= set(names)
     # The ops of more than one API (a mistake of one API alone is no
-    # other's: grid_sample's ops are the NumPy API's only so far).
+    # other's).
     shared = {name for name, op in OPS.items() if len(op.apis) > 1}
     families = {OPS[row[1]].family for row in MISTAKES}
     assert families == {OPS[name].family for name in shared}
@@ -478,7 +579,7 @@ def test_every_mistake_is_made_in_every_api_that_can_make_it():
 def test_the_valid_calls_are_valid(api):
     # The rows above spoil a call that every API takes as it is.
     for op, args in VALID.items():
-        if api == "torch list" and op != "roi_align":
+        if api == "torch list" and op != "roi_align" or api not in OPS[op].apis:
             continue
         _call(api, op, args)
 

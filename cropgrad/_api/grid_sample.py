@@ -87,18 +87,45 @@ def _grid(grid, arith, batch):
     value finite (checked after the conversion, which may overflow)."""
     raw = _v.real_array(grid, "grid")
     converted = _v.float32_array(raw, "grid", arith)
-    if converted.ndim != 4 or converted.shape[3] != 2:
-        raise ValueError(
-            f"grid must be 4-D (N, H_out, W_out, 2) holding (x, y), got shape "
-            f"{converted.shape}"
-        )
-    if converted.shape[0] != batch:
-        raise ValueError(
-            f"grid has {converted.shape[0]} batch entries and the image {batch}: "
-            "they must match"
-        )
+    grid_shape(converted.shape, batch)
     _finite(converted, raw, "grid")
     return converted
+
+
+# The shape checks of the grid, grads and tangent, by shape alone: PyTorch's
+# ops (cropgrad/_torch/checks.py) make them on tensors without data too.
+
+
+def grid_shape(shape, batch):
+    """Check that a grid of `shape` fits an image of `batch` entries."""
+    if len(shape) != 4 or shape[3] != 2:
+        raise ValueError(
+            f"grid must be 4-D (N, H_out, W_out, 2) holding (x, y), got shape {shape}"
+        )
+    if shape[0] != batch:
+        raise ValueError(
+            f"grid has {shape[0]} batch entries and the image {batch}: they must match"
+        )
+
+
+def grads_shape(shape, expected_nchw, nchw):
+    """Check that grads of `shape` are the sampled output's, NCHW
+    `expected_nchw` in the caller's layout."""
+    n, c, h, w = expected_nchw
+    expected = expected_nchw if nchw else (n, h, w, c)
+    if shape != expected:
+        axes = "(N, C, H_out, W_out)" if nchw else "(N, H_out, W_out, C)"
+        raise ValueError(
+            f"grads must have the shape of the sampled output {axes} = "
+            f"{expected}, got {shape}"
+        )
+
+
+def tangent_shape(shape, grid_shape):
+    if shape != grid_shape:
+        raise ValueError(
+            f"grid_tangent must have the grid's shape {grid_shape}, got {shape}"
+        )
 
 
 def _finite(converted, raw, name):
@@ -116,13 +143,7 @@ def _finite(converted, raw, name):
 def _grads(grads, arith, shape, nchw):
     """`grads` as C-contiguous NCHW `arith` of NCHW `shape`."""
     raw = _v.real_array(grads, "grads", bfloat16=True)
-    expected = shape if nchw else (shape[0], shape[2], shape[3], shape[1])
-    if raw.shape != expected:
-        axes = "(N, C, H_out, W_out)" if nchw else "(N, H_out, W_out, C)"
-        raise ValueError(
-            f"grads must have the shape of the sampled output {axes} = "
-            f"{expected}, got {raw.shape}"
-        )
+    grads_shape(raw.shape, shape, nchw)
     return _nchw_array(raw, arith, nchw)
 
 
@@ -154,7 +175,7 @@ def _result_dtype(dtype, data_dtype, arith):
     return result
 
 
-def _spatial(height, width, what):
+def spatial(height, width, what):
     if height < 1 or width < 1:
         raise ValueError(
             f"{what} must be at least 1 pixel high and wide, got {height} x {width}"
@@ -273,7 +294,7 @@ def grid_sample(
     image, data_dtype, arith = _image(image, nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
-    _spatial(h, w, "image")
+    spatial(h, w, "image")
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, nchw, (image, grid))
@@ -348,7 +369,7 @@ def grid_sample_grad_image(
         raise ValueError(f"image_size must not be negative, got {size}")
     n, c, h, w = size if nchw else (size[0], size[3], size[1], size[2])
     grid = _grid(grid, arith, n)
-    _spatial(h, w, "image_size")
+    spatial(h, w, "image_size")
     grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
@@ -412,7 +433,7 @@ def grid_sample_grad_grid(
     image, _, arith = _image(image, nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
-    _spatial(h, w, "image")
+    spatial(h, w, "image")
     grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
     result = _v.output(out, grid.shape, arith)
     if out is not None:
@@ -482,12 +503,9 @@ num_threads, flush_denormals
     image, data_dtype, arith = _image(image, nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
-    _spatial(h, w, "image")
+    spatial(h, w, "image")
     tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
-    if tangent.shape != grid.shape:
-        raise ValueError(
-            f"grid_tangent must have the grid's shape {grid.shape}, got {tangent.shape}"
-        )
+    tangent_shape(tangent.shape, grid.shape)
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, nchw, (image, grid, tangent))

@@ -2,8 +2,11 @@
 gradient, its grid gradient, and the grid JVP PyTorch does not have.
 
 The coordinates are the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
-normalised to ``[-1, 1]``; the NumPy API alone has these ops so far: the
-C-level API (`Op.c_api` None), PyTorch and JAX do not."""
+normalised to ``[-1, 1]``.  The NumPy API and PyTorch have these ops; the
+C-level API (`Op.c_api` None) and JAX do not yet.  PyTorch's take
+``torch.nn.functional.grid_sample``'s arguments: the sampling options
+positional, ``align_corners=None`` (False), the dtype, layout and threads
+those of the tensors and of PyTorch."""
 
 from .common import arg, family, options
 from .model import Op
@@ -12,40 +15,58 @@ __all__ = ["FAMILY"]
 
 # PyTorch's layout everywhere.
 _LAYOUTS = {"numpy": "NCHW", "jax": "NCHW", "torch": "NCHW"}
-_APIS = ("numpy",)
+_APIS = ("numpy", "torch")
+# What torch.nn.functional.grid_sample does not take.
+_NOT_TORCH = ("numpy",)
+_TORCH = ("torch",)
 MODES = ("bilinear", "nearest", "bicubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 
 
 def _options(dtype=True):
-    """PyTorch's sampling options, the output dtype, the usual tail."""
+    """PyTorch's sampling options (positional in PyTorch, as its own; its
+    ``align_corners=None`` is False), the output dtype, the usual tail."""
     return (
-        arg("mode", "str", "bilinear", keyword_only=True, choices=MODES, apis=_APIS),
+        arg(
+            "mode",
+            "str",
+            "bilinear",
+            keyword_only=True,
+            choices=MODES,
+            positional_in=_TORCH,
+        ),
         arg(
             "padding_mode",
             "str",
             "zeros",
             keyword_only=True,
             choices=PADDING_MODES,
-            apis=_APIS,
+            positional_in=_TORCH,
         ),
-        arg("align_corners", "bool", False, keyword_only=True, apis=_APIS),
+        arg(
+            "align_corners",
+            "bool",
+            False,
+            keyword_only=True,
+            positional_in=_TORCH,
+            defaults={"torch": None},
+        ),
         *(
-            (arg("dtype", "dtype", None, keyword_only=True, apis=_APIS),)
+            (arg("dtype", "dtype", None, keyword_only=True, apis=_NOT_TORCH),)
             if dtype
             else ()
         ),
-        *options(apis=_APIS),
+        *options(apis=_NOT_TORCH),
     )
 
 
 def _op(name, args):
-    """An op of the NumPy API only, without a C function."""
+    """An op of the NumPy API and PyTorch, without a C function."""
     return Op(name, args, layouts={}, apis=_APIS)
 
 
 def _grid():
-    return arg("grid", "array", role="coords", apis=_APIS)
+    return arg("grid", "array", role="coords")
 
 
 FAMILY = family(
@@ -55,22 +76,26 @@ FAMILY = family(
     None,
     forward=_op(
         "grid_sample",
-        (arg("image", "array", role="image", apis=_APIS), _grid(), *_options()),
+        (
+            arg("image", "array", role="image", renamed={"torch": "input"}),
+            _grid(),
+            *_options(),
+        ),
     ),
     grad_image=_op(
         "grid_sample_grad_image",
         (
-            arg("grads", "array", role="grads", apis=_APIS),
+            arg("grads", "array", role="grads"),
             _grid(),
-            arg("image_size", "ints", apis=_APIS),
+            arg("image_size", "ints"),
             *_options(),
         ),
     ),
     grad_coords=_op(
         "grid_sample_grad_grid",
         (
-            arg("grads", "array", role="grads", apis=_APIS),
-            arg("image", "array", role="image", apis=_APIS),
+            arg("grads", "array", role="grads"),
+            arg("image", "array", role="image"),
             _grid(),
             *_options(dtype=False),
         ),
@@ -78,9 +103,9 @@ FAMILY = family(
     jvp_coords=_op(
         "grid_sample_jvp_grid",
         (
-            arg("image", "array", role="image", apis=_APIS),
+            arg("image", "array", role="image"),
             _grid(),
-            arg("grid_tangent", "array", role="tangent", apis=_APIS),
+            arg("grid_tangent", "array", role="tangent"),
             *_options(),
         ),
     ),

@@ -132,6 +132,9 @@ class Arg:
     positional_in : tuple of str
         The APIs in which a keyword-only argument is positional (PyTorch's
         RoIAlign keeps torchvision's signature).
+    defaults : Mapping[str, object]
+        Its default in an API whose own differs (PyTorch's grid_sample takes
+        ``align_corners=None``).
     role : str or None
         An array operand's role (`ROLES`).
     """
@@ -144,6 +147,7 @@ class Arg:
     renamed: Mapping = dataclasses.field(default_factory=dict)
     choices: tuple = ()
     positional_in: tuple = ()
+    defaults: Mapping = dataclasses.field(default_factory=dict)
     role: str | None = None
 
 
@@ -211,9 +215,10 @@ class Op:
         arg = self.arg(name)
         if arg.name == "data_format":
             return self.layouts[api]
-        if arg.kind == "dtype" and dtypes is not None and arg.default is not None:
-            return dtypes[arg.default]
-        return arg.default
+        default = arg.defaults.get(api, arg.default)
+        if arg.kind == "dtype" and dtypes is not None and default is not None:
+            return dtypes[default]
+        return default
 
     def signature(self, api, dtypes=None):
         """The `inspect.Signature` of the public function of `api`."""
@@ -235,11 +240,15 @@ class Op:
 
     def schema(self):
         """The ``torch.library`` schema: PyTorch's arguments, all positional,
-        with the PyTorch API's defaults, one Tensor returned."""
+        with the PyTorch API's defaults, one Tensor returned (a default of
+        None makes the argument optional)."""
         parts = []
         for arg in self.args_of("torch"):
-            text = f"{_SCHEMA_TYPES[arg.kind]} {arg.name}"
             default = self.default(arg.name, "torch")
+            kind = _SCHEMA_TYPES[arg.kind]
+            if default is None and not kind.endswith("?"):
+                kind += "?"
+            text = f"{kind} {arg.name}"
             if default is not REQUIRED:
                 text += "=" + _schema_value(default)
             parts.append(text)

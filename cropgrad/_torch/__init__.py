@@ -37,6 +37,12 @@ Functions' rules (`autograd._HOOKS`) and folding under vmap
 (`vmap._roi_folded`): they take torchvision's boxes ``Tensor[K, 5]``, whose
 first column holds the image indices.
 
+Grid sampling's ops take ``torch.nn.functional.grid_sample``'s arguments;
+their kernels (`kernels.grid_sample*`) call the NumPy API's functions on
+views of the tensors after their plans (`checks.grid_*_plan`, the NumPy
+API's shape checks on the shapes alone), and vmap folds every tensor along
+its batch axis (`vmap._grid_folded`).
+
 A new op of the family is a kernel function and a plan; its schema,
 argument names and Function come from `cropgrad._ops`.
 """

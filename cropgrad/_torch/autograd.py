@@ -143,8 +143,9 @@ def _needs(ctx, name):
 
 def _nearest(a):
     """Whether call `a` samples the nearest pixel, which is piecewise
-    constant in the coordinates (RoIAlign's ops have no method: bilinear)."""
-    return getattr(a, "method", "bilinear") != "bilinear"
+    constant in the coordinates (crop_and_resize's ``method``, grid_sample's
+    ``mode``; RoIAlign's ops have neither: bilinear)."""
+    return "nearest" in (getattr(a, "method", None), getattr(a, "mode", None))
 
 
 # --------------------------------------------------------------------------
@@ -187,6 +188,8 @@ _HOOKS = {
     "crop_and_resize": _Hooks(_in_dtype_of, _as_is),
     # torchvision's boxes: the index column, the boxes' dtype.
     "roi_align": _Hooks(_with_index, _with_index),
+    # The grid gradient is in the arithmetic type, the grid in any dtype.
+    "grid_sample": _Hooks(_in_dtype_of, _as_is),
 }
 
 
@@ -211,7 +214,8 @@ class _OpFunction(torch.autograd.Function):
     transpose of the derivative along them), ``along`` the op of the
     derivative along the coordinates (None: none), the names of the
     ``coords`` and of their ``tangent`` (jvp_coords' operand), and the
-    ``size`` of the samples (crop_size, output_size).
+    ``size`` of the samples (crop_size, output_size; None: the
+    coordinates give it).
     """
 
     generate_vmap_rule = True
@@ -294,12 +298,12 @@ def _transposed(f, a, operand, ct):
 def _derived(f, a, like):
     """What a transpose takes from the shapes of call `a` (of Function `f`),
     as cropgrad.jax derives it: the image's size, the samples' (crops' or
-    pooled output's) size from grads, no fill, the dtype of the operand
-    transposed in (`like`)."""
+    pooled output's) size from grads where an op takes it, no fill, the
+    dtype of the operand transposed in (`like`)."""
     derived = {"extrapolation_value": 0.0, "dtype": like.dtype}
     if "image" in a._fields:
         derived["image_size"] = list(a.image.shape)
-    if "grads" in a._fields:
+    if "grads" in a._fields and f.size is not None:
         layout = getattr(a, "data_format", f.family.ops["forward"].layouts["torch"])
         height, width = checks.dims(layout)[1:]
         derived[f.size] = [a.grads.shape[height], a.grads.shape[width]]
@@ -319,7 +323,8 @@ def _function(family, kind):
     reverse = dict(transposes)
     if along is not None:
         reverse[family.coords_operand] = pairs[along, tangent]
-    size = next(a.name for a in family.ops["forward"].args if a.kind == "ints")
+    # (grid_sample's samples take their size from the grid: none.)
+    size = next((a.name for a in family.ops["forward"].args if a.kind == "ints"), None)
     body = {
         "op": op.name,
         "family": family,

@@ -16,12 +16,14 @@ range (RoIAlign's: `_roi_arguments`).  Every bridge is passed its
 arguments by the names its signature gives them (cropgrad/_core.pyi).
 """
 
+import functools
 import inspect
 
 import numpy as np
 import torch
 
 from cropgrad import _core
+from cropgrad._api import grid_sample as _grid_api
 from cropgrad._api import validation as _v
 from cropgrad._torch import checks, tensors
 
@@ -260,3 +262,70 @@ def roi_align_grad_boxes(a, fake):
 
 # What each family's bridges take, by their names.
 _ARGUMENTS = {"crop_and_resize": _arguments, "roi_align": _roi_arguments}
+
+
+# --------------------------------------------------------------------------
+# Grid sampling: the NumPy API's functions (cropgrad._api.grid_sample) on
+# NumPy views of the tensors, writing into the result.  They check the data
+# (a non-finite grid) and convert what their kernels need (an image in
+# ``channels_last`` memory to contiguous NCHW, other dtypes to the
+# arithmetic type), nothing more; bfloat16 is converted by PyTorch instead
+# (NumPy has none without ml_dtypes), exactly, which is the conversion the
+# NumPy API makes.
+
+
+def _grid_view(t):
+    """A NumPy view of `t` as the NumPy API reads it: bfloat16 as float32."""
+    return tensors.numpy(t.to(torch.float32) if t.dtype == torch.bfloat16 else t)
+
+
+def _grid_run(a, fake, plan, function, *operands, dtype_argument=True):
+    """The result of `plan` for call `a` computed by `function` of the NumPy
+    API from `operands` (tensors), in contiguous NCHW memory (PyTorch's
+    grid_sample returns its samples so too)."""
+    shape, dtype = plan(a)
+    like = operands[0]
+    result = tensors.empty(shape, dtype, "NCHW", "NCHW", like.device, fake)
+    if fake:
+        return result
+    options = {
+        "mode": a.mode,
+        "padding_mode": a.padding_mode,
+        "align_corners": bool(a.align_corners),  # None: False
+    }
+    views = [_grid_view(t) for t in operands]
+    if dtype == torch.bfloat16:
+        # The samples in float32, rounded once to bfloat16 by PyTorch.
+        if dtype_argument:
+            options["dtype"] = "float32"
+        result.copy_(torch.from_numpy(function(*views, **options)))
+        return result
+    function(*views, out=tensors.numpy(result), **options)
+    return result
+
+
+def grid_sample(a, fake):
+    plan = checks.grid_forward_plan
+    return _grid_run(a, fake, plan, _grid_api.grid_sample, a.image, a.grid)
+
+
+def grid_sample_jvp_grid(a, fake):
+    plan = checks.grid_jvp_grid_plan
+    function = _grid_api.grid_sample_jvp_grid
+    return _grid_run(a, fake, plan, function, a.image, a.grid, a.grid_tangent)
+
+
+def grid_sample_grad_image(a, fake):
+    function = functools.partial(
+        _grid_api.grid_sample_grad_image, image_size=tuple(a.image_size)
+    )
+    plan = checks.grid_grad_image_plan
+    return _grid_run(a, fake, plan, function, a.grads, a.grid)
+
+
+def grid_sample_grad_grid(a, fake):
+    plan = checks.grid_grad_grid_plan
+    function = _grid_api.grid_sample_grad_grid
+    return _grid_run(
+        a, fake, plan, function, a.grads, a.image, a.grid, dtype_argument=False
+    )

@@ -17,7 +17,8 @@ RoIAlign's ops (`_roi_folded`) do the same with torchvision's boxes
 ``Tensor[K, 5]``, whose column 0 holds the image indices: they are shifted
 there, in float64, which holds every index and every coordinate exactly
 (the kernels convert the coordinates to their arithmetic type, which gives
-the same values from float64 as from the boxes' own dtype).
+the same values from float64 as from the boxes' own dtype).  Grid
+sampling's (`_grid_folded`) fold every tensor along its batch axis.
 """
 
 import torch
@@ -129,7 +130,7 @@ def rule(name, kernel):
     """The vmap rule of op `name`, whose fake implementation is
     ``kernel(a, True)``: one call of the op on the problems folded together
     (RoIAlign's with torchvision's boxes, `_roi_folded`)."""
-    fold = _roi_folded if name.startswith("roi_align") else _folded
+    fold = _FOLDS.get(checks.OPS[name].family, _folded)
 
     def vmap(info, in_dims, *args):
         n = info.batch_size
@@ -176,3 +177,19 @@ def _roi_folded(a, dims, n, shape):
         folded["boxes"] = _fold_roi_boxes(a.boxes, dims["boxes"], n, batch)
         folded["image_size"] = [n * batch, *shape[1:]]
     return a.replace(**folded)
+
+
+def _grid_folded(a, dims, n, shape):
+    """The arguments of the one grid-sampling call that computes the `n`
+    problems of `a` (`shape`: one problem's result): every tensor's batch
+    axis holds the problems one after another (each batch entry is sampled,
+    and its image gradient summed, on its own, so the bits are those of the
+    problems apart); the image gradient is one of n times the batch."""
+    folded = {name: _fold(getattr(a, name), dim, n) for name, dim in dims.items()}
+    if "image_size" in a._fields:
+        folded["image_size"] = [n * shape[0], *shape[1:]]
+    return a.replace(**folded)
+
+
+# The folding of each family whose tensors are not crop_and_resize's.
+_FOLDS = {"roi_align": _roi_folded, "grid_sample": _grid_folded}
