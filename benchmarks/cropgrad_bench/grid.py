@@ -1,0 +1,309 @@
+"""Grid sampling beside PyTorch's ``grid_sample`` and ONNX Runtime's.
+
+Three workloads, each the call a user makes:
+
+``warp-flow``
+    one 3 x 1024 x 1024 image warped by a dense flow field of its own size
+    (bilinear, zeros): the single-image warp, where PyTorch has no batch to
+    share out between threads;
+``stn``
+    a spatial transformer's batch: 64 images 3 x 64 x 64, an affine grid of
+    64 x 64 each;
+``deform-attn``
+    the pure-PyTorch fallback of multi-scale deformable attention: image
+    ``[8 * 8, 32, 64, 64]`` (batch x heads, head channels), grid
+    ``[64, 300, 4, 2]`` (queries x points).
+
+Columns, each a median over interleaved rounds: cropgrad's forward and its
+forward + backward (the forward op, the image gradient and the grid
+gradient: what autograd calls) on 1 thread and on the default threads, NCHW
+and NHWC; PyTorch's forward and forward + backward (``torch.autograd.grad``
+in both inputs) on 1 and on the default threads; ONNX Runtime's
+``GridSample`` forward.  PyTorch and ONNX Runtime run in a worker process
+of their own (their OpenMP runtime apart from cropgrad's), on the same
+arrays made from the same seed.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SEED = 20261206
+WORKLOADS = ("warp-flow", "stn", "deform-attn")
+
+
+def make_problem(name, seed=SEED):
+    """``(image NCHW, grid, grads)`` of workload `name`, float32."""
+    rng = np.random.default_rng(seed)
+    if name == "warp-flow":
+        n, c, h, w = 1, 3, 1024, 1024
+        ys, xs = np.meshgrid(
+            np.linspace(-1, 1, h), np.linspace(-1, 1, w), indexing="ij"
+        )
+        # A smooth flow of a few pixels, as optical flow is.
+        flow = 0.01 * np.stack([np.sin(3 * ys), np.cos(2 * xs)], axis=-1)
+        grid = (np.stack([xs, ys], axis=-1) + flow)[None]
+    elif name == "stn":
+        n, c, h, w = 64, 3, 64, 64
+        angle = rng.uniform(-0.3, 0.3, n)
+        scale = rng.uniform(0.8, 1.2, n)
+        theta = np.zeros((n, 2, 3))
+        theta[:, 0, 0] = theta[:, 1, 1] = scale * np.cos(angle)
+        theta[:, 0, 1] = -scale * np.sin(angle)
+        theta[:, 1, 0] = scale * np.sin(angle)
+        theta[:, :, 2] = rng.uniform(-0.1, 0.1, (n, 2))
+        # affine_grid with align_corners=False: pixel centres in [-1, 1].
+        base_x = (2 * np.arange(w) + 1) / w - 1
+        base_y = (2 * np.arange(h) + 1) / h - 1
+        ys, xs = np.meshgrid(base_y, base_x, indexing="ij")
+        base = np.stack([xs, ys, np.ones_like(xs)], axis=-1)  # h, w, 3
+        grid = np.einsum("hwk,nik->nhwi", base, theta)
+    elif name == "deform-attn":
+        n, c, h, w = 64, 32, 64, 64
+        grid = rng.uniform(-1, 1, (n, 300, 4, 2))
+    else:
+        raise ValueError(f"unknown grid workload {name!r}; known: {WORKLOADS}")
+    image = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    grid = np.ascontiguousarray(grid, np.float32)
+    grads = rng.standard_normal((n, c) + grid.shape[1:3]).astype(np.float32)
+    return image, grid, grads
+
+
+def _median_time(fn, rounds, inner):
+    samples = []
+    for _ in range(rounds):
+        fn()
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def _inner(fn):
+    """Calls per sample: about 20 ms of them, at least one."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    took = time.perf_counter() - start
+    return max(1, int(0.02 / max(took, 1e-7)))
+
+
+def cropgrad_columns(name, threads):
+    import cropgrad
+
+    image, grid, grads = make_problem(name)
+    image_nhwc = np.ascontiguousarray(image.transpose(0, 2, 3, 1))
+    grads_nhwc = np.ascontiguousarray(grads.transpose(0, 2, 3, 1))
+    out = np.empty(grads.shape, np.float32)
+    out_nhwc = np.empty(grads_nhwc.shape, np.float32)
+    size = image.shape
+
+    def forward(nt, fmt="NCHW"):
+        if fmt == "NCHW":
+            return lambda: cropgrad.grid_sample(image, grid, out=out, num_threads=nt)
+        return lambda: cropgrad.grid_sample(
+            image_nhwc, grid, data_format="NHWC", out=out_nhwc, num_threads=nt
+        )
+
+    def both(nt, fmt="NCHW"):
+        im, g = (image, grads) if fmt == "NCHW" else (image_nhwc, grads_nhwc)
+        s = size if fmt == "NCHW" else image_nhwc.shape
+        o = out if fmt == "NCHW" else out_nhwc
+
+        def call():
+            cropgrad.grid_sample(im, grid, data_format=fmt, out=o, num_threads=nt)
+            cropgrad.grid_sample_grad_image(g, grid, s, data_format=fmt, num_threads=nt)
+            cropgrad.grid_sample_grad_grid(g, im, grid, data_format=fmt, num_threads=nt)
+
+        return call
+
+    return {
+        "cropgrad forward 1 thr": forward(1),
+        "cropgrad forward": forward(threads),
+        "cropgrad forward NHWC": forward(threads, "NHWC"),
+        "cropgrad fwd+bwd 1 thr": both(1),
+        "cropgrad fwd+bwd": both(threads),
+        "cropgrad fwd+bwd NHWC": both(threads, "NHWC"),
+    }
+
+
+def torch_columns(name, threads):
+    import torch
+    import torch.nn.functional as F
+
+    image, grid, grads = make_problem(name)
+    x = torch.from_numpy(image).requires_grad_(True)
+    g = torch.from_numpy(grid).requires_grad_(True)
+    c = torch.from_numpy(grads)
+
+    def with_threads(nt, fn):
+        def call():
+            torch.set_num_threads(nt)
+            fn()
+
+        return call
+
+    def forward():
+        with torch.no_grad():
+            F.grid_sample(x, g, align_corners=False)
+
+    def both():
+        y = F.grid_sample(x, g, align_corners=False)
+        torch.autograd.grad(y, (x, g), c)
+
+    return {
+        "torch forward 1 thr": with_threads(1, forward),
+        "torch forward": with_threads(threads, forward),
+        "torch fwd+bwd 1 thr": with_threads(1, both),
+        "torch fwd+bwd": with_threads(threads, both),
+    }
+
+
+def onnxruntime_columns(name, threads):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    image, grid, _ = make_problem(name)
+    node = helper.make_node(
+        "GridSample",
+        ["X", "G"],
+        ["Y"],
+        mode="linear",
+        padding_mode="zeros",
+        align_corners=0,
+    )
+    graph = helper.make_graph(
+        [node],
+        "grid",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, image.shape),
+            helper.make_tensor_value_info("G", TensorProto.FLOAT, grid.shape),
+        ],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return {"onnxruntime forward": lambda: session.run(None, {"X": image, "G": grid})}
+
+
+def measure(columns, rounds):
+    """Median seconds of each column, the columns interleaved round by round."""
+    inner = {k: _inner(fn) for k, fn in columns.items()}
+    samples = {k: [] for k in columns}
+    for _ in range(rounds):
+        for k, fn in columns.items():
+            samples[k] += _median_time(fn, 1, inner[k])
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def worker(backend, name, threads, rounds):
+    """Run in a process of its own: the backend's columns, as JSON."""
+    try:
+        make = torch_columns if backend == "torch" else onnxruntime_columns
+        columns = make(name, threads)
+    except ImportError as exc:
+        return {"error": f"{backend} is not installed ({exc})"}
+    return {"median_s": measure(columns, rounds)}
+
+
+def _run_worker(backend, name, threads, rounds):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        f"import sys, json; sys.path.insert(0, {here!r}); "
+        "from cropgrad_bench import grid; "
+        f"print(json.dumps(grid.worker({backend!r}, {name!r}, {threads}, {rounds})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(names=WORKLOADS, rounds=7, progress=print):
+    import cropgrad
+
+    threads = cropgrad.show_config("dicts")["default_threads"]
+    rows = []
+    for name in names:
+        progress(f"{name}: cropgrad")
+        medians = measure(cropgrad_columns(name, threads), rounds)
+        errors = {}
+        for backend in ("torch", "onnxruntime"):
+            progress(f"{name}: {backend} (worker)")
+            reply = _run_worker(backend, name, threads, rounds)
+            if "error" in reply:
+                errors[backend] = reply["error"]
+            else:
+                medians.update(reply["median_s"])
+        rows.append({"workload": name, "median_s": medians, "errors": errors})
+    return {"default_threads": threads, "rounds": rounds, "rows": rows}
+
+
+RATIOS = (
+    ("torch fwd+bwd / cropgrad", "torch fwd+bwd", "cropgrad fwd+bwd"),
+    (
+        "torch fwd+bwd 1 thr / cropgrad 1 thr",
+        "torch fwd+bwd 1 thr",
+        "cropgrad fwd+bwd 1 thr",
+    ),
+    ("torch forward / cropgrad", "torch forward", "cropgrad forward"),
+    ("onnxruntime forward / cropgrad", "onnxruntime forward", "cropgrad forward"),
+    ("cropgrad fwd+bwd NCHW / NHWC", "cropgrad fwd+bwd", "cropgrad fwd+bwd NHWC"),
+)
+
+
+def format_table(report):
+    lines = []
+    for row in report["rows"]:
+        m = row["median_s"]
+        lines.append(f"{row['workload']} (default threads {report['default_threads']})")
+        for key, value in m.items():
+            lines.append(f"  {key:32} {value * 1e3:10.2f} ms")
+        for label, num, den in RATIOS:
+            if num in m and den in m:
+                lines.append(f"  {label:40} {m[num] / m[den]:6.2f}")
+        for backend, error in row["errors"].items():
+            lines.append(f"  {backend}: n/a ({error})")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    from .machine import machine_info
+
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/grid.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    names = [n for n in args.workloads.split(",") if n]
+    for n in names:
+        if n not in WORKLOADS:
+            parser.error(f"unknown workload {n!r}; known: {', '.join(WORKLOADS)}")
+    machine = machine_info()
+    print(
+        f"machine: {machine.get('cpu_model')} (family {machine.get('cpu_family')}, "
+        f"model {machine.get('cpu_model_number')})",
+        file=sys.stderr,
+    )
+    report = run(names, args.rounds, lambda m: print(m, file=sys.stderr))
+    report["machine"] = machine
+    print(format_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
