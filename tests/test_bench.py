@@ -863,3 +863,50 @@ def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
     for who in ("cropgrad", "reference"):
         for situation in idle.SITUATIONS:
             assert all(v > 0 for v in row["median_s"][who][situation].values())
+
+
+@pytest.mark.parametrize("name", ["warp-flow", "stn", "deform-attn"])
+def test_grid_workloads_are_the_issue_sizes(name):
+    from cropgrad_bench import grid
+
+    image, coords, grads = grid.make_problem(name)
+    expected = {
+        "warp-flow": ((1, 3, 1024, 1024), (1, 1024, 1024, 2)),
+        "stn": ((64, 3, 64, 64), (64, 64, 64, 2)),
+        "deform-attn": ((64, 32, 64, 64), (64, 300, 4, 2)),
+    }[name]
+    assert (image.shape, coords.shape) == expected
+    assert grads.shape == image.shape[:2] + coords.shape[1:3]
+    assert np.isfinite(coords).all() and np.abs(coords).max() <= 2
+
+
+def test_grid_command_line_reports_every_column(tmp_path):
+    from cropgrad_bench import grid
+
+    out = tmp_path / "grid.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            os.path.join(BENCHMARKS, "grid.py"),
+            "--workloads",
+            "stn",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    row = json.loads(out.read_text())["rows"][0]
+    columns = grid.cropgrad_columns("stn", 2)
+    assert set(columns) <= set(row["median_s"])
+    assert "cropgrad fwd+bwd NCHW / NHWC" in done.stdout
+    # PyTorch and ONNX Runtime give their columns or say why not.
+    for backend, column in (
+        ("torch", "torch fwd+bwd"),
+        ("onnxruntime", "onnxruntime forward"),
+    ):
+        assert (column in row["median_s"]) != (backend in row["errors"])
