@@ -179,7 +179,7 @@ selection=(
     tests/test_capi.py tests/test_concurrency.py
     tests/test_fork.py tests/test_fuzz.py tests/test_sampling.py tests/test_raw_ops.py
     tests/test_config.py tests/test_jvp_boxes.py tests/test_bfloat16.py
-    tests/test_capi_consumers.py
+    tests/test_capi_consumers.py tests/test_grid_sample.py
 )
 # The fuzzer's bounded run: 30 s (its executions floor scales with the
 # measured speed of the emulated machine).

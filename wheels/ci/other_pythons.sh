@@ -27,7 +27,8 @@ pythons=(
 default_tests="tests/test_grad_image.py tests/test_forward_and_boxes.py tests/test_nchw.py
 tests/test_validation.py tests/test_build.py tests/test_config.py tests/test_stubs.py
 tests/test_capi.py tests/test_concurrency.py tests/test_fork.py tests/test_sampling.py
-tests/test_jvp_boxes.py tests/test_bfloat16.py tests/test_capi_consumers.py"
+tests/test_jvp_boxes.py tests/test_bfloat16.py tests/test_capi_consumers.py
+tests/test_grid_sample.py"
 read -r -a tests <<<"$(echo ${OTHER_PYTHONS_TESTS:-$default_tests})"
 
 while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(CIBW_|CROPGRAD_)' || true)
