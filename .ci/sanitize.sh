@@ -89,7 +89,7 @@ tests=(
     tests/test_nchw.py tests/test_bfloat16.py tests/test_sampling.py
     tests/test_validation.py tests/test_raw_ops.py tests/test_warnings.py
     tests/test_tuning.py tests/test_properties.py tests/test_concurrency.py
-    tests/test_roi_align.py tests/test_roi_align_boxes.py
+    tests/test_roi_align.py tests/test_roi_align_boxes.py tests/test_grid_sample.py
     "tests/test_huge.py::test_sizes_that_cannot_be_allocated_fail_before_any_work"
 )
 set +e
