@@ -49,9 +49,10 @@ def claims():
 
 @pytest.mark.parametrize("num_threads", range(1, 8))
 @pytest.mark.parametrize("num_tasks", [1, 2, 3, 7, 64, 1001])
-def test_every_task_runs_exactly_once(num_threads, num_tasks):
+@pytest.mark.parametrize("equal_cost", [False, True], ids=["one-by-one", "runs"])
+def test_every_task_runs_exactly_once(num_threads, num_tasks, equal_cost):
     with recording():
-        team = parallel.run_empty_tasks(num_tasks, num_threads)
+        team = parallel.run_empty_tasks(num_tasks, num_threads, equal_cost)
         counts, threads = claims()
     expected_team = min(num_threads, num_tasks) if OPENMP else 1
     assert team == expected_team
@@ -62,16 +63,20 @@ def test_every_task_runs_exactly_once(num_threads, num_tasks):
 @pytest.mark.skipif(not OPENMP, reason="a serial build starts no workers")
 @pytest.mark.parametrize("num_threads", [2, 3])
 @pytest.mark.parametrize("late_thread", [0, 1])
-def test_the_others_take_the_tasks_of_a_late_worker(num_threads, late_thread):
-    num_tasks = 64
+@pytest.mark.parametrize("equal_cost", [False, True], ids=["one-by-one", "runs"])
+def test_the_others_take_the_tasks_of_a_late_worker(
+    num_threads, late_thread, equal_cost
+):
+    num_tasks = 640
     with recording(late_thread, 200):
-        team = parallel.run_empty_tasks(num_tasks, num_threads)
+        team = parallel.run_empty_tasks(num_tasks, num_threads, equal_cost)
         counts, threads = claims()
     assert team == num_threads
     assert counts.tolist() == [1] * num_tasks
     # The tasks take microseconds: by the time the late thread wakes, 200
-    # ms on, the others have claimed (nearly) all of them.  A fixed share
-    # would have left it half of them, or a third.
+    # ms on, the others have claimed (nearly) all of them, in runs of at
+    # most a sixteenth of a share.  A fixed share would have left it half
+    # of them, or a third.
     late = int((threads == late_thread).sum())
     assert late <= num_tasks // 8, threads.tolist()
 

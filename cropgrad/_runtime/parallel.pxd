@@ -18,12 +18,12 @@ ctypedef void (*task_fn)(void* ctx, Py_ssize_t task, int thread) noexcept nogil
 cdef enum:
     SERIAL_WORK = 1 << 17
 
-# The caller's word on its tasks' costs.  Either way the threads of a team
-# claim the tasks one at a time from a shared counter, so that a worker
-# that wakes late takes fewer tasks instead of holding the call.
+# How the threads of a team claim tasks from their shared counter: either
+# way a worker that wakes late takes fewer tasks instead of holding the call
+# with a fixed share.
 cdef enum:
-    SCHEDULE_STATIC = 0    # tasks of equal cost
-    SCHEDULE_DYNAMIC = 1   # tasks of uneven cost
+    SCHEDULE_STATIC = 0    # tasks of equal cost: runs of consecutive tasks
+    SCHEDULE_DYNAMIC = 1   # tasks of uneven cost: one at a time
 
 cdef Py_ssize_t serial_work() noexcept nogil
 cdef int resolve_threads(int num_threads) noexcept nogil
