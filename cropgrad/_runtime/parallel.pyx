@@ -98,6 +98,12 @@ cdef extern from *:
         (*n)++;
     }
     #if defined(_WIN32)
+    #ifndef NOMINMAX
+    #define NOMINMAX
+    #endif
+    #ifndef WIN32_LEAN_AND_MEAN
+    #define WIN32_LEAN_AND_MEAN
+    #endif
     #include <windows.h>
     static void cg_sleep_ms(int ms) { Sleep((DWORD)ms); }
     #else
