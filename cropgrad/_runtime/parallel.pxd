@@ -18,10 +18,12 @@ ctypedef void (*task_fn)(void* ctx, Py_ssize_t task, int thread) noexcept nogil
 cdef enum:
     SERIAL_WORK = 1 << 17
 
-# Scheduling of the tasks on a team.
+# How the threads of a team claim tasks from their shared counter: either
+# way a worker that wakes late takes fewer tasks instead of holding the call
+# with a fixed share.
 cdef enum:
-    SCHEDULE_STATIC = 0    # tasks of equal cost
-    SCHEDULE_DYNAMIC = 1   # tasks of uneven cost, handed out one by one
+    SCHEDULE_STATIC = 0    # tasks of equal cost: runs of consecutive tasks
+    SCHEDULE_DYNAMIC = 1   # tasks of uneven cost: one at a time
 
 cdef Py_ssize_t serial_work() noexcept nogil
 cdef int resolve_threads(int num_threads) noexcept nogil
