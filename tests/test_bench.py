@@ -910,3 +910,14 @@ def test_grid_command_line_reports_every_column(tmp_path):
         ("onnxruntime", "onnxruntime forward"),
     ):
         assert (column in row["median_s"]) != (backend in row["errors"])
+
+
+def test_idle_default_workloads_each_run_once_into_their_output():
+    from cropgrad_bench import columns, idle
+
+    for name in idle.DEFAULT_WORKLOADS:
+        workload = workloads.WORKLOADS[name]
+        shape, dtype = workload.output()
+        out = np.zeros(shape, dtype)
+        columns.cropgrad_call(workload, workload.problem(), out)(1)
+        assert np.any(out != 0), name

@@ -8,7 +8,7 @@ by counts and bits (never by a clock):
 - every task runs exactly once, whatever the task and thread counts;
 - a worker made late (it sleeps before it claims anything) leaves the
   tasks to the others: they take what came free, and the call ends;
-- every op of both families gives the bits of one thread with a late
+- every op of every family gives the bits of one thread with a late
   worker, the calling thread or another one.
 """
 
@@ -163,9 +163,40 @@ def _roi_ops(rng, nchw):
     return ops
 
 
+def _grid_ops(rng, nchw):
+    batch, depth, height, width = 2, 3, 9, 11
+    image = rng.standard_normal((batch, depth, height, width)).astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (batch, 7, 5, 2)).astype(np.float32)
+    tangent = rng.standard_normal(grid.shape).astype(np.float32)
+    grads = rng.standard_normal((batch, depth, 7, 5)).astype(np.float32)
+    size = list(image.shape)
+    if not nchw:
+        image = np.ascontiguousarray(image.transpose(0, 2, 3, 1))
+        grads = np.ascontiguousarray(grads.transpose(0, 2, 3, 1))
+        size = list(image.shape)
+    ops = {}
+    for mode in ("bilinear", "nearest", "bicubic"):
+        o = dict(
+            mode=mode, padding_mode="reflection", data_format="NCHW" if nchw else "NHWC"
+        )
+        ops[f"grid_sample-{mode}"] = lambda t, o=o: cropgrad.grid_sample(
+            image, grid, **o, num_threads=t
+        )
+        ops[f"grid_sample_grad_image-{mode}"] = lambda t, o=o: (
+            cropgrad.grid_sample_grad_image(grads, grid, size, **o, num_threads=t)
+        )
+        ops[f"grid_sample_grad_grid-{mode}"] = lambda t, o=o: (
+            cropgrad.grid_sample_grad_grid(grads, image, grid, **o, num_threads=t)
+        )
+        ops[f"grid_sample_jvp_grid-{mode}"] = lambda t, o=o: (
+            cropgrad.grid_sample_jvp_grid(image, grid, tangent, **o, num_threads=t)
+        )
+    return ops
+
+
 def _all_ops(nchw):
     rng = np.random.default_rng(11 + nchw)
-    return {**_crop_ops(rng, nchw), **_roi_ops(rng, nchw)}
+    return {**_crop_ops(rng, nchw), **_roi_ops(rng, nchw), **_grid_ops(rng, nchw)}
 
 
 @pytest.mark.skipif(not OPENMP, reason="a serial build starts no workers")

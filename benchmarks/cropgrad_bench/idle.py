@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .columns import cropgrad_call
-from .workloads import WORKLOADS, output_shape
+from .workloads import WORKLOADS
 
 SITUATIONS = ("warm", "after_sleep", "after_work")
 THREADS = (1, 2)
@@ -161,7 +161,7 @@ def run(names=DEFAULT_WORKLOADS, rounds=15, progress=print):
     for name in names:
         workload = WORKLOADS[name]
         problem = workload.problem()
-        shape, dtype = output_shape(workload)
+        shape, dtype = workload.output()
         call = cropgrad_call(workload, problem, np.zeros(shape, dtype))
         call(1)
         one = statistics.median(_timed(call, 1) for _ in range(5))
