@@ -2170,3 +2170,41 @@ def test_roi_align_checks_samples_after_finiteness(op, channels):
     args["boxes"][1, 1] = 0
     with pytest.raises(ValueError, match=r"boxes\[0\] = .*samples in each bin"):
         function(**args)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), 0, 1])
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_sample_align_corners_allowed(op, value):
+    func, make = OPS[op]
+    got = func(**make(), align_corners=value)
+    assert got.tobytes() == func(**make(), align_corners=bool(value)).tobytes()
+
+
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_forms_allowed(op):
+    # Any real array_like: converted to the arithmetic type first.
+    func, make = OPS[op]
+    grid = np.array([[[-1, 0], [1, 1]], [[0, -1], [1, 0]], [[-1, 1], [0, 0]]])
+    grid = np.stack([grid, grid[::-1]])  # [BATCH, CROP_H, CROP_W, 2] of ints
+    base = func(**dict(make(), grid=grid.astype(np.float32)))
+    for form in (
+        grid,
+        grid.tolist(),
+        grid.astype(np.int8),
+        grid.astype(np.float16),
+        grid.astype(">f8"),
+        np.asfortranarray(grid.astype(np.float64)),
+    ):
+        assert func(**dict(make(), grid=form)).tobytes() == base.tobytes()
+
+
+def test_non_finite_grid_tangent_propagates_without_error():
+    # Not an input error: IEEE arithmetic (docs: NaN and infinities in the
+    # tangent are allowed and propagate).
+    args = grid_jvp_grid_args()
+    args["grid_tangent"][0, 0, 0] = (np.nan, np.inf)
+    args["grid_tangent"][1, 2, 1] = (-np.inf, 0.0)
+    out = cropgrad.grid_sample_jvp_grid(**args)
+    assert np.isnan(out[0, :, 0, 0]).all()
+    assert not np.isfinite(out[1, :, 2, 1]).all()
+    assert np.isfinite(out[:, :, 1]).all()
