@@ -3,7 +3,10 @@ gradient rounded once to bfloat16, raw_ops refusing it as TensorFlow does,
 and the package without ml_dtypes.  RoIAlign's ops too: bfloat16 images
 (and the image gradient's grads) read exactly as float32, and its
 bfloat16 results (``dtype=``: the forward op, the image gradient, the boxes
-JVP) the float32 result rounded once."""
+JVP) the float32 result rounded once; grid_sample's likewise (images and
+the image gradient's grads read exactly, the forward op's, image
+gradient's and grid JVP's bfloat16 results the float32 ones rounded
+once)."""
 
 import os
 import subprocess
@@ -490,6 +493,137 @@ def test_roi_align_bfloat16_results_need_float32_arithmetic():
         cropgrad.roi_align_grad_image(
             np.ones((1, 2, 2, 2)), boxes, [0], image.shape, dtype="bfloat16"
         )
+
+
+# --------------------------------------------------------------------------
+# grid_sample: bfloat16 read exactly, bfloat16 results rounded once
+
+GRID_OPTIONS = [
+    dict(mode="bilinear", padding_mode="zeros", align_corners=False),
+    dict(mode="bicubic", padding_mode="border", align_corners=True),
+    dict(mode="nearest", padding_mode="reflection", align_corners=False),
+]
+
+
+def _grid_at(rows, cols, height, width, align_corners):
+    """Normalised (x, y) of pixel coordinates (fractions allowed)."""
+    if align_corners:
+        x, y = 2 * cols / (width - 1) - 1, 2 * rows / (height - 1) - 1
+    else:
+        x, y = (2 * cols + 1) / width - 1, (2 * rows + 1) / height - 1
+    return np.stack([x, y], -1)
+
+
+def _grid_op(op, layout, image, grid, grads, tangent, **kw):
+    """grid_sample's `op` on NCHW arrays, run in `layout` (its result as it
+    comes)."""
+    to = _nhwc if layout == "NHWC" else np.asarray
+    kw = dict(kw, data_format=layout)
+    if op == "grid_sample":
+        return cropgrad.grid_sample(to(image), grid, **kw)
+    if op == "grid_sample_grad_image":
+        size = to(np.empty(image.shape, np.uint8)).shape
+        return cropgrad.grid_sample_grad_image(to(grads), grid, size, **kw)
+    if op == "grid_sample_grad_grid":
+        return cropgrad.grid_sample_grad_grid(to(grads), to(image), grid, **kw)
+    return cropgrad.grid_sample_jvp_grid(to(image), grid, tangent, **kw)
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("flush", [False, True])
+def test_grid_sample_images_read_exactly_as_float32(flush, data_format):
+    rng = np.random.default_rng(11)
+    image = _bf16_image(rng, (2, 5, 9, 7))
+    wide = image.astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (2, 3, 4, 2)).astype(np.float32)
+    grads = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    tangent = rng.standard_normal(grid.shape).astype(np.float32)
+    for options in GRID_OPTIONS:
+        kw = dict(options, flush_denormals=flush)
+        for op in ("grid_sample", "grid_sample_grad_grid", "grid_sample_jvp_grid"):
+            out_dtype = {} if op == "grid_sample_grad_grid" else {"dtype": np.float32}
+            args = (op, data_format)
+            assert_same_bits(
+                _grid_op(*args, image, grid, grads, tangent, **kw, **out_dtype),
+                _grid_op(*args, wide, grid, grads, tangent, **kw),
+                (op, options),
+            )
+        # The image gradient takes bfloat16 grads, read exactly too (its
+        # result in their dtype by default).
+        grads_bf16 = _bf16_image(rng, grads.shape)
+        args = ("grid_sample_grad_image", data_format, image, grid)
+        out = _grid_op(*args, grads_bf16, None, **kw)
+        assert out.dtype == BF16
+        expected = _grid_op(
+            *args, grads_bf16.astype(np.float32), None, dtype=BF16, **kw
+        )
+        assert np.array_equal(out.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize(
+    "op", ["grid_sample", "grid_sample_grad_image", "grid_sample_jvp_grid"]
+)
+def test_grid_sample_bfloat16_results_are_float32_rounded_once(
+    op, data_format, threads
+):
+    # Values beyond float32 and bfloat16 (sums that overflow), infinities,
+    # NaN and subnormals in the pixels, gradients and tangents: the
+    # bfloat16 result is the float32 one rounded once, as the test's own
+    # rounding rounds it.
+    rng = np.random.default_rng([12, threads, len(op)])
+    options = GRID_OPTIONS[threads == 3]
+    aligned = options["align_corners"]
+    image = rng.standard_normal((3, 4, 11, 9)).astype(np.float32)
+    image = np.clip(image, -3, 3) * np.float32(1e38)
+    image[0, :, :5] = rng.standard_normal((4, 5, 9)) * np.float32(1e-39)
+    image[1, :, 4, 4] = np.nan
+    image[2, :, 5:7, 2:4] = np.inf
+    grid = rng.uniform(-1.1, 1.1, (3, 4, 5, 2))
+    # Points on the subnormal rows of image 0, around the NaN of image 1
+    # and the infinities of image 2.
+    grid[0, :2] = _grid_at(
+        rng.uniform(1.2, 2.8, (2, 5)), rng.uniform(0, 8, (2, 5)), 11, 9, aligned
+    )
+    grid[1, 0] = _grid_at(
+        rng.uniform(3.2, 4.8, 5), rng.uniform(3.2, 4.8, 5), 11, 9, aligned
+    )
+    grid[2, 0] = _grid_at(rng.uniform(5, 6, 5), rng.uniform(2, 3, 5), 11, 9, aligned)
+    grid = grid.astype(np.float32)
+    grads = np.clip(rng.standard_normal((3, 4, 4, 5)), -3, 3) * np.float32(1e38)
+    grads = grads.astype(np.float32)
+    grads[0] = rng.standard_normal((4, 4, 5)) * np.float32(1e-39)
+    grads[1, 1, 1, 1] = np.inf
+    grads[1, 2, 0, 0] = np.nan
+    tangent = (rng.standard_normal(grid.shape) * 1e30).astype(np.float32)
+    tangent[0] = rng.standard_normal(grid.shape[1:]) * np.float32(1e-3)
+    tangent[1, 3, 2, 0] = np.nan
+    args = (op, data_format, image, grid, grads, tangent)
+    kw = dict(options, num_threads=threads)
+    out32 = _grid_op(*args, dtype=np.float32, **kw)
+    # Three images, rows of points and channels on each: tasks for a team
+    # of 3 from every op.
+    out = on_team(threads, 3, lambda: _grid_op(*args, dtype="bfloat16", **kw))
+    assert out.dtype == BF16 and out.shape == out32.shape
+    assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
+    finite = out32[np.isfinite(out32)]
+    assert np.isinf(out32).any() and np.isnan(out32).any()
+    assert (np.abs(finite[finite != 0]) < 2.0**-126).any()  # subnormals
+
+
+def test_grid_sample_bfloat16_results_need_float32_arithmetic():
+    # float64 data is computed in float64, rounded only to float32 or
+    # float64 (docs/semantics.md).
+    image, grid = np.ones((1, 2, 4, 4)), np.zeros((1, 2, 2, 2))
+    with pytest.raises(TypeError, match="rounded twice"):
+        cropgrad.grid_sample(image, grid, dtype=BF16)
+    with pytest.raises(TypeError, match="rounded twice"):
+        cropgrad.grid_sample_grad_image(
+            np.ones((1, 2, 2, 2)), grid, image.shape, dtype="bfloat16"
+        )
+    with pytest.raises(TypeError, match="rounded twice"):
+        cropgrad.grid_sample_jvp_grid(image, grid, grid, dtype=BF16)
 
 
 # --------------------------------------------------------------------------

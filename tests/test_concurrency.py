@@ -1,7 +1,7 @@
 """Python threads: calls at once get exact results, and the GIL is released.
 
-- Eight threads call the ops of both families (crop_and_resize's and
-  RoIAlign's) at the same moment with mixed shapes, dtypes, methods,
+- Eight threads call the ops of every family (crop_and_resize's,
+  RoIAlign's and grid_sample's) at the same moment with mixed shapes, dtypes, methods,
   layouts, sampling options, thread counts and ``out=`` arrays, many times:
   each result must be the bits of the same call made alone.
 - While a call runs, another Python thread keeps running: it sees the
@@ -26,6 +26,10 @@ R = cropgrad.roi_align
 RG = cropgrad.roi_align_grad_image
 RB = cropgrad.roi_align_grad_boxes
 RJ = cropgrad.roi_align_jvp_boxes
+GS = cropgrad.grid_sample
+GSI = cropgrad.grid_sample_grad_image
+GSG = cropgrad.grid_sample_grad_grid
+GSJ = cropgrad.grid_sample_jvp_grid
 
 
 def _problem(rng, batch, size, depth, num_boxes, crop):
@@ -91,6 +95,69 @@ def _roi_jobs(k, grads, boxes, box_ind, image_size, image):
     ]
 
 
+def _grid_jobs(k, image_size, image, crop):
+    """grid_sample's four ops on the same image, NHWC: a grid of the crop's
+    size (points inside and around the image), cycling through the modes
+    and padding modes, alternating align_corners and thread counts."""
+    batch, _, _, depth = image_size
+    rng = np.random.default_rng(100 + k)
+    grid = rng.uniform(-1.2, 1.2, (batch, *crop, 2)).astype(np.float32)
+    grads = rng.standard_normal((batch, *crop, depth)).astype(np.float32)
+    tangent = rng.standard_normal(grid.shape).astype(np.float32)
+    options = dict(
+        mode=("bilinear", "nearest", "bicubic")[k % 3],
+        padding_mode=("zeros", "border", "reflection")[(k + 1) % 3],
+        align_corners=k % 2 == 0,
+        data_format="NHWC",
+    )
+    threads = 1 + k % 4
+    sampled = (batch, *crop, depth)
+    return [
+        (
+            f"grid_sample-{k}-{threads}",
+            sampled,
+            np.float32,
+            lambda out: GS(image, grid, **options, num_threads=threads, out=out),
+        ),
+        (
+            f"grid_sample_grad_image-{k}-{threads}",
+            image_size,
+            np.float64,
+            lambda out: GSI(
+                grads,
+                grid,
+                image_size,
+                **options,
+                dtype=np.float64,
+                num_threads=threads,
+                out=out,
+            ),
+        ),
+        (
+            f"grid_sample_grad_grid-{k}",
+            grid.shape,
+            np.float32,
+            lambda out: GSG(
+                grads, image, grid, **options, num_threads=2 + k % 2, out=out
+            ),
+        ),
+        (
+            f"grid_sample_jvp_grid-{k}",
+            sampled,
+            np.float16,
+            lambda out: GSJ(
+                image,
+                grid,
+                tangent,
+                **options,
+                dtype=np.float16,
+                num_threads=1 + k % 3,
+                out=out,
+            ),
+        ),
+    ]
+
+
 def _jobs():
     """(name, function of out) pairs; out is None or a private output array."""
     rng = np.random.default_rng(5)
@@ -138,6 +205,7 @@ def _jobs():
             )
         )
         jobs += _roi_jobs(k, grads, boxes, box_ind, image_size, image)
+        jobs += _grid_jobs(k, image_size, image, crop)
     return jobs
 
 
@@ -265,10 +333,28 @@ def _roi_align_grad_image_probe():
     return call, reset, lambda: bytes(out.data), final
 
 
+def _grid_sample_grad_image_probe():
+    """The same with grid_sample's image gradient (a few ms per call)."""
+    rng = np.random.default_rng(9)
+    grads = rng.standard_normal((1, 16, 160, 160), dtype=np.float32)
+    grid = rng.uniform(-1, 1, (1, 160, 160, 2)).astype(np.float32)
+    size = [1, 16, 64, 64]
+    final = bytes(GSI(grads, grid, size, num_threads=1).data)
+    out = np.empty(size, np.float32)
+
+    def call():
+        GSI(grads, grid, size, num_threads=1, out=out)
+
+    def reset():
+        out.fill(-12345.0)
+
+    return call, reset, lambda: bytes(out.data), final
+
+
 @pytest.mark.parametrize(
     "probe",
-    [_grad_image_probe, _roi_align_grad_image_probe],
-    ids=["grad_image", "roi_align_grad_image"],
+    [_grad_image_probe, _roi_align_grad_image_probe, _grid_sample_grad_image_probe],
+    ids=["grad_image", "roi_align_grad_image", "grid_sample_grad_image"],
 )
 def test_other_python_threads_run_during_a_call(probe):
     call, reset, snapshot, final = probe()

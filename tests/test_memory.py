@@ -1,8 +1,8 @@
 """No leaks: resident memory stops growing over tens of thousands of calls.
 
 A child process (so that nothing else the test session allocates gets in
-the way) runs every operation of both families (crop_and_resize's and
-RoIAlign's) and every kind of error path in a loop and
+the way) runs every operation of every family (crop_and_resize's,
+RoIAlign's and grid_sample's) and every kind of error path in a loop and
 reports its resident set size at checkpoints.  After a warm-up (NumPy's
 caches, the OpenMP thread pool, first-touch of the allocator's arenas), the
 RSS must stay flat: a leak of one small array per iteration would add
@@ -16,6 +16,8 @@ import sys
 import textwrap
 
 import pytest
+
+from cropgrad._ops import OPS
 
 ITERATIONS = 5000
 WARMUP = 1000
@@ -76,6 +78,16 @@ CHILD = textwrap.dedent(r"""
     pixels = boxes[:, [1, 0, 3, 2]] * np.float32([7, 9, 7, 9])
     size_nchw = [2, 3, 9, 7]
     pooled_out = np.empty((6, 3, 5, 4), np.float16)
+    GS = cropgrad.grid_sample
+    GSI = cropgrad.grid_sample_grad_image
+    GSG = cropgrad.grid_sample_grad_grid
+    GSJ = cropgrad.grid_sample_jvp_grid
+    # grid_sample: NCHW, a grid [N, H_out, W_out, 2] in [-1, 1]
+    grid = rng.uniform(-1.2, 1.2, (2, 5, 4, 2)).astype(np.float32)
+    grid_grads = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    bad_grid = grid.copy()
+    bad_grid[1, 2, 3, 0] = np.inf
+    sampled_out = np.empty((2, 5, 4, 3), np.float16)
     ok_calls = [
         lambda: G(grads, boxes, box_ind, size),
         lambda: G(grads, boxes, box_ind, size, np.float16, "nearest", num_threads=2),
@@ -104,6 +116,14 @@ CHILD = textwrap.dedent(r"""
                    spatial_scale=0.5, flush_denormals=True),
         lambda: RJ(image_nchw, pixels, box_ind, boxes, (5, 4), dtype=np.float16,
                    out=pooled_out),
+        lambda: GS(image_nchw, grid, mode="bicubic", padding_mode="reflection",
+                   num_threads=2),
+        lambda: GSI(grid_grads, grid, size_nchw, mode="nearest",
+                    align_corners=True, dtype=np.float16, num_threads=2),
+        lambda: GSG(grid_grads.astype(np.float64), image_nchw.astype(np.float64),
+                    grid, padding_mode="border", num_threads=2),
+        lambda: GSJ(image, grid, grid, data_format="NHWC", dtype=np.float16,
+                    out=sampled_out, flush_denormals=True),
         lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
                                                box_ind=box_ind, image_size=size,
                                                T="float32"),
@@ -143,6 +163,13 @@ CHILD = textwrap.dedent(r"""
         lambda: RG(grads_nchw, pixels, box_ind, size_nchw, sampling_ratio=4097),
         lambda: RB(grads_nchw, image_nchw, pixels, box_ind, out=readonly),
         lambda: RJ(image_nchw, pixels, box_ind, None, 2),
+        lambda: GS(image_nchw, bad_grid),  # non-finite grid
+        lambda: GS(image_nchw[None], grid),  # volumetric
+        lambda: GS(image_nchw, grid, mode="area"),
+        lambda: GSI(grid_grads, grid, [2, 3, 2**40, 2**20]),  # MemoryError
+        lambda: GSI(grid_grads, grid[:1], size_nchw),  # batch mismatch
+        lambda: GSG(grid_grads, image_nchw, grid, out=readonly),
+        lambda: GSJ(image_nchw, grid, grid[..., :1]),
         lambda: raw_ops.CropAndResizeGradImage(grads=grads, boxes=boxes,
                                                box_ind=box_ind, image_size=size,
                                                T=None),
@@ -210,8 +237,14 @@ def test_resident_memory_stops_growing(tmp_path):
     # in the second half), one leaked output array per iteration hundreds.
     assert growth < 2 * 2**20, mib
     assert late_growth < 1 * 2**20, mib
-    # Every iteration started teams: seven calls ask for two threads, and the
+    # Every iteration started teams: ten calls ask for two threads, and the
     # calls with the default thread count do too unless the build is serial
     # (its default is one thread).
-    per_iteration = 7 if report["default_threads"] == 1 else 8
+    per_iteration = 10 if report["default_threads"] == 1 else 11
     assert report["teams"] >= per_iteration * (ITERATIONS + WARMUP), report
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_of_the_op_model_is_in_the_loop(op):
+    # A new family is in the loop above as soon as it is in cropgrad._ops.
+    assert f"cropgrad.{op}\n" in CHILD

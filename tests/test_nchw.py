@@ -14,6 +14,10 @@ read where they are, or gathered into tiles of channels side by side) and
 NHWC on request: random problems of every image dtype, output dtypes and
 sampling options, NaN and infinite pixels and gradients, on teams of 1 to 3
 workers, give the NHWC result transposed, bit for bit, NaN bits included.
+
+grid_sample's ops take NCHW by default too (NHWC is transposed to NCHW for
+the same kernels): NaN and infinite data on teams of 1 and 3, the default
+layout and the wording of the messages.
 """
 
 import sys
@@ -49,6 +53,7 @@ from hypothesis.extra import numpy as hnp
 import cropgrad
 from cropgrad._kernels import testing as _testing
 from cropgrad._kernels.crop_and_resize import forward_nchw as _forward_nchw
+from cropgrad._ops import FAMILIES
 
 GRAD_IMAGE = load_cases("grad_image.npz")
 FORWARD = load_cases("forward.npz")
@@ -732,6 +737,99 @@ def test_roi_align_default_layout_is_nchw(op):
 
 
 # --------------------------------------------------------------------------
+# grid_sample: NCHW (its default) against NHWC transposed (the layouts'
+# random problems in every mode: test_grid_sample.py; here the non-finite
+# data on teams, the default and the messages)
+
+GRID_OPS = tuple(op.name for op in FAMILIES["grid_sample"].ops.values())
+# Each mode once, each padding mode once, both alignments.
+GRID_OPTIONS = (
+    dict(mode="bilinear", padding_mode="zeros", align_corners=False),
+    dict(mode="nearest", padding_mode="border", align_corners=True),
+    dict(mode="bicubic", padding_mode="reflection", align_corners=False),
+)
+
+
+def grid_run(op, layout, image, grid, grads, tangent, **kw):
+    """grid_sample's `op` on NCHW arrays (`grads` too), run in `layout`; its
+    result as NCHW (the grid gradient: as it is)."""
+    to = nhwc if layout == "NHWC" else np.asarray
+    kw = dict(kw, data_format=layout)
+    if op == "grid_sample":
+        out = cropgrad.grid_sample(to(image), grid, **kw)
+    elif op == "grid_sample_grad_image":
+        out = cropgrad.grid_sample_grad_image(to(grads), grid, to(image).shape, **kw)
+    elif op == "grid_sample_grad_grid":
+        return cropgrad.grid_sample_grad_grid(to(grads), to(image), grid, **kw)
+    else:
+        out = cropgrad.grid_sample_jvp_grid(to(image), grid, tangent, **kw)
+    return nchw(out) if layout == "NHWC" else out
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8])
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_sample_non_finite_values(op, dtype, num_threads):
+    # NaN and infinite pixels (float dtypes), gradients and tangents, points
+    # inside, around and far outside the image: NCHW on every team gives
+    # the bits of NHWC on one thread, NaN bits included.  Three images of
+    # three rows of points and 5 channels: tasks for a team of 3 from
+    # every op.
+    rng = np.random.default_rng([num_threads, np.dtype(dtype).num, len(op)])
+    image = as_image_dtype(rng.standard_normal((3, 5, 7, 6)) * 40, dtype)
+    if np.dtype(dtype).kind == "f":
+        pick = rng.random(image.shape)
+        image[pick < 0.03] = np.inf
+        image[pick > 0.97] = -np.inf
+        image[(pick > 0.5) & (pick < 0.52)] = np.nan
+    arithmetic = np.float64 if dtype == np.float64 else np.float32
+    grid = rng.uniform(-1.3, 1.3, (3, 3, 4, 2)).astype(arithmetic)
+    grid[0, 0, 0] = (40.0, -25.0)  # far outside
+    grid[1, 1, 1] = (1.0, -1.0)  # on the edges
+    grads = rng.standard_normal((3, 5, 3, 4)).astype(arithmetic)
+    grads[::2, 1] = np.inf
+    grads[1, -1, 0] = -np.inf
+    grads[2, 0, 1] = np.nan
+    tangent = rng.standard_normal(grid.shape).astype(arithmetic)
+    tangent[0, 2, 1, 0] = np.inf
+    tangent[2, 1, 3, 1] = np.nan
+    seen = 0
+    for options in GRID_OPTIONS:
+        problem = (image, grid, grads, tangent)
+        expected = grid_run(op, "NHWC", *problem, num_threads=1, **options)
+        seen += np.isnan(expected).sum()
+        out = on_team(
+            num_threads,
+            3,
+            lambda o=options, p=problem: grid_run(
+                op, "NCHW", *p, num_threads=num_threads, **o
+            ),
+        )
+        assert_same_bits(out, expected, options)
+    # NaNs met on the way (the forward op of integer pixels reads nothing
+    # non-finite).
+    assert seen or (op == "grid_sample" and np.dtype(dtype).kind != "f")
+
+
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_sample_default_layout_is_nchw(op):
+    rng = np.random.default_rng(9)
+    image = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (2, 2, 3, 2)).astype(np.float32)
+    grads = rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
+    tangent = rng.standard_normal(grid.shape).astype(np.float32)
+    args = {
+        "grid_sample": (image, grid),
+        "grid_sample_grad_image": (grads, grid, image.shape),
+        "grid_sample_grad_grid": (grads, image, grid),
+        "grid_sample_jvp_grid": (image, grid, tangent),
+    }[op]
+    default = getattr(cropgrad, op)(*args, mode="bicubic")
+    expected = grid_run(op, "NHWC", image, grid, grads, tangent, mode="bicubic")
+    assert_same_bits(default, expected)
+
+
+# --------------------------------------------------------------------------
 # Validation speaks of the NCHW shapes
 
 
@@ -859,6 +957,38 @@ def test_roi_align_messages_speak_of_nchw_shapes(data_format):
             out=np.empty((2, 2, 2, 3), np.float32),
             **kw,
         )
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", None])
+def test_grid_sample_messages_speak_of_nchw_shapes(data_format):
+    # NCHW by default too.
+    kw = {} if data_format is None else {"data_format": data_format}
+    image = np.ones((2, 3, 5, 6), np.float32)
+    grid = np.zeros((2, 4, 7, 2), np.float32)
+    grads = np.ones((2, 3, 4, 7), np.float32)  # NCHW: 3 channels, 4 x 7 points
+    with pytest.raises(ValueError, match=r"image must be 4-D .*\(NCHW\)"):
+        cropgrad.grid_sample(image[0], grid, **kw)
+    with pytest.raises(ValueError, match=r"image must be 4-D \(N, C, H, W\)"):
+        cropgrad.grid_sample(image[:, :, None], grid, **kw)
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 3, 4, 7\)"):
+        cropgrad.grid_sample(image, grid, out=np.empty((2, 4, 7, 3), np.float32), **kw)
+    with pytest.raises(
+        ValueError,
+        match=r"grads must have the shape of the sampled output "
+        r"\(N, C, H_out, W_out\) = \(2, 3, 4, 7\), got \(2, 4, 7, 3\)",
+    ):
+        cropgrad.grid_sample_grad_image(nhwc(grads), grid, image.shape, **kw)
+    with pytest.raises(ValueError, match=r"\(N, C, H_out, W_out\) = \(2, 4, 4, 7\)"):
+        cropgrad.grid_sample_grad_image(grads, grid, (2, 4, 5, 6), **kw)
+    with pytest.raises(ValueError, match=r"\(N, C, H_out, W_out\) = \(2, 2, 4, 7\)"):
+        cropgrad.grid_sample_grad_grid(grads, image[:, :2], grid, **kw)
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 3, 4, 7\)"):
+        cropgrad.grid_sample_jvp_grid(
+            image, grid, grid, out=np.empty((2, 4, 7, 3), np.float32), **kw
+        )
+    # The NHWC words, for contrast.
+    with pytest.raises(ValueError, match=r"\(N, H_out, W_out, C\) = \(2, 4, 7, 3\)"):
+        cropgrad.grid_sample_grad_grid(grads, nhwc(image), grid, data_format="NHWC")
 
 
 def test_nchw_shapes_of_results():

@@ -18,7 +18,12 @@ that start however small the work: starting_teams, each team checked):
   inside, around, flipped, degenerate, on whole and half pixels and huge,
   every sampling option, output dtypes) equal the reference's exact
   arithmetic (cropgrad/_reference/roi_align) bit for bit, a NaN only
-  having to be a NaN, and one thread's bits on teams of 1 to 4.
+  having to be a NaN, and one thread's bits on teams of 1 to 4;
+- grid_sample's forward op, image gradient and grid gradient (NCHW images
+  of every dtype but bfloat16, grids inside, around and far outside, every
+  mode, padding mode and alignment) equal the reference's exact arithmetic
+  (cropgrad/_reference/grid_sample) likewise, and the grid JVP along unit
+  tangents is the reference's grid gradient.
 
 The number of examples is fixed per profile so CI time is bounded:
 ``CROPGRAD_HYPOTHESIS_PROFILE=ci`` (the default: derandomized, so every run
@@ -32,6 +37,7 @@ import numpy as np
 import pytest
 from _helpers import (
     EXAMPLE_SETTINGS,
+    HUGE,
     IMAGE_DTYPES,
     METHODS,
     OUT_DTYPES,
@@ -40,6 +46,7 @@ from _helpers import (
     TINY32,
     U32,
     U64,
+    _image_elements,
     as_image_dtype,
     assert_same_bits,
     assert_same_values,
@@ -47,6 +54,7 @@ from _helpers import (
     box_groups,
     crop_rows,
     examples,
+    f32,
     forward_problems,
     grad_image_problems,
     grad_image_rows,
@@ -63,6 +71,7 @@ from hypothesis.extra import numpy as hnp
 
 import cropgrad
 from cropgrad import _reference as reference
+from cropgrad._reference import grid_sample as grid_reference
 from cropgrad._reference import roi_align as roi_reference
 
 # Thousands of examples: minutes in all (CI runs them; -m "not slow" skips).
@@ -543,6 +552,173 @@ def test_roi_align_jvp_boxes_matches_reference(problem, num_threads, data):
     )
     with np.errstate(all="ignore"):
         assert_same_values(out, expected.astype(out.dtype))
+
+
+# --------------------------------------------------------------------------
+# grid_sample: the reference's exact arithmetic (PyTorch's), bit for bit
+#
+# NCHW images of every dtype but bfloat16 (pixels anywhere in their range,
+# infinities and NaN), grids inside, around and far outside the image (on
+# pixel centres and edges, huge but finite), every mode, padding mode and
+# alignment; every call on a team however small its work (checked against
+# the rows of points, or the image gradient's bands of planes), and one thread's
+# bits.  (The fixtures, the layouts and the derivatives:
+# test_grid_sample.py.)
+
+
+def _grid_elements(overflowing):
+    """Normalised coordinates: inside and around the image, on its edges
+    and centre, huge; `overflowing`: with values whose unnormalised
+    coordinate overflows to infinity (the reference's bilinear backward
+    does not model their reflection: test_grid_sample.py checks them)."""
+    huge = (
+        st.sampled_from(HUGE)
+        | st.floats(width=32, allow_nan=False, allow_infinity=False)
+        if overflowing
+        else st.sampled_from([1e30, -1e30, 1e20, -1e20]) | f32(-1e30, 1e30)
+    )
+    return f32(-1.5, 1.5) | st.sampled_from([-1.0, 1.0, 0.0, -0.0, 0.5]) | huge
+
+
+@st.composite
+def grid_problems(draw):
+    """(image, grid, grads, tangent, options): grads and tangent in the
+    arithmetic type, moderate values, any float32, infinities and NaN."""
+    dtype = draw(st.sampled_from(IMAGE_DTYPES))
+    n, c = draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 3, 5]))
+    h, w = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    ho, wo = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    image = draw(hnp.arrays(dtype, (n, c, h, w), elements=_image_elements(dtype)))
+    arithmetic = np.float64 if image.dtype == np.float64 else np.float32
+    options = dict(
+        mode=draw(st.sampled_from(grid_reference.MODES)),
+        padding_mode=draw(st.sampled_from(grid_reference.PADDING_MODES)),
+        align_corners=draw(st.booleans()),
+    )
+    overflowing = (options["mode"], options["padding_mode"]) != (
+        "bilinear",
+        "reflection",
+    )
+    elements = _grid_elements(overflowing)
+    grid = draw(hnp.arrays(arithmetic, (n, ho, wo, 2), elements=elements))
+    grads = draw(hnp.arrays(arithmetic, (n, c, ho, wo), elements=grads_elements()))
+    tangent = draw(hnp.arrays(arithmetic, grid.shape, elements=grads_elements()))
+    return image, grid, grads, tangent, options
+
+
+def grid_on_team(num_threads, tasks, call):
+    """call(num_threads) on a team (checked against `tasks`), and the same
+    bits on one thread; returns the team's result."""
+    out = on_team(num_threads, tasks, lambda: call(num_threads))
+    assert_same_bits(out, call(1), "one thread")
+    return out
+
+
+def _ref(options):
+    return options["mode"], options["padding_mode"], options["align_corners"]
+
+
+@examples(60)
+@given(problem=grid_problems(), num_threads=st.integers(1, 4))
+def test_grid_sample_matches_reference(problem, num_threads):
+    image, grid, _, _, options = problem
+    n, ho = grid.shape[:2]
+    out = grid_on_team(
+        num_threads,
+        n * ho,
+        lambda t: cropgrad.grid_sample(image, grid, num_threads=t, **options),
+    )
+    default = image.dtype if image.dtype.kind == "f" else np.float32
+    assert out.dtype == default
+    with np.errstate(all="ignore"):
+        expected = grid_reference.grid_sample(image, grid, *_ref(options))
+        assert_same_values(out, expected.astype(out.dtype))
+
+
+@examples(60)
+@given(
+    problem=grid_problems(),
+    num_threads=st.integers(1, 4),
+    out_dtype=st.sampled_from([None, np.float16, np.float32, np.float64]),
+)
+def test_grid_sample_grad_image_matches_reference(problem, num_threads, out_dtype):
+    image, grid, grads, _, options = problem
+    if out_dtype == np.float16 and grads.dtype == np.float64:
+        out_dtype = None  # float16 results from float32 arithmetic only
+    # The last tasks of a call: the last image's planes, cut into bands of
+    # rows when there are fewer channels than threads.
+    _, c, h, _ = image.shape
+    out = grid_on_team(
+        num_threads,
+        c * min(-(-num_threads // c), h),
+        lambda t: cropgrad.grid_sample_grad_image(
+            grads, grid, image.shape, dtype=out_dtype, num_threads=t, **options
+        ),
+    )
+    assert out.dtype == (grads.dtype if out_dtype is None else out_dtype)
+    with np.errstate(all="ignore"):
+        expected = grid_reference.grid_sample_grad_image(
+            grads, grid, image.shape, *_ref(options)
+        )
+        assert_same_values(out, expected.astype(out.dtype))
+
+
+@examples(60)
+@given(problem=grid_problems(), num_threads=st.integers(1, 4))
+def test_grid_sample_grad_grid_matches_reference(problem, num_threads):
+    image, grid, grads, _, options = problem
+    n, ho = grid.shape[:2]
+    out = grid_on_team(
+        num_threads,
+        n * ho,
+        lambda t: cropgrad.grid_sample_grad_grid(
+            grads, image, grid, num_threads=t, **options
+        ),
+    )
+    assert out.dtype == grads.dtype and out.shape == grid.shape
+    with np.errstate(all="ignore"):
+        expected = grid_reference.grid_sample_grad_grid(
+            grads, image, grid, *_ref(options)
+        )
+    assert_same_values(out, expected)
+
+
+@examples(60)
+@given(
+    problem=grid_problems(), num_threads=st.integers(1, 4), axis=st.sampled_from([0, 1])
+)
+def test_grid_sample_jvp_grid_of_unit_tangents_is_the_grid_gradient(
+    problem, num_threads, axis
+):
+    # One channel: the JVP along x (or y) at every point is the reference's
+    # grid gradient of gradients of ones, that point's x (or y) slope, the
+    # same product rounded once (equal values: the gradient's sum starts
+    # from +0).  Any other tangent: one thread's bits on teams.
+    image, grid, _, tangent, options = problem
+    n, ho = grid.shape[:2]
+    out = grid_on_team(
+        num_threads,
+        n * ho,
+        lambda t: cropgrad.grid_sample_jvp_grid(
+            image, grid, tangent, num_threads=t, **options
+        ),
+    )
+    default = image.dtype if image.dtype.kind == "f" else np.float32
+    assert out.dtype == default and out.shape == image.shape[:2] + grid.shape[1:3]
+    unit = np.zeros_like(grid)
+    unit[..., axis] = 1
+    plane = image[:, :1]
+    jvp = cropgrad.grid_sample_jvp_grid(plane, grid, unit, dtype=grid.dtype, **options)
+    ones = np.ones((n, 1, *grid.shape[1:3]), grid.dtype)
+    with np.errstate(all="ignore"):
+        expected = grid_reference.grid_sample_grad_grid(
+            ones, plane.astype(grid.dtype), grid, *_ref(options)
+        )
+    # Where the other axis's slope is not finite, its zero tangent makes
+    # the JVP NaN (0 * inf), which the gradient does not add.
+    other = np.isfinite(expected[..., 1 - axis])
+    np.testing.assert_array_equal(jvp[:, 0][other], expected[..., axis][other])
+    assert np.isnan(jvp[:, 0][~other]).all()
 
 
 # --------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import cropgrad
+from cropgrad import _ops, raw_ops
 from cropgrad import _reference as reference
-from cropgrad import raw_ops
 
 # --------------------------------------------------------------------------
 # Valid arguments each case starts from (fresh objects for every case).
@@ -127,6 +127,39 @@ def roi_jvp_boxes_args():
     return dict(roi_align_args(), boxes_tangent=_tangent())
 
 
+# grid_sample: NCHW, a grid [N, H_out, W_out, 2] of (x, y) in [-1, 1] with
+# the crop's size (NUM_BOXES == BATCH: the gradients are RoIAlign's).
+assert NUM_BOXES == BATCH
+
+
+def _grid():
+    rng = np.random.default_rng(3)
+    return rng.uniform(-1.2, 1.2, (BATCH, CROP_H, CROP_W, 2)).astype(np.float32)
+
+
+def _grid_tangent():
+    rng = np.random.default_rng(4)
+    return rng.standard_normal((BATCH, CROP_H, CROP_W, 2)).astype(np.float32)
+
+
+def grid_sample_args():
+    return dict(image=_roi_image(), grid=_grid())
+
+
+def grid_grad_image_args():
+    return dict(
+        grads=_roi_grads(), grid=_grid(), image_size=[BATCH, DEPTH, HEIGHT, WIDTH]
+    )
+
+
+def grid_grad_grid_args():
+    return dict(grads=_roi_grads(), image=_roi_image(), grid=_grid())
+
+
+def grid_jvp_grid_args():
+    return dict(grid_sample_args(), grid_tangent=_grid_tangent())
+
+
 OPS = {
     "grad_image": (cropgrad.crop_and_resize_grad_image, grad_image_args),
     "forward": (cropgrad.crop_and_resize, forward_args),
@@ -142,6 +175,10 @@ OPS = {
     "roi_align_grad_image": (cropgrad.roi_align_grad_image, roi_grad_image_args),
     "roi_align_grad_boxes": (cropgrad.roi_align_grad_boxes, roi_grad_boxes_args),
     "roi_align_jvp_boxes": (cropgrad.roi_align_jvp_boxes, roi_jvp_boxes_args),
+    "grid_sample": (cropgrad.grid_sample, grid_sample_args),
+    "grid_sample_grad_image": (cropgrad.grid_sample_grad_image, grid_grad_image_args),
+    "grid_sample_grad_grid": (cropgrad.grid_sample_grad_grid, grid_grad_grid_args),
+    "grid_sample_jvp_grid": (cropgrad.grid_sample_jvp_grid, grid_jvp_grid_args),
 }
 GRAD_IMAGE_OPS = ("grad_image", "raw_grad_image")
 FORWARD_OPS = ("forward", "raw_forward")
@@ -164,8 +201,25 @@ ROI_GRAD_IMAGE_OPS = ("roi_align_grad_image",)
 ROI_GRAD_BOXES_OPS = ("roi_align_grad_boxes",)
 ROI_JVP_OPS = ("roi_align_jvp_boxes",)
 ROI_POOLED_OPS = ROI_FORWARD_OPS + ROI_JVP_OPS  # they take output_size
+# grid_sample's ops (NCHW by default, as RoIAlign's): a grid instead of
+# boxes and box indices.
+GRID_OPS = (
+    "grid_sample",
+    "grid_sample_grad_image",
+    "grid_sample_grad_grid",
+    "grid_sample_jvp_grid",
+)
+GRID_SAMPLED_OPS = ("grid_sample", "grid_sample_jvp_grid")  # the output's shape
+GRID_GRAD_IMAGE_OPS = ("grid_sample_grad_image",)
+GRID_GRAD_GRID_OPS = ("grid_sample_grad_grid",)
+GRID_JVP_OPS = ("grid_sample_jvp_grid",)
+GRID_IMAGE_OPS = GRID_SAMPLED_OPS + GRID_GRAD_GRID_OPS  # they take the image
+GRID_GRADS_OPS = GRID_GRAD_IMAGE_OPS + GRID_GRAD_GRID_OPS  # they take grads
+NCHW_OPS = ROI_OPS + GRID_OPS  # NCHW by default
+_GRID_BATCH = "batch entries"
 ALL_OPS = tuple(OPS)
-NUMPY_OPS = PUBLIC_OPS + ROI_OPS
+BOX_OPS = tuple(op for op in ALL_OPS if op not in GRID_OPS)  # boxes, box_ind
+NUMPY_OPS = PUBLIC_OPS + ROI_OPS + GRID_OPS
 
 
 def public(ops):
@@ -245,8 +299,9 @@ ROI_WORDS = {
 
 
 def layout(op, shape):
-    """`shape`, given in NHWC order, in `op`'s layout (NCHW for RoIAlign's)."""
-    if op in ROI_OPS and len(shape) == 4:
+    """`shape`, given in NHWC order, in `op`'s layout (NCHW for RoIAlign's
+    and grid_sample's)."""
+    if op in NCHW_OPS and len(shape) == 4:
         n, h, w, c = shape
         return (n, c, h, w)
     return shape
@@ -255,7 +310,7 @@ def layout(op, shape):
 def sizes_in(op, value):
     """An image_size written in NHWC order, in `op`'s order: a list, tuple
     or 1-D array of four is reordered; any other value is passed as is."""
-    if op not in ROI_OPS:
+    if op not in NCHW_OPS:
         return value
     if isinstance(value, np.ndarray):
         return value[[0, 3, 1, 2]] if value.shape == (4,) else value
@@ -268,22 +323,34 @@ def sizes_in(op, value):
 G_OPS = GRAD_IMAGE_OPS + GRAD_BOXES_OPS + ROI_GRAD_IMAGE_OPS + ROI_GRAD_BOXES_OPS
 I_OPS = FORWARD_OPS + GRAD_BOXES_OPS + JVP_OPS + ROI_POOLED_OPS + ROI_GRAD_BOXES_OPS
 T_OPS = JVP_OPS + ROI_JVP_OPS
-SIZE_OPS = GRAD_IMAGE_OPS + ROI_GRAD_IMAGE_OPS
+BOX_SIZE_OPS = GRAD_IMAGE_OPS + ROI_GRAD_IMAGE_OPS
+SIZE_OPS = BOX_SIZE_OPS + GRID_GRAD_IMAGE_OPS
+
+_GRID_SHAPE = (BATCH, CROP_H, CROP_W, 2)
 
 _ARRAY_ARGS = {
     # argument -> (ops that take it, a valid shape for it in NHWC)
-    "grads": (G_OPS, (NUM_BOXES, CROP_H, CROP_W, DEPTH)),
-    "image": (I_OPS, (BATCH, HEIGHT, WIDTH, DEPTH)),
-    "boxes": (ALL_OPS, (NUM_BOXES, 4)),
+    "grads": (G_OPS + GRID_GRADS_OPS, (NUM_BOXES, CROP_H, CROP_W, DEPTH)),
+    "image": (I_OPS + GRID_IMAGE_OPS, (BATCH, HEIGHT, WIDTH, DEPTH)),
+    "boxes": (BOX_OPS, (NUM_BOXES, 4)),
     "boxes_tangent": (T_OPS, (NUM_BOXES, 4)),
-    "box_ind": (ALL_OPS, (NUM_BOXES,)),
+    "box_ind": (BOX_OPS, (NUM_BOXES,)),
+    "grid": (GRID_OPS, _GRID_SHAPE),
+    "grid_tangent": (GRID_JVP_OPS, _GRID_SHAPE),
 }
+# The grid and its tangent have one shape in both layouts.
+_ANY_LAYOUT = ("grid", "grid_tangent")
 
 
 def shaped(arg, nhwc, make, **changes):
     """Changes that set `arg` to `make(shape)`, shape `nhwc` in each op's
     layout (and the other `changes`)."""
-    return lambda op: dict(changes, **{arg: make(layout(op, nhwc))})
+
+    def changed(op):
+        shape = nhwc if arg in _ANY_LAYOUT else layout(op, nhwc)
+        return dict(changes, **{arg: make(shape)})
+
+    return changed
 
 
 # Wrong dtypes for every array argument: complex, bool, object, strings,
@@ -436,32 +503,32 @@ case(
 
 # boxes
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": np.zeros((NUM_BOXES, 3))},
     ValueError,
     "boxes",
     id="boxes-3-columns",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": np.zeros((NUM_BOXES, 5))},
     ValueError,
     "boxes",
     id="boxes-5-columns",
 )
-case(ALL_OPS, {"boxes": np.zeros(4 * NUM_BOXES)}, ValueError, "boxes", id="boxes-1d")
+case(BOX_OPS, {"boxes": np.zeros(4 * NUM_BOXES)}, ValueError, "boxes", id="boxes-1d")
 case(
-    ALL_OPS, {"boxes": np.zeros((NUM_BOXES, 4, 1))}, ValueError, "boxes", id="boxes-3d"
+    BOX_OPS, {"boxes": np.zeros((NUM_BOXES, 4, 1))}, ValueError, "boxes", id="boxes-3d"
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": [[0, 0, 1, 1], [0, 0, 1]]},
     ValueError,
     "boxes",
     id="boxes-ragged-rows",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": np.zeros((NUM_BOXES + 1, 4))},
     ValueError,
     "boxes",
@@ -473,7 +540,7 @@ for bad in (np.nan, np.inf, -np.inf):
         boxes = _boxes().astype(np.float64)
         boxes[1, col] = bad
         case(
-            ALL_OPS,
+            BOX_OPS,
             {"boxes": boxes},
             ValueError,
             r"boxes[1]",
@@ -481,14 +548,14 @@ for bad in (np.nan, np.inf, -np.inf):
         )
 # finite in float64 but infinite once rounded to float32, the op's dtype
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": [[0, 0, 1, 1], [0, 0, 1e300, 1]]},
     ValueError,
     "boxes[1]",
     id="boxes-overflow-to-inf",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"boxes": np.array([[0, 0, 1, 1], [0, 0, 1, np.nan]], ">f8")},
     ValueError,
     "boxes[1]",
@@ -513,18 +580,18 @@ for value, label in [
 
 # box_ind
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": [0]},
     ValueError,
     "box_ind",
     id="box_ind-short",
 )
-case(ALL_OPS, {"box_ind": [0, 1, 0]}, ValueError, "box_ind", id="box_ind-long")
-case(ALL_OPS, {"box_ind": [[0, 1]]}, ValueError, "box_ind", id="box_ind-2d")
-case(ALL_OPS, {"box_ind": 0}, ValueError, "box_ind", id="box_ind-scalar")
-case(ALL_OPS, {"box_ind": [0.0, 1.0]}, TypeError, "box_ind", id="box_ind-floats")
+case(BOX_OPS, {"box_ind": [0, 1, 0]}, ValueError, "box_ind", id="box_ind-long")
+case(BOX_OPS, {"box_ind": [[0, 1]]}, ValueError, "box_ind", id="box_ind-2d")
+case(BOX_OPS, {"box_ind": 0}, ValueError, "box_ind", id="box_ind-scalar")
+case(BOX_OPS, {"box_ind": [0.0, 1.0]}, TypeError, "box_ind", id="box_ind-floats")
 case(
-    public(ALL_OPS),
+    public(BOX_OPS),
     {"box_ind": np.array([0.5, 1])},
     TypeError,
     "box_ind",
@@ -560,7 +627,7 @@ case(
     id="box_ind-int64-2**32-is-not-wrapped",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": [0, 2**40]},
     IndexError,
     "box_ind[1]",
@@ -568,48 +635,48 @@ case(
     id="box_ind-2**40",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": [0, BATCH]},
     IndexError,
     "box_ind[1]",
     id="box_ind-batch",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": [-1, 0]},
     IndexError,
     "box_ind[0]",
     id="box_ind-negative",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": [0, -(2**63)]},
     IndexError,
     "box_ind[1]",
     id="box_ind-int64-min",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": np.array([0, 2**64 - 1], np.uint64)},
     IndexError,
     "box_ind[1]",
     id="box_ind-uint64-max",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": np.array([0, 255], np.uint8)},
     IndexError,
     "box_ind[1]",
     id="box_ind-uint8",
 )
 case(
-    ALL_OPS,
+    BOX_OPS,
     {"box_ind": np.array([-128, 0], np.int8)},
     IndexError,
     "box_ind[0]",
     id="box_ind-int8",
 )
-case(ALL_OPS, {"box_ind": [0, 2**64]}, TypeError, "box_ind", id="box_ind-beyond-uint64")
+case(BOX_OPS, {"box_ind": [0, 2**64]}, TypeError, "box_ind", id="box_ind-beyond-uint64")
 
 # image_size (image gradient), written in NHWC order: `sized` reorders it
 # for each op.
@@ -661,7 +728,37 @@ for value, exc, label in [
     )
     # raw_ops convert float and boolean arrays to int32, as TensorFlow.
     ops = public(SIZE_OPS) if label in ("float-array", "bool") else SIZE_OPS
+    if label in ("depth-mismatch", "product-overflows"):
+        # grid_sample's batch is the grid's and its depth that of grads:
+        # the cases after this table.
+        ops = BOX_SIZE_OPS
     case(ops, sized(value), exc, *names, id=f"image_size-{label}")
+# grid_sample's image gradient: image_size against the grid and grads.
+for value, label, name, pattern in [
+    ([BATCH + 1, HEIGHT, WIDTH, DEPTH], "batch-mismatch", "grid", _GRID_BATCH),
+    ([2**62, 2**62, WIDTH, DEPTH], "product-overflows", "grid", _GRID_BATCH),
+    ([BATCH, HEIGHT, WIDTH, DEPTH + 1], "depth-mismatch", "grads", "sampled output"),
+]:
+    case(
+        GRID_GRAD_IMAGE_OPS,
+        sized(value),
+        ValueError,
+        name,
+        id=f"image_size-{label}",
+        match=pattern,
+    )
+case(
+    GRID_GRAD_IMAGE_OPS,
+    lambda op: dict(
+        grid=np.zeros((0, CROP_H, CROP_W, 2), np.float32),
+        grads=np.zeros((0, DEPTH, CROP_H, CROP_W), np.float32),
+        image_size=sizes_in(op, [0, 2**62, WIDTH, DEPTH]),
+    ),
+    ValueError,
+    "output",
+    "image_size",
+    id="image_size-empty-batch-0-height-2**62",
+)
 for value, exc, label in [
     (np.ones(4, bool), ValueError, "bool-is-ones"),  # depth 1, not DEPTH
     (np.array([BATCH, HEIGHT, WIDTH, np.nan]), ValueError, "float-nan"),
@@ -680,7 +777,7 @@ for value, exc, label in [
     )
 # Too large to allocate, but indexable: MemoryError or ValueError, before any work.
 case(
-    SIZE_OPS,
+    BOX_SIZE_OPS,
     sized([2**40, 2**20, 1, DEPTH]),
     (MemoryError, ValueError),
     "output",
@@ -719,7 +816,7 @@ for value, label in [
     ([0, 2**40, 2**40, DEPTH], "batch-0-height-width-2**40"),
 ]:
     case(
-        SIZE_OPS,
+        BOX_SIZE_OPS,
         no_boxes(value),
         ValueError,
         "output",
@@ -859,6 +956,10 @@ for value, label in [
     )
 
 # dtype / T (image gradient)
+# (RoIAlign's and grid_sample's ops with a dtype, the data's by default.)
+_DATA_DTYPE_OPS = (
+    ROI_GRAD_IMAGE_OPS + ROI_POOLED_OPS + GRID_GRAD_IMAGE_OPS + GRID_SAMPLED_OPS
+)
 for value, label in [
     (np.int32, "int32"),
     ("int64", "int64-name"),
@@ -879,7 +980,7 @@ for value, label in [
     if np.dtype(np.longdouble) == np.float64 and label == "longdouble":
         continue
     # (RoIAlign's default dtype is None: the data's.)
-    roi = () if value is None else ROI_GRAD_IMAGE_OPS + ROI_POOLED_OPS
+    roi = () if value is None else _DATA_DTYPE_OPS
     case(
         ("grad_image",) + roi,
         {"dtype": value},
@@ -1105,6 +1206,314 @@ if np.dtype(np.longdouble).itemsize > 8:
             r"got float\d+: convert them first",
         )
 
+# grid_sample's arguments (docs/semantics.md "Grid sampling"): the image
+# (4-D, 5-D volumetric refused), the grid [N, H_out, W_out, 2] (finite, the
+# image's batch), grads of the sampled output's shape, the JVP's tangent of
+# the grid's shape, the image gradient's image_size, the sampling options.
+_GRID_4D = r"grid must be 4-D \(N, H_out, W_out, 2\) holding \(x, y\)"
+case(
+    GRID_IMAGE_OPS,
+    {"image": np.zeros((BATCH, DEPTH, HEIGHT))},
+    ValueError,
+    "image",
+    id="grid-image-3d",
+    match=r"image must be 4-D .*\(NCHW\), got shape \(2, 3, 4\)",
+)
+case(
+    GRID_IMAGE_OPS,
+    {"image": np.zeros((BATCH, DEPTH, 2, HEIGHT, WIDTH), np.float32)},
+    ValueError,
+    "image",
+    id="grid-image-5d",
+    match=r"volumetric \(5-D\) grid sampling is not provided",
+)
+case(
+    GRID_IMAGE_OPS,
+    {
+        "image": np.zeros((BATCH, 2, HEIGHT, WIDTH, DEPTH), np.float32),
+        "data_format": "NHWC",
+    },
+    ValueError,
+    "image",
+    id="grid-image-5d-nhwc",
+    match=r"image must be 4-D \(N, H, W, C\), got shape .*volumetric",
+)
+for nhwc, label in [
+    ((BATCH, 0, WIDTH, DEPTH), "height-0"),
+    ((BATCH, HEIGHT, 0, DEPTH), "width-0"),
+]:
+    case(
+        GRID_IMAGE_OPS,
+        shaped("image", nhwc, np.zeros),
+        ValueError,
+        "image",
+        id=f"grid-image-{label}",
+        match="image must be at least 1 pixel high and wide",
+    )
+for dt in _UNSUPPORTED_IMAGE:
+    case(
+        GRID_IMAGE_OPS,
+        shaped(
+            "image", (BATCH, HEIGHT, WIDTH, DEPTH), lambda s, dt=dt: np.zeros(s, dt)
+        ),
+        TypeError,
+        "image",
+        id=f"grid-image-{dt}",
+    )
+for nhwc, label in [
+    ((BATCH + 1, HEIGHT, WIDTH, DEPTH), "batch-more"),
+    ((BATCH - 1, HEIGHT, WIDTH, DEPTH), "batch-fewer"),
+    ((0, HEIGHT, WIDTH, DEPTH), "batch-0"),
+]:
+    case(
+        GRID_IMAGE_OPS,
+        shaped("image", nhwc, np.zeros),
+        ValueError,
+        "grid",
+        id=f"grid-image-{label}",
+        match=_GRID_BATCH,
+    )
+case(
+    GRID_GRAD_GRID_OPS,
+    shaped("image", (BATCH, HEIGHT, WIDTH, DEPTH + 1), np.zeros),
+    ValueError,
+    "grads",
+    id="grid-image-depth",
+    match="grads must have the shape of the sampled output",
+)
+
+# the grid (every op)
+for shape, label, pattern in [
+    ((BATCH, CROP_H, CROP_W), "3d", _GRID_4D),
+    ((BATCH, CROP_H, CROP_W, 2, 1), "5d", _GRID_4D),
+    ((BATCH, CROP_H * CROP_W * 2), "2d", _GRID_4D),
+    ((BATCH, CROP_H, CROP_W, 3), "3-coordinates", _GRID_4D),
+    ((BATCH, CROP_H, CROP_W, 1), "1-coordinate", _GRID_4D),
+    ((BATCH, CROP_H, CROP_W, 0), "0-coordinates", _GRID_4D),
+    ((BATCH + 1, CROP_H, CROP_W, 2), "batch-more", _GRID_BATCH),
+    ((BATCH - 1, CROP_H, CROP_W, 2), "batch-fewer", _GRID_BATCH),
+    ((0, CROP_H, CROP_W, 2), "batch-0", _GRID_BATCH),
+]:
+    case(
+        GRID_OPS,
+        {"grid": np.zeros(shape, np.float32)},
+        ValueError,
+        "grid",
+        id=f"grid-{label}",
+        match=pattern,
+    )
+
+
+def _grid_with(value, at=(1, 2, 0, 1), dtype=np.float32):
+    def make(args):
+        grid = args["grid"].astype(dtype)
+        grid[at] = value
+        return grid
+
+    return Derived(make)
+
+
+for value, label, pattern in [
+    (np.nan, "nan", r"grid must be finite: grid\[1, 2, 0, 1\] = nan$"),
+    (np.inf, "inf", r"grid must be finite: grid\[1, 2, 0, 1\] = inf$"),
+    (-np.inf, "minus-inf", r"grid must be finite: grid\[1, 2, 0, 1\] = -inf$"),
+]:
+    case(
+        GRID_OPS,
+        {"grid": _grid_with(value)},
+        ValueError,
+        "grid",
+        id=f"grid-{label}",
+        match=pattern,
+    )
+# The first non-finite value in C order is the one named.
+case(
+    GRID_OPS,
+    lambda op: {
+        "grid": np.where(
+            np.arange(BATCH * CROP_H * CROP_W * 2).reshape(_GRID_SHAPE) >= 5,
+            np.float32(np.nan),
+            _grid(),
+        )
+    },
+    ValueError,
+    "grid",
+    id="grid-first-nan",
+    match=r"grid\[0, 1, 0, 1\] = nan",
+)
+# Finite in float64, infinite once converted to float32 arithmetic.
+case(
+    GRID_OPS,
+    {"grid": _grid_with(1e39, at=(0, 0, 1, 0), dtype=np.float64)},
+    ValueError,
+    "grid",
+    id="grid-beyond-float32",
+    match=r"grid\[0, 0, 1, 0\] = 1e\+39 \(beyond float32\)",
+)
+case(
+    GRID_OPS,
+    {"grid": _grid_with(np.nan, at=(0, 0, 0, 0), dtype=np.float16)},
+    ValueError,
+    "grid",
+    id="grid-float16-nan",
+    match=r"grid\[0, 0, 0, 0\] = nan",
+)
+
+# grads (the image gradient and the grid gradient): the sampled output's
+# shape, NCHW [N, C, H_out, W_out]
+for nhwc, label in [
+    ((NUM_BOXES, CROP_H, CROP_W, DEPTH, 1), "5d"),
+    ((NUM_BOXES, CROP_H + 1, CROP_W, DEPTH), "height"),
+    ((NUM_BOXES, CROP_H, CROP_W - 1, DEPTH), "width"),
+    ((NUM_BOXES, 0, CROP_W, DEPTH), "height-0"),
+    ((NUM_BOXES + 1, CROP_H, CROP_W, DEPTH), "batch"),
+    ((NUM_BOXES, CROP_H, CROP_W, DEPTH + 1), "depth"),
+    ((NUM_BOXES, CROP_W, CROP_H, DEPTH), "transposed"),
+]:
+    case(
+        GRID_GRADS_OPS,
+        shaped("grads", nhwc, np.zeros),
+        ValueError,
+        "grads",
+        id=f"grid-grads-{label}",
+        match=r"grads must have the shape of the sampled output \(N, C, H_out, W_out\)",
+    )
+case(
+    GRID_GRADS_OPS,
+    {"grads": np.zeros((NUM_BOXES, DEPTH, CROP_H), np.float32)},
+    ValueError,
+    "grads",
+    id="grid-grads-3d",
+)
+case(
+    GRID_GRADS_OPS,
+    {"grads": [[[[1, 2], [3]]]]},
+    ValueError,
+    "grads",
+    id="grid-grads-ragged-inner",
+)
+# The image gradient with NHWC: the shapes say so.
+case(
+    GRID_GRAD_IMAGE_OPS,
+    {
+        "data_format": "NHWC",
+        "image_size": [BATCH, HEIGHT, WIDTH, DEPTH],
+        "grads": np.zeros((NUM_BOXES, DEPTH, CROP_H, CROP_W), np.float32),
+    },
+    ValueError,
+    "grads",
+    id="grid-grads-nchw-for-nhwc",
+    match=r"\(N, H_out, W_out, C\) = \(2, 3, 2, 3\), got \(2, 3, 3, 2\)",
+)
+
+# grid_tangent (the grid JVP): the grid's shape; any values
+for shape, label in [
+    ((BATCH, CROP_H, CROP_W, 3), "3-coordinates"),
+    ((BATCH, CROP_H + 1, CROP_W, 2), "height"),
+    ((BATCH + 1, CROP_H, CROP_W, 2), "batch"),
+    ((BATCH, CROP_H, CROP_W), "3d"),
+    ((BATCH * CROP_H * CROP_W * 2,), "flat"),
+]:
+    case(
+        GRID_JVP_OPS,
+        {"grid_tangent": np.zeros(shape, np.float32)},
+        ValueError,
+        "grid_tangent",
+        id=f"grid_tangent-{label}",
+        match=r"grid_tangent must have the grid's shape \(2, 3, 2, 2\)",
+    )
+
+# mode and padding_mode: PyTorch's spellings only
+for value, label in [
+    ("Bilinear", "case"),
+    ("bilinearx", "unknown"),
+    ("", "empty"),
+    (None, "None"),
+    (0, "int"),
+    (["bilinear"], "list"),
+    (b"bilinear", "bytes"),
+    ("area", "area"),
+    ("linear", "linear"),
+]:
+    case(
+        GRID_OPS,
+        {"mode": value},
+        ValueError,
+        "mode",
+        id=f"grid-mode-{label}",
+        match=r"mode must be one of 'bilinear', 'nearest', 'bicubic', got ",
+    )
+for value, label in [
+    ("Zeros", "case"),
+    ("zero", "zero"),
+    ("constant", "constant"),
+    ("reflect", "reflect"),
+    ("", "empty"),
+    (None, "None"),
+    (0, "int"),
+    (("zeros",), "tuple"),
+]:
+    case(
+        GRID_OPS,
+        {"padding_mode": value},
+        ValueError,
+        "padding_mode",
+        id=f"grid-padding_mode-{label}",
+        match=r"padding_mode must be one of 'zeros', 'border', 'reflection', got ",
+    )
+# align_corners: a bool (PyTorch's None is its default in cropgrad.torch only)
+for value, label in [
+    ("yes", "str"),
+    (None, "None"),
+    (np.ones(2, bool), "array"),
+    (2, "int-2"),
+    (0.5, "float"),
+]:
+    case(
+        GRID_OPS,
+        {"align_corners": value},
+        TypeError,
+        "align_corners",
+        id=f"grid-align_corners-{label}",
+    )
+# float64 arithmetic has no float16 or bfloat16 result.
+case(
+    GRID_SAMPLED_OPS,
+    shaped("image", (BATCH, HEIGHT, WIDTH, DEPTH), np.zeros, dtype=np.float16),
+    TypeError,
+    "dtype",
+    id="grid-dtype-float16-from-float64",
+    match="would be rounded twice",
+)
+case(
+    GRID_GRAD_IMAGE_OPS,
+    shaped("grads", (NUM_BOXES, CROP_H, CROP_W, DEPTH), np.zeros, dtype=np.float16),
+    TypeError,
+    "dtype",
+    id="grid-dtype-float16-from-float64",
+    match="would be rounded twice",
+)
+# No boxes, no method, no sampling options of RoIAlign; the grid gradient
+# has no dtype (the arithmetic type's).
+for arg, value in [
+    ("boxes", _roi_boxes()),
+    ("box_ind", _box_ind()),
+    ("method", "bilinear"),
+    ("extrapolation_value", 0.0),
+    ("output_size", [CROP_H, CROP_W]),
+    ("sampling_ratio", 2),
+    ("aligned", True),
+    ("T", np.float32),
+]:
+    case(GRID_OPS, {arg: value}, TypeError, arg, id=f"grid-has-no-{arg}")
+case(
+    GRID_GRAD_GRID_OPS,
+    {"dtype": np.float32},
+    TypeError,
+    "dtype",
+    id="grid-grad_grid-has-no-dtype",
+)
+
 # unknown keyword arguments (every op), positional raw ops, a missing T
 for op in ALL_OPS:
     case(
@@ -1173,6 +1582,10 @@ for op, shape in (
     ("roi_align_grad_image", layout("roi_align", _GI_SHAPE)),
     ("roi_align_grad_boxes", (NUM_BOXES, 4)),
     ("roi_align_jvp_boxes", layout("roi_align", _FW_SHAPE)),
+    ("grid_sample", layout("grid_sample", _FW_SHAPE)),
+    ("grid_sample_grad_image", layout("grid_sample", _GI_SHAPE)),
+    ("grid_sample_grad_grid", _GRID_SHAPE),
+    ("grid_sample_jvp_grid", layout("grid_sample", _FW_SHAPE)),
 ):
     for value, exc, label in [
         (np.zeros(shape[:-1] + (shape[-1] + 1,), np.float32), ValueError, "shape"),
@@ -1188,8 +1601,8 @@ for op, shape in (
         (memoryview(np.zeros(shape, np.float32)), TypeError, "memoryview"),
         (0.0, TypeError, "scalar"),
     ]:
-        # RoIAlign's messages say what out must be.
-        says_what = op in ROI_OPS and label in (
+        # RoIAlign's and grid_sample's messages say what out must be.
+        says_what = op in NCHW_OPS and label in (
             "shape",
             "dtype-float64",
             "fortran-order",
@@ -1311,6 +1724,57 @@ case(
     match=_SHARES,
 )
 
+case(
+    GRID_SAMPLED_OPS,
+    {"out": Derived(_roi_alias_image)},
+    ValueError,
+    "out",
+    id="out-aliases-image",
+    match=_SHARES,
+)
+case(
+    GRID_GRAD_IMAGE_OPS,
+    {"out": Derived(_roi_alias_grads)},
+    ValueError,
+    "out",
+    id="out-aliases-grads",
+    match=_SHARES,
+)
+
+
+def _alias_grid(args):
+    out = np.zeros(_GRID_SHAPE, np.float32)
+    out[:] = args["grid"]
+    args["grid"] = out
+    return out
+
+
+def _alias_grid_tangent(args):
+    # The tangent's memory inside the output's.
+    out = np.zeros(layout("grid_sample", _FW_SHAPE), np.float32)
+    tangent = out.reshape(-1)[: args["grid_tangent"].size]
+    tangent[:] = args["grid_tangent"].reshape(-1)
+    args["grid_tangent"] = tangent.reshape(_GRID_SHAPE)
+    return out
+
+
+case(
+    GRID_GRAD_GRID_OPS,
+    {"out": Derived(_alias_grid)},
+    ValueError,
+    "out",
+    id="out-aliases-grid",
+    match=_SHARES,
+)
+case(
+    GRID_JVP_OPS,
+    {"out": Derived(_alias_grid_tangent)},
+    ValueError,
+    "out",
+    id="out-aliases-grid_tangent",
+    match=_SHARES,
+)
+
 
 # --------------------------------------------------------------------------
 # Checking a case
@@ -1411,6 +1875,10 @@ _OUT_SHAPES = {
     "roi_align_grad_image": layout("roi_align", _GI_SHAPE),
     "roi_align_grad_boxes": (NUM_BOXES, 4),
     "roi_align_jvp_boxes": layout("roi_align", _FW_SHAPE),
+    "grid_sample": layout("grid_sample", _FW_SHAPE),
+    "grid_sample_grad_image": layout("grid_sample", _GI_SHAPE),
+    "grid_sample_grad_grid": _GRID_SHAPE,
+    "grid_sample_jvp_grid": layout("grid_sample", _FW_SHAPE),
 }
 _SHAPE_ARGS = {
     "out",
@@ -1429,10 +1897,11 @@ _SHAPE_ARGS = {
 
 def _keeps_output_shape(param):
     op, changes, _, names, _ = param.values
-    if op in ROI_OPS:
-        # RoIAlign's ops take out= last, after every other check: a valid
-        # out= changes no case but those of out itself and those of an
-        # output too large to allocate (out= is not allocated).
+    if op in NCHW_OPS:
+        # RoIAlign's and grid_sample's ops take out= last, after every
+        # other check: a valid out= changes no case but those of out
+        # itself and those of an output too large to allocate (out= is not
+        # allocated).
         return "out" not in changes and "output" not in names
     if op not in _OUT_SHAPES:
         return False
@@ -1478,7 +1947,9 @@ def test_table_is_not_empty():
     # Every op of both families has its cases, and every pattern of
     # RoIAlign's words is checked by a case.
     assert {p.values[0] for p in CASES} == set(OPS)
-    assert {p.values[0] for p in OUT_CASES} >= set(ROI_OPS)
+    assert {p.values[0] for p in OUT_CASES} >= set(ROI_OPS + GRID_OPS)
+    # Every op of the op model (cropgrad._ops) is in the table.
+    assert {func.__name__ for func, _ in OPS.values()} >= set(_ops.OPS)
     ids = {p.id.split("-", 1)[1] for p in CASES if p.values[0] in ROI_OPS}
     assert set(ROI_WORDS) <= ids
 
@@ -1672,7 +2143,7 @@ def _without_channels(op, args):
 
 
 @pytest.mark.parametrize("channels", [True, False], ids=["channels", "no-channels"])
-@pytest.mark.parametrize("op", NUMPY_OPS)
+@pytest.mark.parametrize("op", PUBLIC_OPS + ROI_OPS)
 def test_data_checks_run_in_one_order(op, channels):
     """box_ind before the boxes' finiteness, and both even where there is
     nothing to compute."""
@@ -1699,3 +2170,41 @@ def test_roi_align_checks_samples_after_finiteness(op, channels):
     args["boxes"][1, 1] = 0
     with pytest.raises(ValueError, match=r"boxes\[0\] = .*samples in each bin"):
         function(**args)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), 0, 1])
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_sample_align_corners_allowed(op, value):
+    func, make = OPS[op]
+    got = func(**make(), align_corners=value)
+    assert got.tobytes() == func(**make(), align_corners=bool(value)).tobytes()
+
+
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_grid_forms_allowed(op):
+    # Any real array_like: converted to the arithmetic type first.
+    func, make = OPS[op]
+    grid = np.array([[[-1, 0], [1, 1]], [[0, -1], [1, 0]], [[-1, 1], [0, 0]]])
+    grid = np.stack([grid, grid[::-1]])  # [BATCH, CROP_H, CROP_W, 2] of ints
+    base = func(**dict(make(), grid=grid.astype(np.float32)))
+    for form in (
+        grid,
+        grid.tolist(),
+        grid.astype(np.int8),
+        grid.astype(np.float16),
+        grid.astype(">f8"),
+        np.asfortranarray(grid.astype(np.float64)),
+    ):
+        assert func(**dict(make(), grid=form)).tobytes() == base.tobytes()
+
+
+def test_non_finite_grid_tangent_propagates_without_error():
+    # Not an input error: IEEE arithmetic (docs: NaN and infinities in the
+    # tangent are allowed and propagate).
+    args = grid_jvp_grid_args()
+    args["grid_tangent"][0, 0, 0] = (np.nan, np.inf)
+    args["grid_tangent"][1, 2, 1] = (-np.inf, 0.0)
+    out = cropgrad.grid_sample_jvp_grid(**args)
+    assert np.isnan(out[0, :, 0, 0]).all()
+    assert not np.isfinite(out[1, :, 2, 1]).all()
+    assert np.isfinite(out[:, :, 1]).all()

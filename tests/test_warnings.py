@@ -119,3 +119,28 @@ def test_raw_object_arrays_beyond_float32():
         )
     )
     assert np.isnan(out[0, 1, 1, 0]) and np.count_nonzero(out) == 1
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize(
+    "op", ["grid_sample", "grid_sample_grad_image", "grid_sample_jvp_grid"]
+)
+def test_grid_sample_float16_results_beyond_float16_are_infinities(op, data_format):
+    # A float32 result beyond float16 rounds to infinity (the result dtype
+    # asked for), without NumPy's overflow warning of the conversion.
+    data = np.full((1, 2, 2, 2), 65520.0, np.float32)
+    grid = np.zeros((1, 2, 2, 2), np.float32)  # the centre: every tap's mean
+    ramp = np.arange(8, dtype=np.float32).reshape(data.shape) * 65520.0
+    calls = {
+        "grid_sample": lambda: cropgrad.grid_sample(
+            data, grid, dtype=np.float16, data_format=data_format
+        ),
+        "grid_sample_grad_image": lambda: cropgrad.grid_sample_grad_image(
+            data, grid, data.shape, dtype=np.float16, data_format=data_format
+        ),
+        "grid_sample_jvp_grid": lambda: cropgrad.grid_sample_jvp_grid(
+            ramp, grid, np.ones_like(grid), dtype=np.float16, data_format=data_format
+        ),
+    }
+    result = _no_warnings(calls[op])
+    assert result.dtype == np.float16 and np.isinf(result).any(), result

@@ -201,7 +201,9 @@ def _deliver(result, computed, nchw, transposed=True):
     if computed is result:
         return result
     view = computed if nchw or not transposed else computed.transpose(0, 2, 3, 1)
-    result[...] = view
+    # Values beyond float16 round to infinity, as documented: not a warning.
+    with np.errstate(over="ignore"):
+        result[...] = view
     return result
 
 
