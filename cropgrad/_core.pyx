@@ -217,46 +217,54 @@ ctypedef struct Call:
 
 cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
     if c.op == FORWARD:
-        return cr.run_crop_and_resize(
+        return cr.run_forward(
+            "crop_and_resize", False,
             c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
             c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
             c.num_threads, c.flush, err)
     if c.op == GRAD_IMAGE:
         return cr.run_grad_image(
+            "crop_and_resize_grad_image", False,
             <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
             c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
             c.method, c.layout, c.num_threads, c.flush, err)
     if c.op == GRAD_BOXES:
-        return cr.run_grad_boxes(
+        return cr.run_grad_coords(
+            "crop_and_resize_grad_boxes", False,
             <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
             c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
             <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
     if c.op == JVP_BOXES:
-        return cr.run_jvp_boxes(
+        return cr.run_jvp_coords(
+            "crop_and_resize_jvp_boxes", False,
             c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
             <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
             c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],
             c.num_threads, c.flush, err)
     if c.op == ROI_ALIGN:
-        return ra.run_roi_align(
+        return ra.run_forward(
+            "roi_align", False,
             c.data[0], c.image_dtype, c.image_shape, c.data[1], c.boxes_dtype,
             c.data[2], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
             c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[3],
             c.output_dtype, c.num_threads, c.flush, err)
     if c.op == ROI_GRAD_IMAGE:
-        return ra.run_roi_align_grad_image(
+        return ra.run_grad_image(
+            "roi_align_grad_image", False,
             c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.boxes_dtype,
             c.data[2], c.box_ind_dtype, c.image_shape, c.spatial_scale,
             c.sampling_ratio, c.aligned, c.layout, c.data[3], c.output_dtype,
             c.num_threads, c.flush, err)
     if c.op == ROI_GRAD_BOXES:
-        return ra.run_roi_align_grad_boxes(
+        return ra.run_grad_coords(
+            "roi_align_grad_boxes", False,
             c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.image_dtype,
             c.image_shape, c.data[2], c.boxes_dtype, c.data[3], c.box_ind_dtype,
             c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],
             c.num_threads, c.flush, err)
-    return ra.run_roi_align_jvp_boxes(
+    return ra.run_jvp_coords(
+        "roi_align_jvp_boxes", False,
         c.data[0], c.image_dtype, c.image_shape, c.data[1], c.data[2],
         c.boxes_dtype, c.data[3], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
         c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],

@@ -4,7 +4,9 @@ Each op's C function is declared three times for three readers: in the
 public header ``cropgrad/include/cropgrad/capi.h`` (C and C++), in
 ``cropgrad/capi.pxd`` (Cython consumers, and cropgrad's own modules), and
 in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
-header's ``cropgrad_api_t`` mirrors, filled in ``capi.pyx``); and each op
+header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
+functions' definitions: the shape pointers checked, then the family's call
+of the op's kind); and each op
 is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``).  All
 four are rendered here from the model (`Op.c_params` for the declarations)
 through Cython's Tempita templates beside them (``*.tp``), so that they
@@ -146,6 +148,21 @@ def pyx_types(op):
     return text.replace("\0", " ")
 
 
+def pyx_params(op):
+    """`op`'s parameters as capi.pyx defines them, one a line."""
+    return "\n".join(f"    {_cython_declarator(p)}," for p in op.c_params)
+
+
+def pyx_args(op):
+    """`op`'s parameters' names, the arguments of its call, wrapped."""
+    return textwrap.fill(
+        ", ".join(p.name for p in op.c_params),
+        84,
+        initial_indent="        ",
+        subsequent_indent="        ",
+    )
+
+
 def _versions(ops):
     """`ops` grouped by the C-level API version that added them, in order."""
     groups = {}
@@ -175,6 +192,8 @@ def render(path):
         h_functions=h_functions,
         pxd_functions=pxd_functions,
         pyx_types=pyx_types,
+        pyx_params=pyx_params,
+        pyx_args=pyx_args,
         source=f"cropgrad/{path.replace(os.sep, '/')}.tp",
     )
     return text.rstrip("\n") + "\n"
