@@ -1,7 +1,8 @@
 """The CPU kernels and fake implementations of the PyTorch ops.
 
 One function an op, ``kernel(a, fake)`` with `a` the call's arguments by
-name (`checks.bind`): it runs the op's metadata plan and allocates the
+name (`checks.bind`), named after its family and kind and found by `kernel`
+from the op model: it runs the op's metadata plan and allocates the
 result; as the fake implementation (`fake` true: torch.compile's tracing,
 meta tensors) it stops there, and as the CPU kernel it then calls the
 NumPy bridge of cropgrad._core on views of the tensors, writing into the
@@ -109,7 +110,7 @@ def _crops(a, fake, shape, bridge, **more):
     )
 
 
-def crop_and_resize(a, fake):
+def _crop_forward(a, fake):
     return _crops(
         a,
         fake,
@@ -119,11 +120,11 @@ def crop_and_resize(a, fake):
     )
 
 
-def crop_and_resize_jvp_boxes(a, fake):
+def _crop_jvp_coords(a, fake):
     return _crops(a, fake, checks.jvp_boxes_plan(a), _core.jvp_boxes)
 
 
-def crop_and_resize_grad_image(a, fake):
+def _crop_grad_image(a, fake):
     shape = checks.grad_image_plan(a)
     memory = tensors.physical(a.grads, a.data_format)
     result = tensors.empty(shape, a.dtype, a.data_format, memory, a.grads.device, fake)
@@ -138,7 +139,7 @@ def crop_and_resize_grad_image(a, fake):
     )
 
 
-def crop_and_resize_grad_boxes(a, fake):
+def _crop_grad_coords(a, fake):
     shape = checks.grad_boxes_plan(a)
     memory = tensors.common(a.grads, a.image, a.data_format)
     result = a.boxes.new_empty(shape, dtype=torch.float32)
@@ -232,31 +233,58 @@ def _pooled(a, fake, plan, bridge):
     return _run(a, fake, out, memory, bridge, output_height=height, output_width=width)
 
 
-def roi_align(a, fake):
-    return _pooled(a, fake, checks.roi_forward_plan, _core.roi_align)
+def _roi_bridge(a):
+    """RoIAlign's bridge of call `a`: cropgrad._core names them by op."""
+    return getattr(_core, a._op)
 
 
-def roi_align_jvp_boxes(a, fake):
-    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _core.roi_align_jvp_boxes)
+def _roi_forward(a, fake):
+    return _pooled(a, fake, checks.roi_forward_plan, _roi_bridge(a))
 
 
-def roi_align_grad_image(a, fake):
+def _roi_jvp_coords(a, fake):
+    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _roi_bridge(a))
+
+
+def _roi_grad_image(a, fake):
     shape, dtype = checks.roi_grad_image_plan(a)
     memory = tensors.physical(a.grads, "NCHW")
     out = tensors.empty(shape, dtype, "NCHW", memory, a.grads.device, fake)
     image_size = tensors.in_memory(shape, "NCHW", memory)
-    bridge = _core.roi_align_grad_image
+    bridge = _roi_bridge(a)
     return _run(a, fake, out, memory, bridge, image_size=image_size)
 
 
-def roi_align_grad_boxes(a, fake):
+def _roi_grad_coords(a, fake):
     shape, dtype = checks.roi_grad_boxes_plan(a)
     out = a.boxes.new_empty(shape, dtype=dtype)
     if fake:
         return out
     memory = tensors.common(a.grads, a.image, "NCHW")
-    return _run(a, fake, out, memory, _core.roi_align_grad_boxes)
+    return _run(a, fake, out, memory, _roi_bridge(a))
 
 
 # What each family's bridges take, by their names.
 _ARGUMENTS = {"crop_and_resize": _arguments, "roi_align": _roi_arguments}
+
+# Each family's kernels by op kind (cropgrad._ops.KINDS): an op's kernel is
+# that of its family and kind (`kernel`).
+_KERNELS = {
+    "crop_and_resize": {
+        "forward": _crop_forward,
+        "grad_image": _crop_grad_image,
+        "grad_coords": _crop_grad_coords,
+        "jvp_coords": _crop_jvp_coords,
+    },
+    "roi_align": {
+        "forward": _roi_forward,
+        "grad_image": _roi_grad_image,
+        "grad_coords": _roi_grad_coords,
+        "jvp_coords": _roi_jvp_coords,
+    },
+}
+
+
+def kernel(op):
+    """The CPU kernel and fake implementation of `op` (an op of the model)."""
+    return _KERNELS[op.family][op.kind]
