@@ -2,7 +2,8 @@
 # Shapes are in the layout's order; arrays are C-contiguous, of the dtype
 # their code (cropgrad.capi._CODES) names.  RoIAlign's grads, boxes and
 # tangents (and its boxes gradient) are of the arithmetic type `boxes_dtype`
-# names (float32 or float64).
+# names (float32 or float64; `grads_dtype` the same code).  The bridges
+# are generated from the op model (_bridges.pxi).
 
 from typing import Any, Sequence
 
@@ -99,7 +100,7 @@ def crop_and_resize(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def grad_image(
+def crop_and_resize_grad_image(
     grads: npt.NDArray[np.float32],
     boxes: npt.NDArray[np.float32],
     box_ind: npt.NDArray[np.integer[Any]],
@@ -112,7 +113,7 @@ def grad_image(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def grad_boxes(
+def crop_and_resize_grad_boxes(
     grads: npt.NDArray[np.float32],
     image: npt.NDArray[Any],
     image_dtype: int,
@@ -125,7 +126,7 @@ def grad_boxes(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def jvp_boxes(
+def crop_and_resize_jvp_boxes(
     image: npt.NDArray[Any],
     image_dtype: int,
     boxes: npt.NDArray[np.float32],
@@ -160,6 +161,7 @@ def roi_align(
 ) -> None: ...
 def roi_align_grad_image(
     grads: npt.NDArray[np.floating[Any]],
+    grads_dtype: int,
     boxes: npt.NDArray[np.floating[Any]],
     boxes_dtype: int,
     box_ind: npt.NDArray[np.integer[Any]],
@@ -176,6 +178,7 @@ def roi_align_grad_image(
 ) -> None: ...
 def roi_align_grad_boxes(
     grads: npt.NDArray[np.floating[Any]],
+    grads_dtype: int,
     image: npt.NDArray[Any],
     image_dtype: int,
     boxes: npt.NDArray[np.floating[Any]],

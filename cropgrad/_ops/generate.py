@@ -7,8 +7,9 @@ in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
 header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
 functions' definitions: the shape pointers checked, then the family's call
 of the op's kind); and each op
-is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``).  All
-four are rendered here from the model (`Op.c_params` for the declarations)
+is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
+a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``).
+All five are rendered here from the model (`Op.c_params` for the declarations)
 through Cython's Tempita templates beside them (``*.tp``), so that they
 cannot drift apart or miss an op.  The
 generated files are committed (the header is what C consumers read);
@@ -41,6 +42,7 @@ FILES = (
     "capi.pxd",
     os.path.join("_capi", "table.pxi"),
     os.path.join("_jax", "targets.pxi"),
+    "_bridges.pxi",
 )
 
 
@@ -163,6 +165,66 @@ def pyx_args(op):
     )
 
 
+class Bridge:
+    """How cropgrad._core's bridge of `op` passes each C parameter: its
+    Python parameters (`params`, as Cython declares them), the arrays whose
+    buffers it holds (`arrays`, the output last), the shapes it reads from
+    arrays or sizes (`shapes`: name, source; ``num_boxes`` the count) and
+    the call's arguments
+    (`args`).  A pointer is an array's buffer (the one output is ``out``),
+    a ``*_shape`` the shape of that array, another shape (``image_size``)
+    a sequence of ints, ``num_boxes`` the boxes' rows; ``flush_denormals``
+    is ``flush``, and the error record the bridge's own."""
+
+    def __init__(self, op):
+        self.params, self.arrays, self.shapes, self.args = [], [], [], []
+        pointers = [
+            p.name
+            for p in op.c_params
+            if p.type.endswith("*") and p.type not in ("const int64_t*", "cg_error*")
+        ]
+        for param in op.c_params:
+            if param.type == "cg_error*":
+                self.args.append("&err")
+            elif param.type == "const int64_t*":
+                # (The C array is named apart from a Python parameter.)
+                array = param.name.removesuffix("_shape")
+                if array in pointers:
+                    self.shapes.append((f"_{param.name}", f"{array}.shape"))
+                else:
+                    self.params.append(param.name)
+                    self.shapes.append((f"_{param.name}", param.name))
+                self.args.append(f"_{param.name}")
+            elif param.name in pointers:
+                name = param.name if param.type.startswith("const ") else "out"
+                self.params.append(name)
+                index = len(self.arrays)
+                self.arrays.append(name)
+                self.args.append(f"<{param.type}>views[{index}].buf")
+            elif param.name == "num_boxes":
+                self.shapes.append(("num_boxes", "boxes.shape[0]"))
+                self.args.append("num_boxes")
+            elif param.name == "flush_denormals":
+                self.params.append("bint flush")
+                self.args.append("flush")
+            else:
+                self.params.append(f"{param.type} {param.name}")
+                self.args.append(param.name)
+        if self.arrays[-1] != "out" or self.arrays.count("out") != 1:
+            raise ValueError(f"{op.name}: one output, the last pointer")
+
+    @staticmethod
+    def wrap(items, indent, width=84):
+        """`items` joined by commas, wrapped, none split."""
+        text = textwrap.fill(
+            ", ".join(item.replace(" ", "\0") for item in items),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+        )
+        return text.replace("\0", " ")
+
+
 def _versions(ops):
     """`ops` grouped by the C-level API version that added them, in order."""
     groups = {}
@@ -194,6 +256,7 @@ def render(path):
         pyx_types=pyx_types,
         pyx_params=pyx_params,
         pyx_args=pyx_args,
+        Bridge=Bridge,
         source=f"cropgrad/{path.replace(os.sep, '/')}.tp",
     )
     return text.rstrip("\n") + "\n"

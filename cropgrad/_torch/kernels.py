@@ -90,6 +90,11 @@ def _run(a, fake, result, memory, bridge, **more):
     return result
 
 
+def _bridge(a):
+    """The bridge of call `a`: cropgrad._core names each after its op."""
+    return getattr(_core, a._op)
+
+
 def _crops(a, fake, shape, bridge, **more):
     """The crops of the forward op or of the boxes JVP (`shape`: the plan's),
     float32 in the memory layout of the image."""
@@ -115,13 +120,13 @@ def _crop_forward(a, fake):
         a,
         fake,
         checks.forward_plan(a),
-        _core.crop_and_resize,
+        _bridge(a),
         extrapolation_value=a.extrapolation_value,
     )
 
 
 def _crop_jvp_coords(a, fake):
-    return _crops(a, fake, checks.jvp_boxes_plan(a), _core.jvp_boxes)
+    return _crops(a, fake, checks.jvp_boxes_plan(a), _bridge(a))
 
 
 def _crop_grad_image(a, fake):
@@ -133,7 +138,7 @@ def _crop_grad_image(a, fake):
         fake,
         result,
         memory,
-        _core.grad_image,
+        _bridge(a),
         image_size=tensors.in_memory(shape, a.data_format, memory),
         output_dtype=checks.CODES[a.dtype],
     )
@@ -143,7 +148,7 @@ def _crop_grad_coords(a, fake):
     shape = checks.grad_boxes_plan(a)
     memory = tensors.common(a.grads, a.image, a.data_format)
     result = a.boxes.new_empty(shape, dtype=torch.float32)
-    return _run(a, fake, result, memory, _core.grad_boxes)
+    return _run(a, fake, result, memory, _bridge(a))
 
 
 # --------------------------------------------------------------------------
@@ -212,6 +217,7 @@ def _roi_arguments(a, memory, out):
         x["image"] = tensors.buffer(tensors.in_layout(a.image, "NCHW", memory))
         x["image_dtype"] = checks.CODES[a.image.dtype]
     if "grads" in a._fields:
+        x["grads_dtype"] = checks.CODES[arithmetic]
         grads = a.grads.to(arithmetic)
         x["grads"] = tensors.numpy(tensors.in_layout(grads, "NCHW", memory))
     if "boxes_tangent" in a._fields:
@@ -233,17 +239,12 @@ def _pooled(a, fake, plan, bridge):
     return _run(a, fake, out, memory, bridge, output_height=height, output_width=width)
 
 
-def _roi_bridge(a):
-    """RoIAlign's bridge of call `a`: cropgrad._core names them by op."""
-    return getattr(_core, a._op)
-
-
 def _roi_forward(a, fake):
-    return _pooled(a, fake, checks.roi_forward_plan, _roi_bridge(a))
+    return _pooled(a, fake, checks.roi_forward_plan, _bridge(a))
 
 
 def _roi_jvp_coords(a, fake):
-    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _roi_bridge(a))
+    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _bridge(a))
 
 
 def _roi_grad_image(a, fake):
@@ -251,7 +252,7 @@ def _roi_grad_image(a, fake):
     memory = tensors.physical(a.grads, "NCHW")
     out = tensors.empty(shape, dtype, "NCHW", memory, a.grads.device, fake)
     image_size = tensors.in_memory(shape, "NCHW", memory)
-    bridge = _roi_bridge(a)
+    bridge = _bridge(a)
     return _run(a, fake, out, memory, bridge, image_size=image_size)
 
 
@@ -261,7 +262,7 @@ def _roi_grad_coords(a, fake):
     if fake:
         return out
     memory = tensors.common(a.grads, a.image, "NCHW")
-    return _run(a, fake, out, memory, _roi_bridge(a))
+    return _run(a, fake, out, memory, _bridge(a))
 
 
 # What each family's bridges take, by their names.
