@@ -129,8 +129,8 @@ def check_roi_align(image_shape, int image_dtype, int boxes_dtype,
                     int64_t num_boxes, int64_t output_height, int64_t output_width,
                     double spatial_scale, int sampling_ratio, int layout,
                     int output_dtype, int num_threads):
-    """Raise what `cg_roi_align` (and `cg_roi_align_jvp_boxes`) would for
-    these shapes, codes and options."""
+    """Raise what `cg_roi_align` (and its boxes JVP, whose metadata is the
+    forward op's) would for these shapes, codes and options."""
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
