@@ -1,9 +1,12 @@
+# Generated from cropgrad's op model by cropgrad/_ops/generate.py, from
+# cropgrad/_core.pyi.tp: edit those, not this file.
+#
 # Stubs of the NumPy API's gate and bridge to the C-level API (_core.pyx).
 # Shapes are in the layout's order; arrays are C-contiguous, of the dtype
 # their code (cropgrad.capi._CODES) names.  RoIAlign's grads, boxes and
 # tangents (and its boxes gradient) are of the arithmetic type `boxes_dtype`
 # names (float32 or float64; `grads_dtype` the same code).  The bridges
-# are generated from the op model (_bridges.pxi).
+# are generated from the op model (_bridges.pxi), as are their stubs.
 
 from typing import Any, Sequence
 
@@ -152,7 +155,7 @@ def roi_align(
     output_width: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,
@@ -169,7 +172,7 @@ def roi_align_grad_image(
     image_size: Sequence[int],
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,
@@ -187,9 +190,9 @@ def roi_align_grad_boxes(
     box_ind_dtype: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
-    out: npt.NDArray[np.floating[Any]],
+    out: npt.NDArray[Any],
     num_threads: int,
     flush: bool,
 ) -> None: ...
@@ -205,7 +208,7 @@ def roi_align_jvp_boxes(
     output_width: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,

@@ -8,11 +8,11 @@ header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
 functions' definitions: the shape pointers checked, then the family's call
 of the op's kind); and each op
 is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
-a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``).
-All five are rendered here from the model (`Op.c_params` for the declarations)
-through Cython's Tempita templates beside them (``*.tp``), so that they
-cannot drift apart or miss an op.  The
-generated files are committed (the header is what C consumers read);
+a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
+its stub in ``cropgrad/_core.pyi``).  All are rendered here from the
+model (`Op.c_params` for the declarations) through Cython's Tempita
+templates beside them (``*.tp``), so that they cannot drift apart or miss
+an op.  The generated files are committed (the header is what C consumers read);
 setup.py renders them before compiling, and ``tests/test_generated.py``
 fails when a committed file differs from its rendering.
 
@@ -43,6 +43,7 @@ FILES = (
     os.path.join("_capi", "table.pxi"),
     os.path.join("_jax", "targets.pxi"),
     "_bridges.pxi",
+    "_core.pyi",
 )
 
 
@@ -212,6 +213,43 @@ class Bridge:
                 self.args.append(param.name)
         if self.arrays[-1] != "out" or self.arrays.count("out") != 1:
             raise ValueError(f"{op.name}: one output, the last pointer")
+
+    def stub(self, op):
+        """The bridge's parameters as its stub annotates them, one a line:
+        float pointers float32 arrays, box_ind integers, the other arrays
+        any dtype (images, outputs) or the arithmetic type's (RoIAlign's
+        grads, boxes and tangents); sizes ints, options their C types'."""
+        types = {p.name: p.type for p in op.c_params}
+        scalars = {"bint": "bool", "int": "int", "int64_t": "int"}
+        scalars.update(float="float", double="float")
+        lines = []
+        for param in self.params:
+            kind, _, name = param.rpartition(" ")
+            if kind:
+                annotation = scalars[kind]
+            elif name not in self.arrays:
+                annotation = "Sequence[int]"
+            else:
+                c_type = types[name] if name != "out" else self._out_type(op)
+                if "float" in c_type:
+                    dtype = "np.float32"
+                elif name == "box_ind":
+                    dtype = "np.integer[Any]"
+                elif name in ("image", "out"):
+                    dtype = "Any"
+                else:
+                    dtype = "np.floating[Any]"
+                annotation = f"npt.NDArray[{dtype}]"
+            lines.append(f"    {name}: {annotation},")
+        return "\n".join(lines)
+
+    @staticmethod
+    def _out_type(op):
+        return next(
+            p.type
+            for p in op.c_params
+            if p.type.endswith("*") and not p.type.startswith(("const ", "cg_error"))
+        )
 
     @staticmethod
     def wrap(items, indent, width=84):
