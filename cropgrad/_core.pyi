@@ -1,8 +1,12 @@
+# Generated from cropgrad's op model by cropgrad/_ops/generate.py, from
+# cropgrad/_core.pyi.tp: edit those, not this file.
+#
 # Stubs of the NumPy API's gate and bridge to the C-level API (_core.pyx).
 # Shapes are in the layout's order; arrays are C-contiguous, of the dtype
 # their code (cropgrad.capi._CODES) names.  RoIAlign's grads, boxes and
 # tangents (and its boxes gradient) are of the arithmetic type `boxes_dtype`
-# names (float32 or float64).
+# names (float32 or float64; `grads_dtype` the same code).  The bridges
+# are generated from the op model (_bridges.pxi), as are their stubs.
 
 from typing import Any, Sequence
 
@@ -99,7 +103,7 @@ def crop_and_resize(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def grad_image(
+def crop_and_resize_grad_image(
     grads: npt.NDArray[np.float32],
     boxes: npt.NDArray[np.float32],
     box_ind: npt.NDArray[np.integer[Any]],
@@ -112,7 +116,7 @@ def grad_image(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def grad_boxes(
+def crop_and_resize_grad_boxes(
     grads: npt.NDArray[np.float32],
     image: npt.NDArray[Any],
     image_dtype: int,
@@ -125,7 +129,7 @@ def grad_boxes(
     num_threads: int,
     flush: bool,
 ) -> None: ...
-def jvp_boxes(
+def crop_and_resize_jvp_boxes(
     image: npt.NDArray[Any],
     image_dtype: int,
     boxes: npt.NDArray[np.float32],
@@ -151,7 +155,7 @@ def roi_align(
     output_width: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,
@@ -160,6 +164,7 @@ def roi_align(
 ) -> None: ...
 def roi_align_grad_image(
     grads: npt.NDArray[np.floating[Any]],
+    grads_dtype: int,
     boxes: npt.NDArray[np.floating[Any]],
     boxes_dtype: int,
     box_ind: npt.NDArray[np.integer[Any]],
@@ -167,7 +172,7 @@ def roi_align_grad_image(
     image_size: Sequence[int],
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,
@@ -176,6 +181,7 @@ def roi_align_grad_image(
 ) -> None: ...
 def roi_align_grad_boxes(
     grads: npt.NDArray[np.floating[Any]],
+    grads_dtype: int,
     image: npt.NDArray[Any],
     image_dtype: int,
     boxes: npt.NDArray[np.floating[Any]],
@@ -184,9 +190,9 @@ def roi_align_grad_boxes(
     box_ind_dtype: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
-    out: npt.NDArray[np.floating[Any]],
+    out: npt.NDArray[Any],
     num_threads: int,
     flush: bool,
 ) -> None: ...
@@ -202,7 +208,7 @@ def roi_align_jvp_boxes(
     output_width: int,
     spatial_scale: float,
     sampling_ratio: int,
-    aligned: bool,
+    aligned: int,
     layout: int,
     out: npt.NDArray[Any],
     output_dtype: int,

@@ -10,7 +10,8 @@ Two kinds of function, one per op each:
   cropgrad.jax at trace time and cropgrad.torch whenever the shapes are
   concrete, so that every entry point refuses the same calls with the same
   words.
-- the bridge (``crop_and_resize`` ...): takes the buffers of arrays that
+- the bridge (``crop_and_resize`` ..., each named after its op and
+  generated from the op model, _bridges.pxi): takes the buffers of arrays that
   the Python layer has converted (C-contiguous, of the dtype their code
   names) and whose metadata the gate has passed, releases the GIL for the
   op's call (cropgrad/_capi: the checks that need the data, then
@@ -128,8 +129,8 @@ def check_roi_align(image_shape, int image_dtype, int boxes_dtype,
                     int64_t num_boxes, int64_t output_height, int64_t output_width,
                     double spatial_scale, int sampling_ratio, int layout,
                     int output_dtype, int num_threads):
-    """Raise what `cg_roi_align` (and `cg_roi_align_jvp_boxes`) would for
-    these shapes, codes and options."""
+    """Raise what `cg_roi_align` (and its boxes JVP, whose metadata is the
+    forward op's) would for these shapes, codes and options."""
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
@@ -174,259 +175,33 @@ def check_roi_align_grad_boxes(grads_shape, int grads_dtype, image_shape,
 
 
 # --------------------------------------------------------------------------
-# The bridge
+# The bridge: each op's (cropgrad._core.<op>) is generated from the op
+# model, in _bridges.pxi, included below.
 
-cdef enum Op:
-    FORWARD
-    GRAD_IMAGE
-    GRAD_BOXES
-    JVP_BOXES
-    ROI_ALIGN
-    ROI_GRAD_IMAGE
-    ROI_GRAD_BOXES
-    ROI_JVP_BOXES
-
-
-ctypedef struct Call:
-    # One call of the C-level API: the op, its array pointers (inputs in the
-    # order of the op's arguments, the output last) and its other arguments.
-    Op op
-    void* data[5]
-    int64_t grads_shape[4]
-    int64_t image_shape[4]
-    int64_t num_boxes
-    int64_t crop_height
-    int64_t crop_width
-    int image_dtype
-    int box_ind_dtype
-    int output_dtype
-    int method
-    int layout
-    float extrapolation_value
-    int num_threads
-    int flush
-    # RoIAlign's: the arithmetic type of boxes (and grads, tangents), the
-    # bins and the sampling.
-    int boxes_dtype
-    int64_t out_h
-    int64_t out_w
-    double spatial_scale
-    int sampling_ratio
-    int aligned
-
-
-cdef int _dispatch(Call* c, cg_error* err) noexcept nogil:
-    if c.op == FORWARD:
-        return cr.run_crop_and_resize(
-            c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
-            c.data[2], c.box_ind_dtype, c.num_boxes, c.crop_height, c.crop_width,
-            c.method, c.extrapolation_value, c.layout, <float*>c.data[3],
-            c.num_threads, c.flush, err)
-    if c.op == GRAD_IMAGE:
-        return cr.run_grad_image(
-            <const float*>c.data[0], c.grads_shape, <const float*>c.data[1],
-            c.data[2], c.box_ind_dtype, c.image_shape, c.data[3], c.output_dtype,
-            c.method, c.layout, c.num_threads, c.flush, err)
-    if c.op == GRAD_BOXES:
-        return cr.run_grad_boxes(
-            <const float*>c.data[0], c.grads_shape, c.data[1], c.image_dtype,
-            c.image_shape, <const float*>c.data[2], c.data[3], c.box_ind_dtype,
-            <float*>c.data[4], c.method, c.layout, c.num_threads, c.flush, err)
-    if c.op == JVP_BOXES:
-        return cr.run_jvp_boxes(
-            c.data[0], c.image_dtype, c.image_shape, <const float*>c.data[1],
-            <const float*>c.data[2], c.data[3], c.box_ind_dtype, c.num_boxes,
-            c.crop_height, c.crop_width, c.method, c.layout, <float*>c.data[4],
-            c.num_threads, c.flush, err)
-    if c.op == ROI_ALIGN:
-        return ra.run_roi_align(
-            c.data[0], c.image_dtype, c.image_shape, c.data[1], c.boxes_dtype,
-            c.data[2], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
-            c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[3],
-            c.output_dtype, c.num_threads, c.flush, err)
-    if c.op == ROI_GRAD_IMAGE:
-        return ra.run_roi_align_grad_image(
-            c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.boxes_dtype,
-            c.data[2], c.box_ind_dtype, c.image_shape, c.spatial_scale,
-            c.sampling_ratio, c.aligned, c.layout, c.data[3], c.output_dtype,
-            c.num_threads, c.flush, err)
-    if c.op == ROI_GRAD_BOXES:
-        return ra.run_roi_align_grad_boxes(
-            c.data[0], c.boxes_dtype, c.grads_shape, c.data[1], c.image_dtype,
-            c.image_shape, c.data[2], c.boxes_dtype, c.data[3], c.box_ind_dtype,
-            c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],
-            c.num_threads, c.flush, err)
-    return ra.run_roi_align_jvp_boxes(
-        c.data[0], c.image_dtype, c.image_shape, c.data[1], c.data[2],
-        c.boxes_dtype, c.data[3], c.box_ind_dtype, c.num_boxes, c.out_h, c.out_w,
-        c.spatial_scale, c.sampling_ratio, c.aligned, c.layout, c.data[4],
-        c.output_dtype, c.num_threads, c.flush, err)
-
-
-cdef _run(Call* c, tuple arrays):
-    """Hold the buffers of `arrays` (the output last, written), run `c`
-    without the GIL, release the buffers, raise the error record's exception.
-    """
-    cdef Py_buffer views[5]
+cdef int _hold(tuple arrays, Py_buffer* views) except -1:
+    """Hold the C-contiguous buffers of `arrays` in `views`, the last (the
+    output) writable; if one cannot be held, release those that were."""
     cdef int count = 0
     cdef int last = len(arrays) - 1
     cdef int flags
-    cdef int status = CG_OK
-    cdef cg_error err
     try:
         for obj in arrays:
             flags = PyBUF_C_CONTIGUOUS | (PyBUF_WRITABLE if count == last else 0)
             PyObject_GetBuffer(obj, &views[count], flags)
-            c.data[count] = views[count].buf
             count += 1
-        with nogil:
-            status = _dispatch(c, &err)
-    finally:
-        while count > 0:
-            count -= 1
-            PyBuffer_Release(&views[count])
-    if status != CG_OK:
-        _raise(&err)
+    except BaseException:
+        _release(views, count)
+        raise
+    return count
 
 
-cdef inline void _common(Call* c, Op op, int box_ind_dtype, int method, int layout,
-                         int num_threads, bint flush) noexcept:
-    c.op = op
-    c.box_ind_dtype = box_ind_dtype
-    c.method = method
-    c.layout = layout
-    c.num_threads = num_threads
-    c.flush = flush
+cdef void _release(Py_buffer* views, int count) noexcept:
+    while count > 0:
+        count -= 1
+        PyBuffer_Release(&views[count])
 
 
-cdef inline void _crops(Call* c, image, int image_dtype, int64_t num_boxes,
-                        int64_t crop_height, int64_t crop_width) except *:
-    """The arguments the forward op and the boxes JVP share."""
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    c.num_boxes = num_boxes
-    c.crop_height = crop_height
-    c.crop_width = crop_width
-
-
-def crop_and_resize(image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-                    int64_t crop_height, int64_t crop_width, int method,
-                    float extrapolation_value, int layout, out, int num_threads,
-                    bint flush):
-    """`cg_crop_and_resize` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, FORWARD, box_ind_dtype, method, layout, num_threads, flush)
-    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
-    c.extrapolation_value = extrapolation_value
-    _run(&c, (image, boxes, box_ind, out))
-
-
-def grad_image(grads, boxes, box_ind, int box_ind_dtype, image_size, out,
-               int output_dtype, int method, int layout, int num_threads,
-               bint flush):
-    """`cg_crop_and_resize_grad_image` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, GRAD_IMAGE, box_ind_dtype, method, layout, num_threads, flush)
-    _shape4(c.grads_shape, grads.shape)
-    _shape4(c.image_shape, image_size)
-    c.output_dtype = output_dtype
-    _run(&c, (grads, boxes, box_ind, out))
-
-
-def grad_boxes(grads, image, int image_dtype, boxes, box_ind, int box_ind_dtype,
-               out, int method, int layout, int num_threads, bint flush):
-    """`cg_crop_and_resize_grad_boxes` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, GRAD_BOXES, box_ind_dtype, method, layout, num_threads, flush)
-    _shape4(c.grads_shape, grads.shape)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    _run(&c, (grads, image, boxes, box_ind, out))
-
-
-def jvp_boxes(image, int image_dtype, boxes, boxes_tangent, box_ind,
-              int box_ind_dtype, int64_t crop_height, int64_t crop_width,
-              int method, int layout, out, int num_threads, bint flush):
-    """`cg_crop_and_resize_jvp_boxes` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, JVP_BOXES, box_ind_dtype, method, layout, num_threads, flush)
-    _crops(&c, image, image_dtype, boxes.shape[0], crop_height, crop_width)
-    _run(&c, (image, boxes, boxes_tangent, box_ind, out))
-
-
-cdef inline void _roi(Call* c, int boxes_dtype, double spatial_scale,
-                      int sampling_ratio, bint aligned) noexcept:
-    """The arguments RoIAlign's ops share."""
-    c.boxes_dtype = boxes_dtype
-    c.spatial_scale = spatial_scale
-    c.sampling_ratio = sampling_ratio
-    c.aligned = aligned
-
-
-def roi_align(image, int image_dtype, boxes, int boxes_dtype, box_ind,
-              int box_ind_dtype, int64_t output_height, int64_t output_width,
-              double spatial_scale, int sampling_ratio, bint aligned, int layout,
-              out, int output_dtype, int num_threads, bint flush):
-    """`cg_roi_align` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, ROI_ALIGN, box_ind_dtype, 0, layout, num_threads, flush)
-    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    c.num_boxes = boxes.shape[0]
-    c.out_h = output_height
-    c.out_w = output_width
-    c.output_dtype = output_dtype
-    _run(&c, (image, boxes, box_ind, out))
-
-
-def roi_align_grad_image(grads, boxes, int boxes_dtype, box_ind,
-                         int box_ind_dtype, image_size, double spatial_scale,
-                         int sampling_ratio, bint aligned, int layout, out,
-                         int output_dtype, int num_threads, bint flush):
-    """`cg_roi_align_grad_image` on NumPy arrays (grads and boxes in the
-    arithmetic type `boxes_dtype`); raises on error."""
-    cdef Call c
-    _common(&c, ROI_GRAD_IMAGE, box_ind_dtype, 0, layout, num_threads, flush)
-    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
-    _shape4(c.grads_shape, grads.shape)
-    _shape4(c.image_shape, image_size)
-    c.output_dtype = output_dtype
-    _run(&c, (grads, boxes, box_ind, out))
-
-
-def roi_align_grad_boxes(grads, image, int image_dtype, boxes, int boxes_dtype,
-                         box_ind, int box_ind_dtype, double spatial_scale,
-                         int sampling_ratio, bint aligned, int layout, out,
-                         int num_threads, bint flush):
-    """`cg_roi_align_grad_boxes` on NumPy arrays (grads, boxes and the
-    result in the arithmetic type `boxes_dtype`); raises on error."""
-    cdef Call c
-    _common(&c, ROI_GRAD_BOXES, box_ind_dtype, 0, layout, num_threads, flush)
-    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
-    _shape4(c.grads_shape, grads.shape)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    _run(&c, (grads, image, boxes, box_ind, out))
-
-
-def roi_align_jvp_boxes(image, int image_dtype, boxes, boxes_tangent,
-                        int boxes_dtype, box_ind, int box_ind_dtype,
-                        int64_t output_height, int64_t output_width,
-                        double spatial_scale, int sampling_ratio, bint aligned,
-                        int layout, out, int output_dtype, int num_threads,
-                        bint flush):
-    """`cg_roi_align_jvp_boxes` on NumPy arrays; raises on error."""
-    cdef Call c
-    _common(&c, ROI_JVP_BOXES, box_ind_dtype, 0, layout, num_threads, flush)
-    _roi(&c, boxes_dtype, spatial_scale, sampling_ratio, aligned)
-    _shape4(c.image_shape, image.shape)
-    c.image_dtype = image_dtype
-    c.num_boxes = boxes.shape[0]
-    c.out_h = output_height
-    c.out_w = output_width
-    c.output_dtype = output_dtype
-    _run(&c, (image, boxes, boxes_tangent, box_ind, out))
+include "_bridges.pxi"
 
 
 def build_info():

@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 import cropgrad
+from cropgrad import _ops
 from cropgrad import _reference as reference
 
 METHODS = ("bilinear", "nearest")
@@ -76,9 +77,18 @@ class _RoiProblem(NamedTuple):
     tangent: np.ndarray
     options: dict
 
+    # The arguments by the names the ops give them (`_roi_align_checks`).
     @property
     def output_size(self):
         return self.grads.shape[2:]
+
+    @property
+    def image_size(self):
+        return self.image.shape
+
+    @property
+    def boxes_tangent(self):
+        return self.tangent
 
     def cast(self, dtype):
         """The problem with its floating-point arrays in `dtype`."""
@@ -193,32 +203,26 @@ def _crop_and_resize_checks():
     return checks
 
 
-# Each RoIAlign op's arguments before its options: the library's and the
-# reference's alike.
-_ROI_ARGUMENTS = {
-    "roi_align": lambda p: (p.image, p.boxes, p.box_ind, p.output_size),
-    "roi_align_grad_image": lambda p: (p.grads, p.boxes, p.box_ind, p.image.shape),
-    "roi_align_grad_boxes": lambda p: (p.grads, p.image, p.boxes, p.box_ind),
-    "roi_align_jvp_boxes": lambda p: (
-        (p.image, p.boxes, p.box_ind, p.tangent, p.output_size)
-    ),
-}
-
-
 def _roi_align_checks():
+    """Every RoIAlign op of the model, in float32 and float64: its
+    arguments before its options (the library's and the reference's alike)
+    are the problem's, by name."""
     checks = []
     for dtype in (np.float32, np.float64):
-        for op, arguments in _ROI_ARGUMENTS.items():
+        for op in _ops.FAMILIES["roi_align"].ops.values():
+            names = tuple(a.name for a in op.args_of("numpy") if not a.keyword_only)
 
-            def run(p, n, op=op, arguments=arguments, t=dtype):
+            def run(p, n, op=op.name, names=names, t=dtype):
+                q = p.cast(t)
                 call = getattr(cropgrad, op)
-                return call(*arguments(p.cast(t)), num_threads=n, **p.options)
+                return call(*(getattr(q, a) for a in names), num_threads=n, **q.options)
 
-            def expect(p, op=op, arguments=arguments, t=dtype):
+            def expect(p, op=op.name, names=names, t=dtype):
+                q = p.cast(t)
                 call = getattr(reference.roi_align, op)
-                return call(*arguments(p.cast(t)), exact=True, **p.options)
+                return call(*(getattr(q, a) for a in names), exact=True, **q.options)
 
-            name = f"{op} {np.dtype(dtype).name}"
+            name = f"{op.name} {np.dtype(dtype).name}"
             checks.append(_Check(name, "roi_align", run, expect))
     return checks
 

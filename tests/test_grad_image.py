@@ -395,13 +395,13 @@ def test_contiguous_float32_inputs_are_not_copied(monkeypatch):
     rng = np.random.default_rng(2)
     grads, boxes, box_ind, size = random_problem(rng)
     seen = {}
-    real = cropgrad._core.grad_image
+    real = cropgrad._core.crop_and_resize_grad_image
 
     def spy(g, b, *args):
         seen["grads"], seen["boxes"] = g, b
         return real(g, b, *args)
 
-    monkeypatch.setattr(cropgrad._core, "grad_image", spy)
+    monkeypatch.setattr(cropgrad._core, "crop_and_resize_grad_image", spy)
     cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size)
     assert seen["grads"] is grads
     assert seen["boxes"] is boxes

@@ -410,7 +410,7 @@ def test_forward_reads_the_image_in_place(monkeypatch, layout):
 @needs_torch
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_grad_image_reads_grads_in_place(monkeypatch, layout):
-    spy = Spy(monkeypatch, "grad_image")
+    spy = Spy(monkeypatch, "crop_and_resize_grad_image")
     _, grads, boxes, box_ind = problem(seed=8)
     g = as_torch(grads, layout)
     out = cgt.crop_and_resize_grad_image(
@@ -431,7 +431,7 @@ def test_grad_image_reads_grads_in_place(monkeypatch, layout):
 
 @needs_torch
 def test_nhwc_view_of_nchw_memory_goes_to_the_nchw_kernel(monkeypatch):
-    spy = Spy(monkeypatch, "grad_boxes")
+    spy = Spy(monkeypatch, "crop_and_resize_grad_boxes")
     image, grads, boxes, box_ind = problem(seed=9)
     x = torch.from_numpy(image).permute(TO_NCHW).contiguous().permute(TO_NHWC)
     g = torch.from_numpy(grads).permute(TO_NCHW).contiguous().permute(TO_NHWC)

@@ -159,7 +159,7 @@ def crop_and_resize_grad_image(
     _core.check_grad_image(grads.shape, shape, out_code, method_code, layout, nthreads)
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, shape, out_dtype)
-    _core.grad_image(
+    _core.crop_and_resize_grad_image(
         grads,
         boxes,
         index,
@@ -351,7 +351,7 @@ def crop_and_resize_grad_boxes(
     )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, (boxes.shape[0], 4), np.dtype(np.float32))
-    _core.grad_boxes(
+    _core.crop_and_resize_grad_boxes(
         grads,
         image,
         image_code,
@@ -483,7 +483,7 @@ def crop_and_resize_jvp_boxes(
     index, index_code, result = _index_and_crops(
         box_ind, out, layout, image, boxes.shape[0], crop_h, crop_w
     )
-    _core.jvp_boxes(
+    _core.crop_and_resize_jvp_boxes(
         image,
         image_code,
         boxes,

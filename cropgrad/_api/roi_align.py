@@ -388,6 +388,7 @@ def roi_align_grad_image(
     result = _v.output(out, shape, result_dtype)
     _core.roi_align_grad_image(
         grads,
+        arith_code,
         boxes,
         arith_code,
         index,
@@ -509,6 +510,7 @@ flush_denormals
     result = _v.output(out, (boxes.shape[0], 4), arith)
     _core.roi_align_grad_boxes(
         grads,
+        arith_code,
         image,
         image_code,
         boxes,

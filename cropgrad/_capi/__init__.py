@@ -7,15 +7,18 @@ each filling a ``cg_error`` record.  An op's call runs once its metadata
 has passed, always through ``gate.run``: the array and data checks, the
 kernels' problem, the kernel, in one order for every op, the op's own
 parts as hooks.  One module per op family holds its ops' checks and calls
-(``crop_and_resize``, ``roi_align``); ``gate`` the record, the checks they
-share and ``run``.
+(``crop_and_resize``, ``roi_align``), a call per op kind (``run_forward``,
+``run_grad_image``, ``run_grad_coords``, ``run_jvp_coords``) told the op's
+name and whether to run its metadata check first; ``gate`` the record, the
+checks they share and ``run``.
 
 Who runs what, so that every call passes the gate once::
 
-    cropgrad.capi.cg_*          <family>.check_<op>  ->  <family>.run_<op>
+    cropgrad.capi.cg_*          <family>.run_<kind>, metadata check first
     cropgrad._core (NumPy API)  <family>.check_<op> (before the output is
-                                allocated)           ->  <family>.run_<op>
-    cropgrad._jax (JAX)         cropgrad.capi.cg_* on XLA's buffers
+                                allocated)           ->  <family>.run_<kind>
+    cropgrad._jax (JAX)         <family>.run_<kind>, metadata check first,
+                                on XLA's buffers
 
 It cimports the kernels (cropgrad/_kernels) and the runtime
 (cropgrad/_runtime), and the C-level API's codes from ``capi.pxd``; the

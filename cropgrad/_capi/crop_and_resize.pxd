@@ -31,9 +31,14 @@ cdef int check_grad_boxes(const int64_t* grads_shape, const int64_t* image_shape
                           cg_error* err) noexcept nogil
 
 
-# Calls.
+# Calls, one per op kind (cropgrad._ops.KINDS): the C-level API's
+# arguments after `op`, the op's name for messages, and `check`, whether
+# to run the op's metadata check first (the C-level API's functions, which
+# capi.pyx generates from the op model, do; cropgrad._core has run it
+# before it allocated the output, and does not).
 
-cdef int run_crop_and_resize(
+cdef int run_forward(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const float* boxes, const void* box_ind, int box_ind_dtype, int64_t num_boxes,
     int64_t crop_height, int64_t crop_width, int method, float extrapolation_value,
@@ -42,20 +47,23 @@ cdef int run_crop_and_resize(
 ) noexcept nogil
 
 cdef int run_grad_image(
+    const char* op, bint check,
     const float* grads, const int64_t* grads_shape, const float* boxes,
     const void* box_ind, int box_ind_dtype, const int64_t* image_size,
     void* output, int output_dtype, int method, int layout, int num_threads,
     int flush_denormals, cg_error* err,
 ) noexcept nogil
 
-cdef int run_grad_boxes(
+cdef int run_grad_coords(
+    const char* op, bint check,
     const float* grads, const int64_t* grads_shape, const void* image,
     int image_dtype, const int64_t* image_shape, const float* boxes,
     const void* box_ind, int box_ind_dtype, float* output, int method, int layout,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil
 
-cdef int run_jvp_boxes(
+cdef int run_jvp_coords(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const float* boxes, const float* boxes_tangent, const void* box_ind,
     int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,

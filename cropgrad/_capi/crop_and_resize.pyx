@@ -298,38 +298,46 @@ cdef int forward_call(Forward* a, const char* op, kernel_fn kernel,
     return run(&call, err)
 
 
-cdef int run_crop_and_resize(
+cdef int run_forward(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const float* boxes, const void* box_ind, int box_ind_dtype, int64_t num_boxes,
     int64_t crop_height, int64_t crop_width, int method, float extrapolation_value,
     int layout, float* crops, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
+    if check and check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                               crop_width, method, layout, num_threads, False,
+                               err) != CG_OK:
+        return err.status
     cdef Forward a = Forward(
         image=image, image_dtype=image_dtype, image_shape=image_shape, tangent=NULL,
         crop_height=crop_height, crop_width=crop_width, method=method,
         extrapolation_value=extrapolation_value, layout=layout, output=crops,
         jvp=False)
-    return forward_call(&a, "crop_and_resize", kernel_forward, boxes, box_ind,
-                        box_ind_dtype, num_boxes, num_threads, flush_denormals,
-                        err)
+    return forward_call(&a, op, kernel_forward, boxes, box_ind, box_ind_dtype,
+                        num_boxes, num_threads, flush_denormals, err)
 
 
-cdef int run_jvp_boxes(
+cdef int run_jvp_coords(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const float* boxes, const float* boxes_tangent, const void* box_ind,
     int box_ind_dtype, int64_t num_boxes, int64_t crop_height, int64_t crop_width,
     int method, int layout, float* output, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
+    if check and check_forward(image_shape, image_dtype, num_boxes, crop_height,
+                               crop_width, method, layout, num_threads, True,
+                               err) != CG_OK:
+        return err.status
     cdef Forward a = Forward(
         image=image, image_dtype=image_dtype, image_shape=image_shape,
         tangent=boxes_tangent, crop_height=crop_height, crop_width=crop_width,
         method=method, extrapolation_value=0, layout=layout, output=output,
         jvp=True)
-    return forward_call(&a, "crop_and_resize_jvp_boxes", kernel_jvp, boxes,
-                        box_ind, box_ind_dtype, num_boxes, num_threads,
-                        flush_denormals, err)
+    return forward_call(&a, op, kernel_jvp, boxes, box_ind, box_ind_dtype,
+                        num_boxes, num_threads, flush_denormals, err)
 
 
 cdef int prepare_grad_image(Call* call, Array* arrays) noexcept nogil:
@@ -357,17 +365,22 @@ cdef int kernel_grad_image(const Call* call, const int64_t* index, int threads,
 
 
 cdef int run_grad_image(
+    const char* op, bint check,
     const float* grads, const int64_t* grads_shape, const float* boxes,
     const void* box_ind, int box_ind_dtype, const int64_t* image_size,
     void* output, int output_dtype, int method, int layout, int num_threads,
     int flush_denormals, cg_error* err,
 ) noexcept nogil:
+    if check and check_grad_image(grads_shape, image_size, output_dtype, method,
+                                  layout, num_threads, "image_size",
+                                  err) != CG_OK:
+        return err.status
     cdef Geometry geo
     cdef GradImage a = GradImage(
         grads=grads, grads_shape=grads_shape, image_size=image_size, output=output,
         output_dtype=output_dtype, method=method, layout=layout)
     cdef Call call = Call(
-        op="crop_and_resize_grad_image",
+        op=op,
         scratch="scratch (sampling tables, or the float32 accumulator of a "
                 "float16 or bfloat16 output)",
         boxes=boxes, boxes_dtype=CG_FLOAT32, box_ind=box_ind,
@@ -402,18 +415,22 @@ cdef int kernel_grad_boxes(const Call* call, const int64_t* index, int threads,
                       threads, call.flush, failed)
 
 
-cdef int run_grad_boxes(
+cdef int run_grad_coords(
+    const char* op, bint check,
     const float* grads, const int64_t* grads_shape, const void* image,
     int image_dtype, const int64_t* image_shape, const float* boxes,
     const void* box_ind, int box_ind_dtype, float* output, int method, int layout,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
+    if check and check_grad_boxes(grads_shape, image_shape, image_dtype, method,
+                                  layout, num_threads, err) != CG_OK:
+        return err.status
     cdef Geometry geo
     cdef GradBoxes a = GradBoxes(
         grads=grads, grads_shape=grads_shape, image=image, image_dtype=image_dtype,
         image_shape=image_shape, output=output, layout=layout)
     cdef Call call = Call(
-        op="crop_and_resize_grad_boxes", scratch="scratch", boxes=boxes,
+        op=op, scratch="scratch", boxes=boxes,
         boxes_dtype=CG_FLOAT32, box_ind=box_ind, box_ind_dtype=box_ind_dtype,
         num_boxes=grads_shape[0], batch=image_shape[0],
         empty=grads_shape[0] == 0, num_threads=num_threads,

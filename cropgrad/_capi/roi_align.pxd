@@ -43,9 +43,14 @@ cdef int check_roi_align_grad_boxes(const int64_t* grads_shape, int grads_dtype,
                                     int num_threads, cg_error* err) noexcept nogil
 
 
-# Calls.
+# Calls, one per op kind (cropgrad._ops.KINDS): the C-level API's
+# arguments after `op`, the op's name for messages, and `check`, whether
+# to run the op's metadata check first (the C-level API's functions, which
+# capi.pyx generates from the op model, do; cropgrad._core has run it
+# before it allocated the output, and does not).
 
-cdef int run_roi_align(
+cdef int run_forward(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
     int64_t num_boxes, int64_t output_height, int64_t output_width,
@@ -54,7 +59,8 @@ cdef int run_roi_align(
     cg_error* err,
 ) noexcept nogil
 
-cdef int run_roi_align_grad_image(
+cdef int run_grad_image(
+    const char* op, bint check,
     const void* grads, int grads_dtype, const int64_t* grads_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
     const int64_t* image_size, double spatial_scale, int sampling_ratio,
@@ -62,7 +68,8 @@ cdef int run_roi_align_grad_image(
     int flush_denormals, cg_error* err,
 ) noexcept nogil
 
-cdef int run_roi_align_grad_boxes(
+cdef int run_grad_coords(
+    const char* op, bint check,
     const void* grads, int grads_dtype, const int64_t* grads_shape,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
@@ -70,7 +77,8 @@ cdef int run_roi_align_grad_boxes(
     void* output, int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil
 
-cdef int run_roi_align_jvp_boxes(
+cdef int run_jvp_coords(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, const void* boxes_tangent, int boxes_dtype,
     const void* box_ind, int box_ind_dtype, int64_t num_boxes,

@@ -431,7 +431,8 @@ cdef int forward_call(Forward* a, const char* op, kernel_fn kernel,
     return run(&call, err)
 
 
-cdef int run_roi_align(
+cdef int run_forward(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
     int64_t num_boxes, int64_t output_height, int64_t output_width,
@@ -439,17 +440,23 @@ cdef int run_roi_align(
     void* output, int output_dtype, int num_threads, int flush_denormals,
     cg_error* err,
 ) noexcept nogil:
+    if check and check_roi_align(image_shape, image_dtype, boxes_dtype, num_boxes,
+                                 output_height, output_width, spatial_scale,
+                                 sampling_ratio, layout, output_dtype,
+                                 num_threads, err) != CG_OK:
+        return err.status
     cdef Forward a = Forward(
         image=image, image_dtype=image_dtype, image_shape=image_shape, tangent=NULL,
         out_h=output_height, out_w=output_width, spatial_scale=spatial_scale,
         sampling_ratio=sampling_ratio, aligned=aligned, layout=layout,
         output=output, output_dtype=output_dtype, jvp=False)
-    return forward_call(&a, "roi_align", kernel_forward, boxes, boxes_dtype,
-                        box_ind, box_ind_dtype, num_boxes, num_threads,
-                        flush_denormals, err)
+    return forward_call(&a, op, kernel_forward, boxes, boxes_dtype, box_ind,
+                        box_ind_dtype, num_boxes, num_threads, flush_denormals,
+                        err)
 
 
-cdef int run_roi_align_jvp_boxes(
+cdef int run_jvp_coords(
+    const char* op, bint check,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, const void* boxes_tangent, int boxes_dtype,
     const void* box_ind, int box_ind_dtype, int64_t num_boxes,
@@ -457,15 +464,20 @@ cdef int run_roi_align_jvp_boxes(
     int sampling_ratio, int aligned, int layout, void* output, int output_dtype,
     int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
+    if check and check_roi_align(image_shape, image_dtype, boxes_dtype, num_boxes,
+                                 output_height, output_width, spatial_scale,
+                                 sampling_ratio, layout, output_dtype,
+                                 num_threads, err) != CG_OK:
+        return err.status
     cdef Forward a = Forward(
         image=image, image_dtype=image_dtype, image_shape=image_shape,
         tangent=boxes_tangent, out_h=output_height, out_w=output_width,
         spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
         aligned=aligned, layout=layout, output=output, output_dtype=output_dtype,
         jvp=True)
-    return forward_call(&a, "roi_align_jvp_boxes", kernel_jvp, boxes,
-                        boxes_dtype, box_ind, box_ind_dtype, num_boxes,
-                        num_threads, flush_denormals, err)
+    return forward_call(&a, op, kernel_jvp, boxes, boxes_dtype, box_ind,
+                        box_ind_dtype, num_boxes, num_threads, flush_denormals,
+                        err)
 
 
 cdef int prepare_grad_image(Call* call, Array* arrays) noexcept nogil:
@@ -493,13 +505,19 @@ cdef int kernel_grad_image(const Call* call, const int64_t* index, int threads,
                                 threads, call.flush, failed)
 
 
-cdef int run_roi_align_grad_image(
+cdef int run_grad_image(
+    const char* op, bint check,
     const void* grads, int grads_dtype, const int64_t* grads_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
     const int64_t* image_size, double spatial_scale, int sampling_ratio,
     int aligned, int layout, void* output, int output_dtype, int num_threads,
     int flush_denormals, cg_error* err,
 ) noexcept nogil:
+    if check and check_roi_align_grad_image(
+            grads_shape, grads_dtype, boxes_dtype, image_size, spatial_scale,
+            sampling_ratio, layout, output_dtype, num_threads, "image_size",
+            err) != CG_OK:
+        return err.status
     cdef RoiProblem g
     cdef GradImage a = GradImage(
         grads=grads, grads_dtype=grads_dtype, grads_shape=grads_shape,
@@ -508,7 +526,7 @@ cdef int run_roi_align_grad_image(
         output=output, output_dtype=output_dtype)
     # (The metadata check has made boxes_dtype grads_dtype.)
     cdef Call call = Call(
-        op="roi_align_grad_image",
+        op=op,
         scratch="scratch (the grouping of boxes, or the accumulator of an output "
                 "of another dtype)",
         boxes=boxes, boxes_dtype=boxes_dtype, box_ind=box_ind,
@@ -546,13 +564,18 @@ cdef int kernel_grad_boxes(const Call* call, const int64_t* index, int threads,
                                 threads, call.flush, failed)
 
 
-cdef int run_roi_align_grad_boxes(
+cdef int run_grad_coords(
+    const char* op, bint check,
     const void* grads, int grads_dtype, const int64_t* grads_shape,
     const void* image, int image_dtype, const int64_t* image_shape,
     const void* boxes, int boxes_dtype, const void* box_ind, int box_ind_dtype,
     double spatial_scale, int sampling_ratio, int aligned, int layout,
     void* output, int num_threads, int flush_denormals, cg_error* err,
 ) noexcept nogil:
+    if check and check_roi_align_grad_boxes(
+            grads_shape, grads_dtype, image_shape, image_dtype, boxes_dtype,
+            spatial_scale, sampling_ratio, layout, num_threads, err) != CG_OK:
+        return err.status
     cdef RoiProblem g
     cdef GradBoxes a = GradBoxes(
         grads=grads, grads_dtype=grads_dtype, grads_shape=grads_shape, image=image,
@@ -560,7 +583,7 @@ cdef int run_roi_align_grad_boxes(
         spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
         aligned=aligned, layout=layout, output=output)
     cdef Call call = Call(
-        op="roi_align_grad_boxes", scratch="scratch", boxes=boxes,
+        op=op, scratch="scratch", boxes=boxes,
         boxes_dtype=boxes_dtype, box_ind=box_ind, box_ind_dtype=box_ind_dtype,
         num_boxes=grads_shape[0], batch=image_shape[0], empty=grads_shape[0] == 0,
         num_threads=num_threads, flush=flush_denormals != 0, args=&a, problem=&g,

@@ -1,7 +1,267 @@
 # Generated from cropgrad's op model by cropgrad/_ops/generate.py, from
 # cropgrad/_capi/table.pxi.tp: edit those, not this file.  Included by
-# cropgrad/capi.pyx, after the functions it defines.
+# cropgrad/capi.pyx, after cg_api_version and cg_default_threads.
 #
+# Each op's function of the C-level API (declared in capi.pxd): the error
+# record made optional, each shape pointer checked, then its family's call
+# of the op's kind (cropgrad/_capi/<family>.pxd, run_<kind>), told the op's
+# name for messages and to run the op's metadata check first.
+from cropgrad._capi cimport crop_and_resize as _crop_and_resize
+from cropgrad._capi cimport roi_align as _roi_align
+
+
+cdef int cg_crop_and_resize(
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const float* boxes,
+    const void* box_ind,
+    int box_ind_dtype,
+    int64_t num_boxes,
+    int64_t crop_height,
+    int64_t crop_width,
+    int method,
+    float extrapolation_value,
+    int layout,
+    float* crops,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _crop_and_resize.run_forward(
+        "crop_and_resize", True,
+        image, image_dtype, image_shape, boxes, box_ind, box_ind_dtype, num_boxes,
+        crop_height, crop_width, method, extrapolation_value, layout, crops,
+        num_threads, flush_denormals, error)
+
+
+cdef int cg_crop_and_resize_grad_image(
+    const float* grads,
+    const int64_t* grads_shape,
+    const float* boxes,
+    const void* box_ind,
+    int box_ind_dtype,
+    const int64_t* image_size,
+    void* output,
+    int output_dtype,
+    int method,
+    int layout,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_size, "image_size", error) != CG_OK:
+        return error.status
+    return _crop_and_resize.run_grad_image(
+        "crop_and_resize_grad_image", True,
+        grads, grads_shape, boxes, box_ind, box_ind_dtype, image_size, output,
+        output_dtype, method, layout, num_threads, flush_denormals, error)
+
+
+cdef int cg_crop_and_resize_grad_boxes(
+    const float* grads,
+    const int64_t* grads_shape,
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const float* boxes,
+    const void* box_ind,
+    int box_ind_dtype,
+    float* output,
+    int method,
+    int layout,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _crop_and_resize.run_grad_coords(
+        "crop_and_resize_grad_boxes", True,
+        grads, grads_shape, image, image_dtype, image_shape, boxes, box_ind,
+        box_ind_dtype, output, method, layout, num_threads, flush_denormals, error)
+
+
+cdef int cg_crop_and_resize_jvp_boxes(
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const float* boxes,
+    const float* boxes_tangent,
+    const void* box_ind,
+    int box_ind_dtype,
+    int64_t num_boxes,
+    int64_t crop_height,
+    int64_t crop_width,
+    int method,
+    int layout,
+    float* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _crop_and_resize.run_jvp_coords(
+        "crop_and_resize_jvp_boxes", True,
+        image, image_dtype, image_shape, boxes, boxes_tangent, box_ind,
+        box_ind_dtype, num_boxes, crop_height, crop_width, method, layout, output,
+        num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align(
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const void* boxes,
+    int boxes_dtype,
+    const void* box_ind,
+    int box_ind_dtype,
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,
+    void* output,
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _roi_align.run_forward(
+        "roi_align", True,
+        image, image_dtype, image_shape, boxes, boxes_dtype, box_ind, box_ind_dtype,
+        num_boxes, output_height, output_width, spatial_scale, sampling_ratio,
+        aligned, layout, output, output_dtype, num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align_grad_image(
+    const void* grads,
+    int grads_dtype,
+    const int64_t* grads_shape,
+    const void* boxes,
+    int boxes_dtype,
+    const void* box_ind,
+    int box_ind_dtype,
+    const int64_t* image_size,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,
+    void* output,
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_size, "image_size", error) != CG_OK:
+        return error.status
+    return _roi_align.run_grad_image(
+        "roi_align_grad_image", True,
+        grads, grads_dtype, grads_shape, boxes, boxes_dtype, box_ind, box_ind_dtype,
+        image_size, spatial_scale, sampling_ratio, aligned, layout, output,
+        output_dtype, num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align_grad_boxes(
+    const void* grads,
+    int grads_dtype,
+    const int64_t* grads_shape,
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const void* boxes,
+    int boxes_dtype,
+    const void* box_ind,
+    int box_ind_dtype,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,
+    void* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _roi_align.run_grad_coords(
+        "roi_align_grad_boxes", True,
+        grads, grads_dtype, grads_shape, image, image_dtype, image_shape, boxes,
+        boxes_dtype, box_ind, box_ind_dtype, spatial_scale, sampling_ratio, aligned,
+        layout, output, num_threads, flush_denormals, error)
+
+
+cdef int cg_roi_align_jvp_boxes(
+    const void* image,
+    int image_dtype,
+    const int64_t* image_shape,
+    const void* boxes,
+    const void* boxes_tangent,
+    int boxes_dtype,
+    const void* box_ind,
+    int box_ind_dtype,
+    int64_t num_boxes,
+    int64_t output_height,
+    int64_t output_width,
+    double spatial_scale,
+    int sampling_ratio,
+    int aligned,
+    int layout,
+    void* output,
+    int output_dtype,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    return _roi_align.run_jvp_coords(
+        "roi_align_jvp_boxes", True,
+        image, image_dtype, image_shape, boxes, boxes_tangent, boxes_dtype, box_ind,
+        box_ind_dtype, num_boxes, output_height, output_width, spatial_scale,
+        sampling_ratio, aligned, layout, output, output_dtype, num_threads,
+        flush_denormals, error)
+
+
 # The table C and C++ consumers get through cropgrad/include/cropgrad/capi.h:
 # this struct is that header's cropgrad_api_t, member for member (a minor
 # version only appends members; tests/test_capi.py checks the

@@ -12,7 +12,8 @@ handler (``handlers``) calls the C-level API on XLA's buffers::
         under jvp, grad                   derivatives: other rows of ops.OPS
     XLA FFI call "cropgrad_<op>"      when the computation runs:
       handlers._handle                  frames: decode the call frame
-        handlers._run_<op>              capi.cg_<op>: the gate, the kernel
+        handlers._run_<family>_<kind>   _capi.<family>.run_<kind>: the gate,
+                                        the kernel
 
 Modules, what each owns and what it may import (besides JAX and NumPy):
 

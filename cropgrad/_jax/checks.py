@@ -18,7 +18,7 @@ Errors in the data (a non-finite box, a box index out of range) are the
 kernel's to find, when the call runs.
 
 May import: JAX, NumPy, cropgrad._api.validation, cropgrad._core,
-cropgrad._jax.handlers.
+cropgrad._ops, cropgrad._jax.handlers.
 """
 
 import functools
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cropgrad import _core
+from cropgrad import _core, _ops
 from cropgrad._api import validation as _v
 from cropgrad._jax import handlers as _handlers
 
@@ -397,13 +397,25 @@ def _roi_grad_boxes(a, p):
     )
 
 
+# The gates by family and op kind (cropgrad._ops.KINDS); `GATES` names them
+# by op from the model.
+_GATES_BY_KIND = {
+    "crop_and_resize": {
+        "forward": _crop_and_resize,
+        "grad_image": _grad_image,
+        "grad_coords": _grad_boxes,
+        "jvp_coords": _jvp_boxes,
+    },
+    "roi_align": {
+        "forward": _roi_align,
+        "grad_image": _roi_grad_image,
+        "grad_coords": _roi_grad_boxes,
+        "jvp_coords": _roi_align,
+    },
+}
+
 GATES = {
-    "crop_and_resize": _crop_and_resize,
-    "crop_and_resize_grad_image": _grad_image,
-    "crop_and_resize_grad_boxes": _grad_boxes,
-    "crop_and_resize_jvp_boxes": _jvp_boxes,
-    "roi_align": _roi_align,
-    "roi_align_grad_image": _roi_grad_image,
-    "roi_align_grad_boxes": _roi_grad_boxes,
-    "roi_align_jvp_boxes": _roi_align,
+    op.name: gates[op.kind]
+    for family, gates in _GATES_BY_KIND.items()
+    for op in _ops.FAMILIES[family].ops.values()
 }

@@ -5,8 +5,9 @@
 calls them through ``jax.ffi.ffi_call``.  A handler is a plain C function
 that XLA calls with a call frame holding its buffers and attributes.  It
 decodes them (with frames.pyx), checks what the C-level API cannot see
-(that the buffers' shapes agree with one another), and calls
-`cropgrad.capi`, which runs the gate on every call: the kernels run
+(that the buffers' shapes agree with one another), and calls the op's
+call in cropgrad/_capi with its metadata check, the gate the C-level API
+runs, on every call: the kernels run
 on XLA's buffers, with no copy, no Python and no GIL.  A bad call comes
 back to XLA as an error carrying cropgrad's message, which JAX raises from
 the call; it never crashes the process.
@@ -14,9 +15,11 @@ the call; it never crashes the process.
 Nothing here needs JAX to build or import: ffi.pxd declares the few
 structs of XLA's FFI C API that the handlers use.
 
-An op is its `_run_<op>` here (decode the frame's buffers and attributes,
-call the C-level API); its `Target` row (its name in messages, operand
-count, the FFI API version declared, that function), the C entry point
+An op is its family's and kind's `_run_<family>_<kind>` here (decode the
+frame's buffers and attributes, call the family's ``run_<kind>``, named
+the target's name for messages, through the gate); its `Target` row (its
+name in messages, operand count, the FFI API version declared, that
+function), the C entry point
 that hands XLA's frame and the row to `_handle`, and its entry in
 `handlers()`, whose names are the FFI target names (exported artefacts
 refer to them, so they never change), are generated from the op model
@@ -74,6 +77,8 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdio cimport snprintf
 
 from cropgrad cimport capi
+from cropgrad._capi cimport crop_and_resize as cr
+from cropgrad._capi cimport roi_align as ra
 from cropgrad._jax cimport frames
 from cropgrad._jax.ffi cimport (
     CG_FFI_CALL_FRAME_SIZE,
@@ -103,7 +108,7 @@ FFI_API_VERSION = (FFI_MAJOR, FFI_MINOR)
 # --------------------------------------------------------------------------
 # The handlers
 
-ctypedef void (*run_t)(cg_ffi_call_frame*, frames.Decoded*,
+ctypedef void (*run_t)(const char*, cg_ffi_call_frame*, frames.Decoded*,
                        capi.cg_error*) noexcept nogil
 
 
@@ -131,7 +136,7 @@ cdef cg_ffi_error* _handle(cg_ffi_call_frame* frame,
     # Nothing to restate until the op has decoded its fold.
     d.attrs.fold_rank = 0
     if frames.check_frame(frame, target.nargs, 1, &e) == 0:
-        target.run(frame, &d, &e)
+        target.run(target.name, frame, &d, &e)
         frames.unfold_message(&d, &e)
     return frames.xla_error(frame, target.name, &e)
 
@@ -157,11 +162,14 @@ cdef int _crop_size(const cg_ffi_buffer* out, const char* name,
     return 0
 
 
-# Each op's run: decode its buffers (operands, then its result), check them
-# against one another, and call the C-level API, which runs the gate.
+# Each op's run, by family and kind: decode its buffers (operands, then its
+# result), check them against one another, and call the family's call of
+# the kind with the metadata check (the C-level API's gate), named `op`,
+# the target's name.
 
-cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, frames.Decoded* d,
-                               capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_forward(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int image_dtype
     cdef int64_t crop_h, crop_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -177,15 +185,17 @@ cdef void _run_crop_and_resize(cg_ffi_call_frame* frame, frames.Decoded* d,
             or _crop_size(crops, "crops", image, d.attrs.layout, &crop_h,
                           &crop_w, e) < 0):
         return
-    capi.cg_crop_and_resize(
+    cr.run_forward(
+        op, True,
         frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
         d.box_ind, d.index_dtype, d.num_boxes, crop_h, crop_w, d.attrs.method,
         d.attrs.extrapolation_value, d.attrs.layout,
         <float*>frames.data(crops), d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                          capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_grad_image(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int output_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
@@ -202,14 +212,16 @@ cdef void _run_crop_and_resize_grad_image(cg_ffi_call_frame* frame, frames.Decod
     if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
                               False, d, e) < 0:
         return
-    capi.cg_crop_and_resize_grad_image(
+    cr.run_grad_image(
+        op, True,
         <const float*>frames.data(grads), grads.dims, <const float*>d.boxes,
         d.box_ind, d.index_dtype, output.dims, frames.data(output), output_dtype,
         d.attrs.method, d.attrs.layout, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                          capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_grad_coords(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int image_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
@@ -225,15 +237,17 @@ cdef void _run_crop_and_resize_grad_boxes(cg_ffi_call_frame* frame, frames.Decod
             or frames.boxes_and_index(&frame.args, 2, grads.dims[0],
                                       image.dims[0], False, d, e) < 0):
         return
-    capi.cg_crop_and_resize_grad_boxes(
+    cr.run_grad_coords(
+        op, True,
         <const float*>frames.data(grads), grads.dims, frames.data(image),
         image_dtype, image.dims, <const float*>d.boxes, d.box_ind,
         d.index_dtype, <float*>frames.data(output), d.attrs.method, d.attrs.layout,
         d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                         capi.cg_error* e) noexcept nogil:
+cdef void _run_crop_and_resize_jvp_coords(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int image_dtype
     cdef int64_t crop_h, crop_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -253,7 +267,8 @@ cdef void _run_crop_and_resize_jvp_boxes(cg_ffi_call_frame* frame, frames.Decode
             or _crop_size(output, "output", image, d.attrs.layout, &crop_h,
                           &crop_w, e) < 0):
         return
-    capi.cg_crop_and_resize_jvp_boxes(
+    cr.run_jvp_coords(
+        op, True,
         frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
         <const float*>frames.data(tangent), d.box_ind, d.index_dtype,
         d.num_boxes, crop_h, crop_w, d.attrs.method, d.attrs.layout,
@@ -278,8 +293,9 @@ cdef int _boxes_dtype(const cg_ffi_buffer* b, const char* name,
     return 0
 
 
-cdef void _run_roi_align(cg_ffi_call_frame* frame, frames.Decoded* d,
-                         capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_forward(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int image_dtype, output_dtype
     cdef int64_t out_h, out_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -298,7 +314,8 @@ cdef void _run_roi_align(cg_ffi_call_frame* frame, frames.Decoded* d,
             or _crop_size(output, "output", image, d.attrs.layout, &out_h,
                           &out_w, e) < 0):
         return
-    capi.cg_roi_align(
+    ra.run_forward(
+        op, True,
         frames.data(image), image_dtype, image.dims, d.boxes, d.boxes_dtype,
         d.box_ind, d.index_dtype, d.num_boxes, out_h, out_w,
         d.attrs.spatial_scale, d.attrs.sampling_ratio, d.attrs.aligned,
@@ -306,8 +323,9 @@ cdef void _run_roi_align(cg_ffi_call_frame* frame, frames.Decoded* d,
         1, e)
 
 
-cdef void _run_roi_align_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                    capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_grad_image(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int grads_dtype, output_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
@@ -325,15 +343,17 @@ cdef void _run_roi_align_grad_image(cg_ffi_call_frame* frame, frames.Decoded* d,
     if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
                               True, d, e) < 0:
         return
-    capi.cg_roi_align_grad_image(
+    ra.run_grad_image(
+        op, True,
         frames.data(grads), grads_dtype, grads.dims, d.boxes, d.boxes_dtype,
         d.box_ind, d.index_dtype, output.dims, d.attrs.spatial_scale,
         d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
         frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_roi_align_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                    capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_grad_coords(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int grads_dtype, image_dtype
     cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
@@ -352,7 +372,8 @@ cdef void _run_roi_align_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
             or frames.box_rows(output, grads.dims[0], "output", e) < 0
             or _boxes_dtype(output, "output", d, e) < 0):
         return
-    capi.cg_roi_align_grad_boxes(
+    ra.run_grad_coords(
+        op, True,
         frames.data(grads), grads_dtype, grads.dims, frames.data(image),
         image_dtype, image.dims, d.boxes, d.boxes_dtype, d.box_ind,
         d.index_dtype, d.attrs.spatial_scale, d.attrs.sampling_ratio,
@@ -360,8 +381,9 @@ cdef void _run_roi_align_grad_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
         d.attrs.num_threads, 1, e)
 
 
-cdef void _run_roi_align_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
-                                   capi.cg_error* e) noexcept nogil:
+cdef void _run_roi_align_jvp_coords(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef int image_dtype, output_dtype
     cdef int64_t out_h, out_w
     cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
@@ -384,7 +406,8 @@ cdef void _run_roi_align_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
             or _crop_size(output, "output", image, d.attrs.layout, &out_h,
                           &out_w, e) < 0):
         return
-    capi.cg_roi_align_jvp_boxes(
+    ra.run_jvp_coords(
+        op, True,
         frames.data(image), image_dtype, image.dims, d.boxes,
         frames.data(tangent), d.boxes_dtype, d.box_ind, d.index_dtype,
         d.num_boxes, out_h, out_w, d.attrs.spatial_scale,
@@ -394,8 +417,9 @@ cdef void _run_roi_align_jvp_boxes(cg_ffi_call_frame* frame, frames.Decoded* d,
 
 # The smallest op: it reports the FFI API version of the running XLA (the
 # plumbing's own test, and a fact for error messages).
-cdef void _run_ffi_version(cg_ffi_call_frame* frame, frames.Decoded* d,
-                           capi.cg_error* e) noexcept nogil:
+cdef void _run_ffi_version(
+    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
     cdef cg_ffi_buffer* out = frames.buffer(&frame.rets, 0, 1, "output", e)
     if out != NULL and (out.dtype != CG_FFI_S32 or out.dims[0] != 2):
         frames.refuse(e, capi.CG_ERR_TYPE, "output must be int32 of shape (2,)")

@@ -1,6 +1,6 @@
 # Generated from cropgrad's op model by cropgrad/_ops/generate.py, from
 # cropgrad/_jax/targets.pxi.tp: edit those, not this file.  Included by
-# cropgrad/_jax/handlers.pyx, after each op's _run_<op>.
+# cropgrad/_jax/handlers.pyx, after each op's _run_<family>_<kind>.
 #
 # Each op's FFI target: its row (name in messages, operand count: its array
 # operands, each call having one result; the FFI API version declared; the
@@ -10,7 +10,7 @@
 
 cdef Target _CROP_AND_RESIZE = Target(
     "crop_and_resize", 3, FFI_MAJOR, FFI_MINOR,
-    _run_crop_and_resize)
+    _run_crop_and_resize_forward)
 
 
 cdef cg_ffi_error* _crop_and_resize(cg_ffi_call_frame* frame) noexcept nogil:
@@ -26,7 +26,7 @@ cdef cg_ffi_error* _crop_and_resize_grad_image(cg_ffi_call_frame* frame) noexcep
 
 cdef Target _CROP_AND_RESIZE_GRAD_BOXES = Target(
     "crop_and_resize_grad_boxes", 4, FFI_MAJOR, FFI_MINOR,
-    _run_crop_and_resize_grad_boxes)
+    _run_crop_and_resize_grad_coords)
 
 
 cdef cg_ffi_error* _crop_and_resize_grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
@@ -34,7 +34,7 @@ cdef cg_ffi_error* _crop_and_resize_grad_boxes(cg_ffi_call_frame* frame) noexcep
 
 cdef Target _CROP_AND_RESIZE_JVP_BOXES = Target(
     "crop_and_resize_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR,
-    _run_crop_and_resize_jvp_boxes)
+    _run_crop_and_resize_jvp_coords)
 
 
 cdef cg_ffi_error* _crop_and_resize_jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
@@ -42,7 +42,7 @@ cdef cg_ffi_error* _crop_and_resize_jvp_boxes(cg_ffi_call_frame* frame) noexcept
 
 cdef Target _ROI_ALIGN = Target(
     "roi_align", 3, FFI_MAJOR, FFI_MINOR,
-    _run_roi_align)
+    _run_roi_align_forward)
 
 
 cdef cg_ffi_error* _roi_align(cg_ffi_call_frame* frame) noexcept nogil:
@@ -58,7 +58,7 @@ cdef cg_ffi_error* _roi_align_grad_image(cg_ffi_call_frame* frame) noexcept nogi
 
 cdef Target _ROI_ALIGN_GRAD_BOXES = Target(
     "roi_align_grad_boxes", 4, FFI_MAJOR, FFI_MINOR,
-    _run_roi_align_grad_boxes)
+    _run_roi_align_grad_coords)
 
 
 cdef cg_ffi_error* _roi_align_grad_boxes(cg_ffi_call_frame* frame) noexcept nogil:
@@ -66,7 +66,7 @@ cdef cg_ffi_error* _roi_align_grad_boxes(cg_ffi_call_frame* frame) noexcept nogi
 
 cdef Target _ROI_ALIGN_JVP_BOXES = Target(
     "roi_align_jvp_boxes", 4, FFI_MAJOR, FFI_MINOR,
-    _run_roi_align_jvp_boxes)
+    _run_roi_align_jvp_coords)
 
 
 cdef cg_ffi_error* _roi_align_jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:

@@ -19,7 +19,7 @@ stands here:
 The call path, from the C-level API's call (cropgrad/_capi/<family>.pyx:
 crop_and_resize.pyx, roi_align.pyx) down::
 
-    <family>.run_<op>
+    <family>.run_<kind>
                     ->  the op's entry, e.g. crop_and_resize.grad_image
                           plans its tasks (what both layouts share), and
                           hands NCHW to the op's ``_nchw`` module where NCHW

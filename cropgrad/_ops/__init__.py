@@ -9,7 +9,8 @@
 - one module per family (`crop_and_resize`, `roi_align`, `grid_sample`):
   its ops;
 - `generate`: the C-level API's declarations (the public header, capi.pxd,
-  the capsule's table) made from the model with Cython's Tempita.
+  the capsule's table), its functions' definitions and the JAX adapter's
+  FFI targets, made from the model with Cython's Tempita.
 
 Every layer reads its ops from here: the NumPy API's bindings, the
 ``torch.library`` schemas, kernels, fake implementations and vmap rules,

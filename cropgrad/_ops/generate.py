@@ -4,12 +4,15 @@ Each op's C function is declared three times for three readers: in the
 public header ``cropgrad/include/cropgrad/capi.h`` (C and C++), in
 ``cropgrad/capi.pxd`` (Cython consumers, and cropgrad's own modules), and
 in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
-header's ``cropgrad_api_t`` mirrors, filled in ``capi.pyx``); and each op
-is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``).  All
-four are rendered here from the model (`Op.c_params` for the declarations)
-through Cython's Tempita templates beside them (``*.tp``), so that they
-cannot drift apart or miss an op.  The
-generated files are committed (the header is what C consumers read);
+header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
+functions' definitions: the shape pointers checked, then the family's call
+of the op's kind); and each op
+is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
+a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
+its stub in ``cropgrad/_core.pyi``).  All are rendered here from the
+model (`Op.c_params` for the declarations) through Cython's Tempita
+templates beside them (``*.tp``), so that they cannot drift apart or miss
+an op.  The generated files are committed (the header is what C consumers read);
 setup.py renders them before compiling, and ``tests/test_generated.py``
 fails when a committed file differs from its rendering.
 
@@ -39,6 +42,8 @@ FILES = (
     "capi.pxd",
     os.path.join("_capi", "table.pxi"),
     os.path.join("_jax", "targets.pxi"),
+    "_bridges.pxi",
+    "_core.pyi",
 )
 
 
@@ -146,6 +151,118 @@ def pyx_types(op):
     return text.replace("\0", " ")
 
 
+def pyx_params(op):
+    """`op`'s parameters as capi.pyx defines them, one a line."""
+    return "\n".join(f"    {_cython_declarator(p)}," for p in op.c_params)
+
+
+def pyx_args(op):
+    """`op`'s parameters' names, the arguments of its call, wrapped."""
+    return textwrap.fill(
+        ", ".join(p.name for p in op.c_params),
+        84,
+        initial_indent="        ",
+        subsequent_indent="        ",
+    )
+
+
+class Bridge:
+    """How cropgrad._core's bridge of `op` passes each C parameter: its
+    Python parameters (`params`, as Cython declares them), the arrays whose
+    buffers it holds (`arrays`, the output last), the shapes it reads from
+    arrays or sizes (`shapes`: name, source; ``num_boxes`` the count) and
+    the call's arguments
+    (`args`).  A pointer is an array's buffer (the one output is ``out``),
+    a ``*_shape`` the shape of that array, another shape (``image_size``)
+    a sequence of ints, ``num_boxes`` the boxes' rows; ``flush_denormals``
+    is ``flush``, and the error record the bridge's own."""
+
+    def __init__(self, op):
+        self.params, self.arrays, self.shapes, self.args = [], [], [], []
+        pointers = [
+            p.name
+            for p in op.c_params
+            if p.type.endswith("*") and p.type not in ("const int64_t*", "cg_error*")
+        ]
+        for param in op.c_params:
+            if param.type == "cg_error*":
+                self.args.append("&err")
+            elif param.type == "const int64_t*":
+                # (The C array is named apart from a Python parameter.)
+                array = param.name.removesuffix("_shape")
+                if array in pointers:
+                    self.shapes.append((f"_{param.name}", f"{array}.shape"))
+                else:
+                    self.params.append(param.name)
+                    self.shapes.append((f"_{param.name}", param.name))
+                self.args.append(f"_{param.name}")
+            elif param.name in pointers:
+                name = param.name if param.type.startswith("const ") else "out"
+                self.params.append(name)
+                index = len(self.arrays)
+                self.arrays.append(name)
+                self.args.append(f"<{param.type}>views[{index}].buf")
+            elif param.name == "num_boxes":
+                self.shapes.append(("num_boxes", "boxes.shape[0]"))
+                self.args.append("num_boxes")
+            elif param.name == "flush_denormals":
+                self.params.append("bint flush")
+                self.args.append("flush")
+            else:
+                self.params.append(f"{param.type} {param.name}")
+                self.args.append(param.name)
+        if self.arrays[-1] != "out" or self.arrays.count("out") != 1:
+            raise ValueError(f"{op.name}: one output, the last pointer")
+
+    def stub(self, op):
+        """The bridge's parameters as its stub annotates them, one a line:
+        float pointers float32 arrays, box_ind integers, the other arrays
+        any dtype (images, outputs) or the arithmetic type's (RoIAlign's
+        grads, boxes and tangents); sizes ints, options their C types'."""
+        types = {p.name: p.type for p in op.c_params}
+        scalars = {"bint": "bool", "int": "int", "int64_t": "int"}
+        scalars.update(float="float", double="float")
+        lines = []
+        for param in self.params:
+            kind, _, name = param.rpartition(" ")
+            if kind:
+                annotation = scalars[kind]
+            elif name not in self.arrays:
+                annotation = "Sequence[int]"
+            else:
+                c_type = types[name] if name != "out" else self._out_type(op)
+                if "float" in c_type:
+                    dtype = "np.float32"
+                elif name == "box_ind":
+                    dtype = "np.integer[Any]"
+                elif name in ("image", "out"):
+                    dtype = "Any"
+                else:
+                    dtype = "np.floating[Any]"
+                annotation = f"npt.NDArray[{dtype}]"
+            lines.append(f"    {name}: {annotation},")
+        return "\n".join(lines)
+
+    @staticmethod
+    def _out_type(op):
+        return next(
+            p.type
+            for p in op.c_params
+            if p.type.endswith("*") and not p.type.startswith(("const ", "cg_error"))
+        )
+
+    @staticmethod
+    def wrap(items, indent, width=84):
+        """`items` joined by commas, wrapped, none split."""
+        text = textwrap.fill(
+            ", ".join(item.replace(" ", "\0") for item in items),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+        )
+        return text.replace("\0", " ")
+
+
 def _versions(ops):
     """`ops` grouped by the C-level API version that added them, in order."""
     groups = {}
@@ -180,6 +297,9 @@ def render(path):
         h_functions=h_functions,
         pxd_functions=pxd_functions,
         pyx_types=pyx_types,
+        pyx_params=pyx_params,
+        pyx_args=pyx_args,
+        Bridge=Bridge,
         source=f"cropgrad/{path.replace(os.sep, '/')}.tp",
     )
     return text.rstrip("\n") + "\n"

@@ -7,7 +7,7 @@ everything else is here.  A call of a public function goes::
       registration.call       the public arguments checked (checks.public)
         autograd.CropAndResize.apply   (torch.compile: torch.ops.cropgrad.*)
           torch.ops.cropgrad.crop_and_resize      the dispatcher
-            kernels.crop_and_resize       CPU: the metadata plan (the gate,
+            kernels._crop_forward         CPU: the metadata plan (the gate,
                                           once), then cropgrad._core's bridge
                                           on NumPy views (data checks, kernel)
 
@@ -21,7 +21,8 @@ cropgrad._api):
 - `tensors`: memory layouts (``channels_last``: a tensor read where it
   is), NumPy views, allocation (huge pages for large results).
 - `kernels`: one function an op, the CPU kernel and the fake
-  implementation: plan, allocation, NumPy views, the bridge.
+  implementation: plan, allocation, NumPy views, the bridge; named by
+  family and kind, found from the model (`kernels.kernel`).
 - `vmap`: the vmap rule, which folds the mapped axis into one call.
 - `autograd`: one ``torch.autograd.Function`` an op, all made by one
   class from the op model's adjoint rows: backward, jvp, and a generated
@@ -32,13 +33,13 @@ cropgrad._api):
   each op's kernel and Function.
 
 RoIAlign's ops are four more rows of `registration.OPS`, with their own
-plans (`checks.roi_*_plan`), kernels (`kernels.roi_align*`), hooks in their
+plans (`checks.roi_*_plan`), kernels (`kernels._roi_*`), hooks in their
 Functions' rules (`autograd._HOOKS`) and folding under vmap
 (`vmap._roi_folded`): they take torchvision's boxes ``Tensor[K, 5]``, whose
 first column holds the image indices.
 
 Grid sampling's ops take ``torch.nn.functional.grid_sample``'s arguments;
-their kernels (`kernels.grid_sample*`) call the NumPy API's functions on
+their kernels (`kernels._grid_*`) call the NumPy API's functions on
 views of the tensors after their plans (`checks.grid_*_plan`, the NumPy
 API's shape checks on the shapes alone), and vmap folds every tensor along
 its batch axis (`vmap._grid_folded`).

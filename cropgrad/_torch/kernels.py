@@ -1,7 +1,8 @@
 """The CPU kernels and fake implementations of the PyTorch ops.
 
 One function an op, ``kernel(a, fake)`` with `a` the call's arguments by
-name (`checks.bind`): it runs the op's metadata plan and allocates the
+name (`checks.bind`), named after its family and kind and found by `kernel`
+from the op model: it runs the op's metadata plan and allocates the
 result; as the fake implementation (`fake` true: torch.compile's tracing,
 meta tensors) it stops there, and as the CPU kernel it then calls the
 NumPy bridge of cropgrad._core on views of the tensors, writing into the
@@ -91,6 +92,11 @@ def _run(a, fake, result, memory, bridge, **more):
     return result
 
 
+def _bridge(a):
+    """The bridge of call `a`: cropgrad._core names each after its op."""
+    return getattr(_core, a._op)
+
+
 def _crops(a, fake, shape, bridge, **more):
     """The crops of the forward op or of the boxes JVP (`shape`: the plan's),
     float32 in the memory layout of the image."""
@@ -111,21 +117,21 @@ def _crops(a, fake, shape, bridge, **more):
     )
 
 
-def crop_and_resize(a, fake):
+def _crop_forward(a, fake):
     return _crops(
         a,
         fake,
         checks.forward_plan(a),
-        _core.crop_and_resize,
+        _bridge(a),
         extrapolation_value=a.extrapolation_value,
     )
 
 
-def crop_and_resize_jvp_boxes(a, fake):
-    return _crops(a, fake, checks.jvp_boxes_plan(a), _core.jvp_boxes)
+def _crop_jvp_coords(a, fake):
+    return _crops(a, fake, checks.jvp_boxes_plan(a), _bridge(a))
 
 
-def crop_and_resize_grad_image(a, fake):
+def _crop_grad_image(a, fake):
     shape = checks.grad_image_plan(a)
     memory = tensors.physical(a.grads, a.data_format)
     result = tensors.empty(shape, a.dtype, a.data_format, memory, a.grads.device, fake)
@@ -134,17 +140,17 @@ def crop_and_resize_grad_image(a, fake):
         fake,
         result,
         memory,
-        _core.grad_image,
+        _bridge(a),
         image_size=tensors.in_memory(shape, a.data_format, memory),
         output_dtype=checks.CODES[a.dtype],
     )
 
 
-def crop_and_resize_grad_boxes(a, fake):
+def _crop_grad_coords(a, fake):
     shape = checks.grad_boxes_plan(a)
     memory = tensors.common(a.grads, a.image, a.data_format)
     result = a.boxes.new_empty(shape, dtype=torch.float32)
-    return _run(a, fake, result, memory, _core.grad_boxes)
+    return _run(a, fake, result, memory, _bridge(a))
 
 
 # --------------------------------------------------------------------------
@@ -213,6 +219,7 @@ def _roi_arguments(a, memory, out):
         x["image"] = tensors.buffer(tensors.in_layout(a.image, "NCHW", memory))
         x["image_dtype"] = checks.CODES[a.image.dtype]
     if "grads" in a._fields:
+        x["grads_dtype"] = checks.CODES[arithmetic]
         grads = a.grads.to(arithmetic)
         x["grads"] = tensors.numpy(tensors.in_layout(grads, "NCHW", memory))
     if "boxes_tangent" in a._fields:
@@ -234,35 +241,34 @@ def _pooled(a, fake, plan, bridge):
     return _run(a, fake, out, memory, bridge, output_height=height, output_width=width)
 
 
-def roi_align(a, fake):
-    return _pooled(a, fake, checks.roi_forward_plan, _core.roi_align)
+def _roi_forward(a, fake):
+    return _pooled(a, fake, checks.roi_forward_plan, _bridge(a))
 
 
-def roi_align_jvp_boxes(a, fake):
-    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _core.roi_align_jvp_boxes)
+def _roi_jvp_coords(a, fake):
+    return _pooled(a, fake, checks.roi_jvp_boxes_plan, _bridge(a))
 
 
-def roi_align_grad_image(a, fake):
+def _roi_grad_image(a, fake):
     shape, dtype = checks.roi_grad_image_plan(a)
     memory = tensors.physical(a.grads, "NCHW")
     out = tensors.empty(shape, dtype, "NCHW", memory, a.grads.device, fake)
     image_size = tensors.in_memory(shape, "NCHW", memory)
-    bridge = _core.roi_align_grad_image
+    bridge = _bridge(a)
     return _run(a, fake, out, memory, bridge, image_size=image_size)
 
 
-def roi_align_grad_boxes(a, fake):
+def _roi_grad_coords(a, fake):
     shape, dtype = checks.roi_grad_boxes_plan(a)
     out = a.boxes.new_empty(shape, dtype=dtype)
     if fake:
         return out
     memory = tensors.common(a.grads, a.image, "NCHW")
-    return _run(a, fake, out, memory, _core.roi_align_grad_boxes)
+    return _run(a, fake, out, memory, _bridge(a))
 
 
 # What each family's bridges take, by their names.
 _ARGUMENTS = {"crop_and_resize": _arguments, "roi_align": _roi_arguments}
-
 
 # --------------------------------------------------------------------------
 # Grid sampling: the NumPy API's functions (cropgrad._api.grid_sample) on
@@ -304,18 +310,18 @@ def _grid_run(a, fake, plan, function, *operands, dtype_argument=True):
     return result
 
 
-def grid_sample(a, fake):
+def _grid_forward(a, fake):
     plan = checks.grid_forward_plan
     return _grid_run(a, fake, plan, _grid_api.grid_sample, a.image, a.grid)
 
 
-def grid_sample_jvp_grid(a, fake):
+def _grid_jvp_coords(a, fake):
     plan = checks.grid_jvp_grid_plan
     function = _grid_api.grid_sample_jvp_grid
     return _grid_run(a, fake, plan, function, a.image, a.grid, a.grid_tangent)
 
 
-def grid_sample_grad_image(a, fake):
+def _grid_grad_image(a, fake):
     function = functools.partial(
         _grid_api.grid_sample_grad_image, image_size=tuple(a.image_size)
     )
@@ -323,9 +329,38 @@ def grid_sample_grad_image(a, fake):
     return _grid_run(a, fake, plan, function, a.grads, a.grid)
 
 
-def grid_sample_grad_grid(a, fake):
+def _grid_grad_coords(a, fake):
     plan = checks.grid_grad_grid_plan
     function = _grid_api.grid_sample_grad_grid
     return _grid_run(
         a, fake, plan, function, a.grads, a.image, a.grid, dtype_argument=False
     )
+
+
+# Each family's kernels by op kind (cropgrad._ops.KINDS): an op's kernel is
+# that of its family and kind (`kernel`).
+_KERNELS = {
+    "crop_and_resize": {
+        "forward": _crop_forward,
+        "grad_image": _crop_grad_image,
+        "grad_coords": _crop_grad_coords,
+        "jvp_coords": _crop_jvp_coords,
+    },
+    "roi_align": {
+        "forward": _roi_forward,
+        "grad_image": _roi_grad_image,
+        "grad_coords": _roi_grad_coords,
+        "jvp_coords": _roi_jvp_coords,
+    },
+    "grid_sample": {
+        "forward": _grid_forward,
+        "grad_image": _grid_grad_image,
+        "grad_coords": _grid_grad_coords,
+        "jvp_coords": _grid_jvp_coords,
+    },
+}
+
+
+def kernel(op):
+    """The CPU kernel and fake implementation of `op` (an op of the model)."""
+    return _KERNELS[op.family][op.kind]

@@ -20,11 +20,11 @@ __all__ = ["call", "call_checked"]
 def _ops():
     """The ops, name: (CPU kernel and fake implementation, ``kernel(a,
     fake)``; torch.autograd.Function): every op of the op model that
-    PyTorch has, its kernel the function of `kernels` of its name, its
+    PyTorch has, its kernel that of `kernels` of its family and kind, its
     Function the one of `autograd` whose ``op`` it is."""
     functions = autograd.functions()
     return {
-        name: (getattr(kernels, name), functions[name])
+        name: (kernels.kernel(op), functions[name])
         for name, op in _SIGNATURES.items()
         if "torch" in op.apis
     }
