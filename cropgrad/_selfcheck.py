@@ -1,11 +1,13 @@
 """The self-check of ``python -m cropgrad``: this install against a reference.
 
-Every op of both families, each method and output dtype (`CHECKS`, the one
-list of what is checked), is compared with cropgrad's NumPy reference
-(`cropgrad._reference`: plain NumPy, independent of the compiled kernels)
-in the reference's exact arithmetic: the ops' own float32 or float64
-roundings in the serial order, which the test suite holds to TensorFlow's
-and torchvision's bits.  Every result must have the reference's bits
+Every op of every family with a reference, each method and output dtype
+(`CHECKS`, the one list of what is checked), is compared with cropgrad's
+NumPy reference (`cropgrad._reference`: plain NumPy, independent of the
+compiled kernels) in the reference's exact arithmetic: the ops' own float32
+or float64 roundings in the serial order, which the test suite holds to
+TensorFlow's, torchvision's and PyTorch's bits.  (grid_sample's grid JVP
+has no reference: the test suite holds it to the grid gradient as its
+transpose.)  Every result must have the reference's bits
 (`_difference`, the one comparison), on a few small random problems.
 Then 1, 2, 3 and 4 threads must give the same bits for every item of the
 same list, on problems large enough for a team of threads.
@@ -121,12 +123,38 @@ ROI_SHAPES = (
 )
 
 
+class _GridProblem(NamedTuple):
+    """A grid_sample problem (NCHW, float64 data cast for each check): the
+    grid spans a little beyond [-1, 1], so every padding mode matters."""
+
+    image: np.ndarray
+    grid: np.ndarray
+    grads: np.ndarray
+
+    @property
+    def image_size(self):
+        return self.image.shape
+
+    def cast(self, dtype):
+        return _GridProblem(*(a.astype(dtype) for a in self))
+
+
+def _grid_problem(rng, batch, depth, height, width, out_h, out_w):
+    image = rng.standard_normal((batch, depth, height, width))
+    grid = rng.uniform(-1.1, 1.1, (batch, out_h, out_w, 2))
+    grads = rng.standard_normal((batch, depth, out_h, out_w))
+    return _GridProblem(image, grid, grads)
+
+
+GRID_SHAPES = ((2, 3, 9, 11, 7, 5), (1, 4, 16, 16, 17, 13))
+
+
 class _Check(NamedTuple):
     """One line of the self-check: an op (with its method or dtype), the
     problems it runs on, the library's call and the reference's bits."""
 
     name: str
-    family: str  # "crop_and_resize" or "roi_align": the problems it takes
+    family: str  # the family whose problems it takes
     run: Callable  # (problem, num_threads) -> the library's result
     expect: Callable  # problem -> the reference's result
 
@@ -227,9 +255,37 @@ def _roi_align_checks():
     return checks
 
 
+def _grid_sample_checks():
+    """grid_sample's ops with a reference (the forward op, the image and
+    grid gradients; the grid JVP has none), every mode, reflection padding
+    (the longest path), in float32 and float64."""
+    checks = []
+    family = _ops.FAMILIES["grid_sample"]
+    ops = [op for op in family.ops.values() if hasattr(reference.grid_sample, op.name)]
+    for dtype in (np.float32, np.float64):
+        for mode in ("bilinear", "nearest", "bicubic"):
+            options = {"mode": mode, "padding_mode": "reflection"}
+            for op in ops:
+                names = tuple(a.name for a in op.args_of("numpy") if not a.keyword_only)
+
+                def run(p, n, op=op.name, names=names, t=dtype, o=options):
+                    q = p.cast(t)
+                    call = getattr(cropgrad, op)
+                    return call(*(getattr(q, a) for a in names), num_threads=n, **o)
+
+                def expect(p, op=op.name, names=names, t=dtype, o=options):
+                    q = p.cast(t)
+                    call = getattr(reference.grid_sample, op)
+                    return call(*(getattr(q, a) for a in names), **o)
+
+                name = f"{op.name} {mode} {np.dtype(dtype).name}"
+                checks.append(_Check(name, "grid_sample", run, expect))
+    return checks
+
+
 # What the self-check checks: every op, method and dtype, in the order of
 # its lines.
-CHECKS = tuple(_crop_and_resize_checks() + _roi_align_checks())
+CHECKS = tuple(_crop_and_resize_checks() + _roi_align_checks() + _grid_sample_checks())
 
 
 def _difference(actual, expected):
@@ -294,8 +350,8 @@ def check(out=sys.stdout, seed=12345):
         f"OpenMP {'on' if config['openmp'] else 'off'}, "
         f"{config['default_threads']} default threads)\n"
         "Each op against cropgrad's NumPy reference (cropgrad._reference: "
-        "TensorFlow's and\ntorchvision's arithmetic in plain NumPy, held to "
-        "their bits by the test suite),\non small random problems:",
+        "TensorFlow's,\ntorchvision's and PyTorch's arithmetic in plain NumPy, held "
+        "to their bits by the\ntest suite), on small random problems:",
         file=out,
     )
     report = _Report(out)
@@ -303,6 +359,7 @@ def check(out=sys.stdout, seed=12345):
     problems = {
         "crop_and_resize": [_crop_problem(rng, *shape) for shape in CHECK_SHAPES],
         "roi_align": [_roi_problem(rng, *shape) for shape in ROI_SHAPES],
+        "grid_sample": [_grid_problem(rng, *shape) for shape in GRID_SHAPES],
     }
     for item in CHECKS:
         _check_bits(report, item, problems[item.family])
@@ -312,6 +369,7 @@ def check(out=sys.stdout, seed=12345):
     big = {
         "crop_and_resize": _crop_problem(rng, 3, 64, 56, 32, 96, (16, 16), 0.1),
         "roi_align": _roi_problem(rng, 2, 32, 40, 48, 64, (7, 7), 0.5, 2, False),
+        "grid_sample": _grid_problem(rng, 2, 8, 48, 40, 64, 56),
     }
     differ = []
     for item in CHECKS:
