@@ -18,6 +18,7 @@ cropgrad._api):
   dispatcher's arguments by name (`cropgrad._ops`), and the
   metadata plans (the gate on concrete shapes, shape inference on
   symbolic ones), with the NumPy API's messages in the caller's layout.
+- `grid_plans`: grid sampling's metadata plans, on `checks`' helpers.
 - `tensors`: memory layouts (``channels_last``: a tensor read where it
   is), NumPy views, allocation (huge pages for large results).
 - `kernels`: one function an op, the CPU kernel and the fake
@@ -40,7 +41,7 @@ first column holds the image indices.
 
 Grid sampling's ops take ``torch.nn.functional.grid_sample``'s arguments;
 their kernels (`kernels._grid_*`) call the NumPy API's functions on
-views of the tensors after their plans (`checks.grid_*_plan`, the NumPy
+views of the tensors after their plans (`grid_plans`, the NumPy
 API's shape checks on the shapes alone), and vmap folds every tensor along
 its batch axis (`vmap._grid_folded`).
 

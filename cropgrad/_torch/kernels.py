@@ -26,7 +26,7 @@ import torch
 from cropgrad import _core
 from cropgrad._api import grid_sample as _grid_api
 from cropgrad._api import validation as _v
-from cropgrad._torch import checks, tensors
+from cropgrad._torch import checks, grid_plans, tensors
 
 __all__ = []
 
@@ -311,12 +311,12 @@ def _grid_run(a, fake, plan, function, *operands, dtype_argument=True):
 
 
 def _grid_forward(a, fake):
-    plan = checks.grid_forward_plan
+    plan = grid_plans.forward_plan
     return _grid_run(a, fake, plan, _grid_api.grid_sample, a.image, a.grid)
 
 
 def _grid_jvp_coords(a, fake):
-    plan = checks.grid_jvp_grid_plan
+    plan = grid_plans.jvp_grid_plan
     function = _grid_api.grid_sample_jvp_grid
     return _grid_run(a, fake, plan, function, a.image, a.grid, a.grid_tangent)
 
@@ -325,12 +325,12 @@ def _grid_grad_image(a, fake):
     function = functools.partial(
         _grid_api.grid_sample_grad_image, image_size=tuple(a.image_size)
     )
-    plan = checks.grid_grad_image_plan
+    plan = grid_plans.grad_image_plan
     return _grid_run(a, fake, plan, function, a.grads, a.grid)
 
 
 def _grid_grad_coords(a, fake):
-    plan = checks.grid_grad_grid_plan
+    plan = grid_plans.grad_grid_plan
     function = _grid_api.grid_sample_grad_grid
     return _grid_run(
         a, fake, plan, function, a.grads, a.image, a.grid, dtype_argument=False
