@@ -836,7 +836,8 @@ def test_idle_table_times_every_situation_and_thread_count(tmp_path):
 def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
     from cropgrad_bench import idle
 
-    ref = idle.Reference(idle._reference_library(), 1000)
+    scale = idle.compile_reference(idle._REFERENCE_C, "cg_bench_scale", 4)
+    ref = idle.Reference(scale, 1000)
     ref.x[:] = np.arange(1000, dtype=np.float32)
     ref(2)
     np.testing.assert_array_equal(ref.y, 2 * ref.x)
@@ -863,6 +864,48 @@ def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
     for who in ("cropgrad", "reference"):
         for situation in idle.SITUATIONS:
             assert all(v > 0 for v in row["median_s"][who][situation].values())
+
+
+def test_fresh_first_touch_writes_every_byte_and_command_line_reports(tmp_path):
+    from cropgrad_bench import fresh
+
+    seen = []
+    real_empty = np.empty
+
+    def spy(shape, dtype):
+        seen.append(real_empty(shape, dtype))
+        seen[-1].fill(7)
+        return seen[-1]
+
+    call = fresh._first_touch((3, 5, 7), np.float32)
+    fresh.np.empty = spy
+    try:
+        call(2)
+    finally:
+        fresh.np.empty = real_empty
+    assert not seen[0].any()
+    out = tmp_path / "fresh.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            os.path.join(BENCHMARKS, "fresh.py"),
+            "--workloads",
+            "tiny",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "(fresh-out)/touch" in done.stdout and "tiny" in done.stdout
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["workload"] == "tiny"
+    for who in ("out", "fresh", "first_touch"):
+        assert all(v > 0 for v in row["median_s"][who].values())
 
 
 @pytest.mark.parametrize("name", ["warp-flow", "stn", "deform-attn"])

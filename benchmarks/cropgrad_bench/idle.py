@@ -56,27 +56,24 @@ void cg_bench_scale(const float* x, float* y, long n, int threads) {
 """
 
 
-def _reference_library():
-    """The reference loop, compiled with the C compiler and ``-fopenmp``."""
+def compile_reference(source, name, nargs):
+    """The C function `name` of `source` (`nargs` arguments: pointers and
+    integers, the last the thread count), compiled with the C compiler and
+    ``-fopenmp``."""
     folder = tempfile.mkdtemp(prefix="cropgrad-bench-")
-    source = os.path.join(folder, "scale.c")
-    library = os.path.join(folder, "scale.so")
-    with open(source, "w") as f:
-        f.write(_REFERENCE_C)
+    path = os.path.join(folder, "reference.c")
+    library = os.path.join(folder, "reference.so")
+    with open(path, "w") as f:
+        f.write(source)
     compiler = os.environ.get("CC", "cc")
     subprocess.run(
-        [compiler, "-O2", "-fopenmp", "-fPIC", "-shared", source, "-o", library],
+        [compiler, "-O2", "-fopenmp", "-fPIC", "-shared", path, "-o", library],
         check=True,
     )
-    lib = ctypes.CDLL(library)
-    lib.cg_bench_scale.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_long,
-        ctypes.c_int,
-    ]
-    lib.cg_bench_scale.restype = None
-    return lib.cg_bench_scale
+    function = getattr(ctypes.CDLL(library), name)
+    function.argtypes = [ctypes.c_void_p] * (nargs - 2) + [ctypes.c_long, ctypes.c_int]
+    function.restype = None
+    return function
 
 
 class Reference:
@@ -156,7 +153,7 @@ def measure(calls, rounds):
 
 def run(names=DEFAULT_WORKLOADS, rounds=15, progress=print):
     """Each workload beside its reference loop: ``{"rows": [...]}``."""
-    scale = _reference_library()
+    scale = compile_reference(_REFERENCE_C, "cg_bench_scale", 4)
     rows = []
     for name in names:
         workload = WORKLOADS[name]
