@@ -11,6 +11,7 @@ valgrind).
 """
 
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -74,6 +75,16 @@ def missing(what, variable):
     if required(variable):
         pytest.fail(f"{what}, and {variable}=1 requires it", pytrace=False)
     pytest.skip(unrequired(what, variable), allow_module_level=True)
+
+
+def adapter(*modules):
+    """The modules named (an adapter and its framework) imported, or the
+    calling test skipped when one cannot be (failed where
+    CROPGRAD_REQUIRE_ADAPTERS=1 requires it)."""
+    try:
+        return tuple(importlib.import_module(m) for m in modules)
+    except ImportError as exc:
+        missing(f"{exc.name} cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
 
 
 def load_cases(filename):

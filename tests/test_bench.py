@@ -816,6 +816,20 @@ def test_torch_roi_rows_on_a_small_pooler():
     assert spec["op"] == "forward_backward"
 
 
+def _tiny_row(script, tmp_path):
+    """`script` of benchmarks/ run on the tiny workload for one round: its
+    table and its JSON row."""
+    out = tmp_path / "row.json"
+    done = subprocess.run(
+        [sys.executable, "-P", os.path.join(BENCHMARKS, script)]
+        + ["--workloads", "tiny", "--rounds", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout, json.loads(out.read_text())["rows"][0]
+
+
 def test_idle_table_times_every_situation_and_thread_count(tmp_path):
     from cropgrad_bench import idle
 
@@ -841,25 +855,8 @@ def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
     ref.x[:] = np.arange(1000, dtype=np.float32)
     ref(2)
     np.testing.assert_array_equal(ref.y, 2 * ref.x)
-    out = tmp_path / "idle.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-P",
-            os.path.join(BENCHMARKS, "idle.py"),
-            "--workloads",
-            "tiny",
-            "--rounds",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "OpenMP static loop" in done.stdout and "tiny" in done.stdout
-    row = json.loads(out.read_text())["rows"][0]
+    stdout, row = _tiny_row("idle.py", tmp_path)
+    assert "OpenMP static loop" in stdout and "tiny" in stdout
     assert row["workload"] == "tiny"
     for who in ("cropgrad", "reference"):
         for situation in idle.SITUATIONS:
@@ -884,25 +881,8 @@ def test_fresh_first_touch_writes_every_byte_and_command_line_reports(tmp_path):
     finally:
         fresh.np.empty = real_empty
     assert not seen[0].any()
-    out = tmp_path / "fresh.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-P",
-            os.path.join(BENCHMARKS, "fresh.py"),
-            "--workloads",
-            "tiny",
-            "--rounds",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "(fresh-out)/touch" in done.stdout and "tiny" in done.stdout
-    row = json.loads(out.read_text())["rows"][0]
+    stdout, row = _tiny_row("fresh.py", tmp_path)
+    assert "(fresh-out)/touch" in stdout and "tiny" in stdout
     assert row["workload"] == "tiny"
     for who in ("out", "fresh", "first_touch"):
         assert all(v > 0 for v in row["median_s"][who].values())

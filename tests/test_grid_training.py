@@ -20,7 +20,7 @@ Skipped when PyTorch is missing, unless CROPGRAD_REQUIRE_ADAPTERS=1.
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, required, unrequired
+from _helpers import adapter, assert_same_bits
 
 import cropgrad
 
@@ -45,21 +45,9 @@ def problem():
     return images, labels
 
 
-def _torch_or_skip():
-    try:
-        import torch
-
-        import cropgrad.torch as cgt
-    except ImportError:
-        if required("CROPGRAD_REQUIRE_ADAPTERS"):
-            raise
-        pytest.skip(unrequired("PyTorch is not installed"))
-    return torch, cgt
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_torch_spatial_transformer_trains_through_the_sampler(mode):
-    torch, cgt = _torch_or_skip()
+    torch, cgt = adapter("torch", "cropgrad.torch")
     torch.manual_seed(0)
     images, labels = problem()
     images, labels = torch.from_numpy(images), torch.from_numpy(labels)

@@ -17,8 +17,7 @@ Skipped when a framework is missing, unless CROPGRAD_REQUIRE_ADAPTERS=1.
 """
 
 import numpy as np
-import pytest
-from _helpers import assert_same_bits, required, unrequired
+from _helpers import adapter, assert_same_bits
 
 import cropgrad
 
@@ -62,20 +61,8 @@ def test_the_boxes_reach_every_level():
 # PyTorch
 
 
-def _torch_or_skip():
-    try:
-        import torch
-
-        import cropgrad.torch as cgt
-    except ImportError:
-        if required("CROPGRAD_REQUIRE_ADAPTERS"):
-            raise
-        pytest.skip(unrequired("PyTorch is not installed"))
-    return torch, cgt
-
-
 def test_torch_detector_head_trains_through_the_pooler():
-    torch, cgt = _torch_or_skip()
+    torch, cgt = adapter("torch", "cropgrad.torch")
     torch.manual_seed(0)
     images, boxes0, box_ind, labels = problem()
     images = torch.from_numpy(images)
@@ -161,21 +148,8 @@ def test_torch_detector_head_trains_through_the_pooler():
 # JAX
 
 
-def _jax_or_skip():
-    try:
-        import jax
-        import jax.numpy as jnp
-
-        import cropgrad.jax as cgj
-    except ImportError:
-        if required("CROPGRAD_REQUIRE_ADAPTERS"):
-            raise
-        pytest.skip(unrequired("JAX cannot be imported"))
-    return jax, jnp, cgj
-
-
 def test_jax_detector_head_trains_through_the_pooler():
-    jax, jnp, cgj = _jax_or_skip()
+    jax, jnp, cgj = adapter("jax", "jax.numpy", "cropgrad.jax")
     images, boxes0, box_ind, labels = problem()
     # The level of each proposal, fixed for the run (static shapes).
     groups = [np.flatnonzero(levels_of(boxes0) == k) for k in range(len(STRIDES))]
