@@ -667,13 +667,6 @@ def test_help_lists_the_options():
 # --------------------------------------------------------------------------
 # The rows of the adapters (JAX, PyTorch) and of cropgrad's NCHW layout
 
-# torch.compile's own machinery, and forward-mode AD's first use, warn about
-# deprecated parts of torch.jit (as in test_torch.py).
-_torch_warnings = pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
-    "ignore:`torch.jit.script` is deprecated:DeprecationWarning",
-)
-
 
 def _adapter_rows(module, framework, name):
     """The benchmark's rows module of an adapter; the test is skipped (or,
@@ -728,7 +721,6 @@ def test_jax_rows_on_a_small_pooler():
     assert jax_rows.extra_rows(small.variant(name="roi-mask-forward"), True) == []
 
 
-@_torch_warnings
 def test_torch_rows_on_a_small_detector():
     torch_rows = _adapter_rows("torch_rows", "torch", "PyTorch")
     from cropgrad_bench.workloads import FORWARD, GRAD_IMAGE, Workload
@@ -765,7 +757,6 @@ def test_torch_rows_on_a_small_detector():
     )
 
 
-@_torch_warnings
 def test_torch_roi_rows_on_a_small_pooler():
     torch_rows = _adapter_rows("torch_rows", "torch", "PyTorch")
     torch = sys.modules["torch"]

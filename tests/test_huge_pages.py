@@ -115,12 +115,6 @@ def test_large_torch_results_get_huge_pages(memory_format, monkeypatch):
 
 
 @needs_torch
-@pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-)
-@pytest.mark.filterwarnings(
-    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-)
 def test_large_results_under_torch_compile():
     # torch.compile traces with fake tensors, which have no memory: only
     # the CPU kernel may advise.  The result, 8 MiB, gets the advice.

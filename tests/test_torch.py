@@ -35,18 +35,6 @@ else:
 needs_torch = pytest.mark.skipif(
     torch is None, reason=unrequired("PyTorch is not installed")
 )
-# torch.compile's own machinery, and forward-mode AD's first use (which
-# loads torch's decompositions for it), warn about deprecated parts of
-# torch.jit.
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-    ),
-]
-
 # NCHW <-> NHWC
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)

@@ -30,17 +30,6 @@ from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 
 import cropgrad.torch as cgt
 
-# PyTorch's own modules warn of their use of torch.jit as they are imported
-# on a transform's first use.
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-    ),
-]
-
 CASES = load_cases("grid_sample.npz")
 MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection")

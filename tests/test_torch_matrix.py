@@ -50,14 +50,6 @@ else:
 
 pytestmark = [
     pytest.mark.skipif(torch is None, reason=unrequired("PyTorch is not installed")),
-    # torch.compile's machinery and forward-mode AD's first use warn about
-    # deprecated parts of torch.jit.
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-    ),
 ]
 
 LAYOUTS = ("NCHW", "NHWC")

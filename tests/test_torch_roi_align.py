@@ -25,15 +25,6 @@ from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 
 import cropgrad.torch as cgt
 
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
-    ),
-]
-
 CASES = load_cases("roi_align.npz")
 SPECIAL = ("special_values_f32", "nan_pixel0_f32")
 COMPUTED = sorted(
