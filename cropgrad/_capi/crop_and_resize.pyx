@@ -35,7 +35,7 @@ from cropgrad._kernels.crop_and_resize.forward cimport crop_and_resize
 from cropgrad._kernels.crop_and_resize.grad_boxes cimport grad_boxes
 from cropgrad._kernels.crop_and_resize.grad_image cimport grad_image
 from cropgrad._kernels.crop_and_resize.jvp_boxes cimport jvp_boxes
-from cropgrad._kernels.types cimport Geometry
+from cropgrad._kernels.crop_and_resize.geometry cimport Geometry
 from cropgrad.capi cimport (
     CG_BFLOAT16,
     CG_BILINEAR,

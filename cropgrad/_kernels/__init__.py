@@ -4,8 +4,9 @@ A kernel trusts its arguments: the gate (cropgrad/_capi) has checked them.
 Each op family has a folder of kernel modules; what the families share
 stands here:
 
-- ``types.pxd``: the fused pixel and accumulator types, a problem's
-  ``Geometry``, the layout tags; dtypes are the C-level API's ``CG_*`` codes;
+- ``types.pxd``: the fused pixel and accumulator types and the layout tags
+  (a family's problem is its own: ``crop_and_resize/geometry.pxd``,
+  ``roi_align/plan.pxd``); dtypes are the C-level API's ``CG_*`` codes;
 - ``pixels.pxd`` (a pixel of any dtype as float32) and ``image_dtypes.pxi``
   (the one switch from an image's dtype code to the kernel compiled for its
   C type);

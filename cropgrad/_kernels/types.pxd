@@ -1,7 +1,7 @@
 # cython: language_level=3
 #
-# The types every kernel shares: the fused accumulator and image types, and
-# the geometry of a problem.
+# The types every kernel shares: the fused accumulator and image types and
+# the layout tags.
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 
@@ -24,22 +24,6 @@ ctypedef fused image_t:
     int64_t
     float
     double
-
-
-ctypedef struct Geometry:
-    # Boxes and the crop each one is resized to
-    Py_ssize_t num_boxes
-    Py_ssize_t crop_h
-    Py_ssize_t crop_w
-    # The image (or image gradient): batch of height x width x depth
-    Py_ssize_t batch
-    Py_ssize_t height
-    Py_ssize_t width
-    Py_ssize_t depth
-    # Nearest-neighbour sampling instead of bilinear
-    bint nearest
-    # [n, depth, height, width] memory instead of [n, height, width, depth]
-    bint nchw
 
 
 # Dtypes: the kernels take the C-level API's codes (cropgrad.capi's CG_*,

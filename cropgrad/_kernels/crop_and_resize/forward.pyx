@@ -15,7 +15,8 @@ from cropgrad._runtime.simd cimport chosen_target
 
 from ..cdefs cimport cg_lerp_row, cg_simd_select
 from ..pixels cimport load
-from ..types cimport Geometry, image_t
+from ..types cimport image_t
+from .geometry cimport Geometry
 
 from .forward_nchw cimport crop_and_resize_nchw
 from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord

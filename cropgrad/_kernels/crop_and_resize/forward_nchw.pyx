@@ -42,7 +42,8 @@ from ..cdefs cimport (
     cg_simd_select,
 )
 from ..pixels cimport load
-from ..types cimport Geometry, image_t
+from ..types cimport image_t
+from .geometry cimport Geometry
 
 from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 

@@ -25,7 +25,8 @@ from cropgrad._runtime.simd cimport chosen_target
 
 from ..cdefs cimport cg_prefetch, cg_simd_select, cg_sum_terms, cg_terms
 from ..pixels cimport load
-from ..types cimport Geometry, image_t, nhwc_t
+from ..types cimport image_t, nhwc_t
+from .geometry cimport Geometry
 
 from .grad_boxes_nchw cimport grad_boxes_nchw
 from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box

@@ -1,7 +1,7 @@
 # cython: language_level=3
 from libc.stdint cimport int64_t
 
-from ..types cimport Geometry
+from .geometry cimport Geometry
 
 
 cdef int grad_boxes_nchw(const Geometry* geo, const float* grads, const void* image,

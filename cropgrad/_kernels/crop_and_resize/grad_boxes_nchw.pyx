@@ -41,7 +41,8 @@ from ..cdefs cimport (
     cg_terms,
 )
 from ..pixels cimport load
-from ..types cimport Geometry, image_t, nchw_t
+from ..types cimport image_t, nchw_t
+from .geometry cimport Geometry
 
 from .grad_boxes_plan cimport GROUP, BoxesGradPlan, one_box
 from .sampling cimport crop_ratio, linear_taps, sample_coord

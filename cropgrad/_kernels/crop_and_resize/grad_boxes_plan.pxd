@@ -8,7 +8,8 @@ from libc.stdint cimport int64_t
 
 from ..cdefs cimport CG_SUM_GROUP
 from ..pixels cimport load
-from ..types cimport Geometry, image_t, layout_t, nchw_t
+from ..types cimport image_t, layout_t, nchw_t
+from .geometry cimport Geometry
 
 from .sampling cimport crop_ratio, linear_taps, sample_coord
 

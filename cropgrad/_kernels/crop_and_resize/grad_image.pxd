@@ -1,7 +1,7 @@
 # cython: language_level=3
 from libc.stdint cimport int64_t
 
-from ..types cimport Geometry
+from .geometry cimport Geometry
 
 # `out_dtype`: CG_FLOAT32, CG_FLOAT64, or CG_FLOAT16 and CG_BFLOAT16 (the
 # output's bits; accumulated in float32, rounded once).

@@ -45,7 +45,8 @@ from ..cdefs cimport (
     cg_shallow_rows_f,
     cg_simd_select,
 )
-from ..types cimport Geometry, acc_t
+from ..types cimport acc_t
+from .geometry cimport Geometry
 
 from .grad_image_nchw cimport (
     plan_nchw,

@@ -58,7 +58,8 @@ from ..cdefs cimport (
     cg_shallow_rows_f_planes,
     cg_simd_select,
 )
-from ..types cimport Geometry, acc_t
+from ..types cimport acc_t
+from .geometry cimport Geometry
 
 from .grad_image_plan cimport (
     GradImagePlan,

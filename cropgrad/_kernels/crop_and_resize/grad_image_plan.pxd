@@ -14,7 +14,8 @@ from ..cdefs cimport (
     cg_row_d,
     cg_row_f,
 )
-from ..types cimport Geometry, acc_t
+from ..types cimport acc_t
+from .geometry cimport Geometry
 
 from .sampling cimport crop_scale, linear_taps, nearest_tap, sample_coord
 

@@ -18,7 +18,8 @@ from libc.stdint cimport int64_t
 from cropgrad._runtime.parallel cimport SCHEDULE_STATIC, run_tasks
 
 from ..pixels cimport load
-from ..types cimport Geometry, image_t, layout_t, nchw_t, nhwc_t
+from ..types cimport image_t, layout_t, nchw_t, nhwc_t
+from .geometry cimport Geometry
 
 from .sampling cimport coord_tangent, crop_ratio, linear_taps, sample_coord
 
