@@ -326,9 +326,18 @@ cdef int kernel_forward(const Call* call, const int64_t* index, int threads,
     return 0
 
 
+# What the grid gradient's kernel is given for grads with no channel, which
+# a caller may pass as NULL: the kernel tells the gradient from the JVP by
+# a non-NULL grads, and reads none of it without channels.
+cdef double NO_GRADS = 0
+
+
 cdef int kernel_slopes(const Call* call, const int64_t* index, int threads,
                        size_t* failed) noexcept nogil:
-    slopes_run(<Plan*>call.problem, threads, call.flush)
+    cdef Plan* p = <Plan*>call.problem
+    if p.grads == NULL:
+        p.grads = &NO_GRADS
+    slopes_run(p, threads, call.flush)
     return 0
 
 
