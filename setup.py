@@ -225,6 +225,7 @@ _MODULES = [
     "_capi.gate",
     "_capi.crop_and_resize",
     "_capi.roi_align",
+    "_capi.grid_sample",
     "capi",
     "_core",
     "_jax.frames",

@@ -11,6 +11,7 @@
 # a sequence and ``flush`` for ``flush_denormals``.
 from cropgrad._capi cimport crop_and_resize as _crop_and_resize
 from cropgrad._capi cimport roi_align as _roi_align
+from cropgrad._capi cimport grid_sample as _grid_sample
 
 
 def crop_and_resize(
@@ -209,5 +210,102 @@ def roi_align_jvp_boxes(
             output_width, spatial_scale, sampling_ratio, aligned, layout,
             <void*>views[4].buf, output_dtype, num_threads, flush, &err)
     _release(views, 5)
+    if status != CG_OK:
+        _raise(&err)
+
+
+def grid_sample(
+        image, grid, int dtype, int mode, int padding_mode, int align_corners,
+        int layout, out, int num_threads, bint flush):
+    """`cg_grid_sample` on NumPy arrays; raises on error."""
+    cdef Py_buffer views[3]
+    cdef int64_t _image_shape[4]
+    cdef int64_t _grid_shape[4]
+    cdef cg_error err
+    cdef int status
+    _shape4(_image_shape, image.shape)
+    _shape4(_grid_shape, grid.shape)
+    _hold((image, grid, out), views)
+    with nogil:
+        status = _grid_sample.run_forward(
+            "grid_sample", False,
+            <const void*>views[0].buf, _image_shape, <const void*>views[1].buf,
+            _grid_shape, dtype, mode, padding_mode, align_corners, layout,
+            <void*>views[2].buf, num_threads, flush, &err)
+    _release(views, 3)
+    if status != CG_OK:
+        _raise(&err)
+
+
+def grid_sample_grad_image(
+        grads, grid, int dtype, image_size, int mode, int padding_mode,
+        int align_corners, int layout, out, int num_threads, bint flush):
+    """`cg_grid_sample_grad_image` on NumPy arrays; raises on error."""
+    cdef Py_buffer views[3]
+    cdef int64_t _grads_shape[4]
+    cdef int64_t _grid_shape[4]
+    cdef int64_t _image_size[4]
+    cdef cg_error err
+    cdef int status
+    _shape4(_grads_shape, grads.shape)
+    _shape4(_grid_shape, grid.shape)
+    _shape4(_image_size, image_size)
+    _hold((grads, grid, out), views)
+    with nogil:
+        status = _grid_sample.run_grad_image(
+            "grid_sample_grad_image", False,
+            <const void*>views[0].buf, _grads_shape, <const void*>views[1].buf,
+            _grid_shape, dtype, _image_size, mode, padding_mode, align_corners,
+            layout, <void*>views[2].buf, num_threads, flush, &err)
+    _release(views, 3)
+    if status != CG_OK:
+        _raise(&err)
+
+
+def grid_sample_grad_grid(
+        grads, image, grid, int dtype, int mode, int padding_mode,
+        int align_corners, int layout, out, int num_threads, bint flush):
+    """`cg_grid_sample_grad_grid` on NumPy arrays; raises on error."""
+    cdef Py_buffer views[4]
+    cdef int64_t _grads_shape[4]
+    cdef int64_t _image_shape[4]
+    cdef int64_t _grid_shape[4]
+    cdef cg_error err
+    cdef int status
+    _shape4(_grads_shape, grads.shape)
+    _shape4(_image_shape, image.shape)
+    _shape4(_grid_shape, grid.shape)
+    _hold((grads, image, grid, out), views)
+    with nogil:
+        status = _grid_sample.run_grad_coords(
+            "grid_sample_grad_grid", False,
+            <const void*>views[0].buf, _grads_shape, <const void*>views[1].buf,
+            _image_shape, <const void*>views[2].buf, _grid_shape, dtype, mode,
+            padding_mode, align_corners, layout, <void*>views[3].buf, num_threads,
+            flush, &err)
+    _release(views, 4)
+    if status != CG_OK:
+        _raise(&err)
+
+
+def grid_sample_jvp_grid(
+        image, grid, grid_tangent, int dtype, int mode, int padding_mode,
+        int align_corners, int layout, out, int num_threads, bint flush):
+    """`cg_grid_sample_jvp_grid` on NumPy arrays; raises on error."""
+    cdef Py_buffer views[4]
+    cdef int64_t _image_shape[4]
+    cdef int64_t _grid_shape[4]
+    cdef cg_error err
+    cdef int status
+    _shape4(_image_shape, image.shape)
+    _shape4(_grid_shape, grid.shape)
+    _hold((image, grid, grid_tangent, out), views)
+    with nogil:
+        status = _grid_sample.run_jvp_coords(
+            "grid_sample_jvp_grid", False,
+            <const void*>views[0].buf, _image_shape, <const void*>views[1].buf,
+            <const void*>views[2].buf, _grid_shape, dtype, mode, padding_mode,
+            align_corners, layout, <void*>views[3].buf, num_threads, flush, &err)
+    _release(views, 4)
     if status != CG_OK:
         _raise(&err)

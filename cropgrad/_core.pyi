@@ -215,5 +215,56 @@ def roi_align_jvp_boxes(
     num_threads: int,
     flush: bool,
 ) -> None: ...
+def grid_sample(
+    image: npt.NDArray[Any],
+    grid: npt.NDArray[np.floating[Any]],
+    dtype: int,
+    mode: int,
+    padding_mode: int,
+    align_corners: int,
+    layout: int,
+    out: npt.NDArray[Any],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def grid_sample_grad_image(
+    grads: npt.NDArray[np.floating[Any]],
+    grid: npt.NDArray[np.floating[Any]],
+    dtype: int,
+    image_size: Sequence[int],
+    mode: int,
+    padding_mode: int,
+    align_corners: int,
+    layout: int,
+    out: npt.NDArray[Any],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def grid_sample_grad_grid(
+    grads: npt.NDArray[np.floating[Any]],
+    image: npt.NDArray[Any],
+    grid: npt.NDArray[np.floating[Any]],
+    dtype: int,
+    mode: int,
+    padding_mode: int,
+    align_corners: int,
+    layout: int,
+    out: npt.NDArray[Any],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
+def grid_sample_jvp_grid(
+    image: npt.NDArray[Any],
+    grid: npt.NDArray[np.floating[Any]],
+    grid_tangent: npt.NDArray[np.floating[Any]],
+    dtype: int,
+    mode: int,
+    padding_mode: int,
+    align_corners: int,
+    layout: int,
+    out: npt.NDArray[Any],
+    num_threads: int,
+    flush: bool,
+) -> None: ...
 def build_info() -> dict[str, Any]: ...
 def advise_huge_pages(address: int, nbytes: int) -> int: ...

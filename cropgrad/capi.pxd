@@ -1,7 +1,8 @@
 # cython: language_level=3
 #
 # cropgrad's C-level API: its ops for compiled code (1.0: crop_and_resize
-# and its gradients; 1.1: RoIAlign and its gradients).
+# and its gradients; 1.1: RoIAlign and its gradients; 1.2: grid sampling
+# and its derivatives).
 #
 #     from cropgrad cimport capi
 #
@@ -48,7 +49,7 @@ from libc.stdint cimport int64_t
 # major.minor runs with any runtime of the same major and minor >= its own).
 cdef enum:
     CG_API_VERSION_MAJOR = 1
-    CG_API_VERSION_MINOR = 1
+    CG_API_VERSION_MINOR = 2
 
 
 # Status codes: the Python exception each one becomes.
@@ -81,10 +82,17 @@ cdef enum:
     CG_NHWC = 0   # TensorFlow's: [n, height, width, depth]
     CG_NCHW = 1   # PyTorch's:    [n, depth, height, width]
 
-# Sampling methods.
+# Sampling methods (CG_BICUBIC: grid sampling's alone, since 1.2).
 cdef enum:
     CG_BILINEAR = 0
     CG_NEAREST = 1
+    CG_BICUBIC = 2
+
+# What grid sampling reads outside the image (1.2).
+cdef enum:
+    CG_ZEROS = 0
+    CG_BORDER = 1
+    CG_REFLECTION = 2
 
 # Size of cg_error.message, NUL included.
 cdef enum:
@@ -269,6 +277,88 @@ cdef int cg_roi_align_jvp_boxes(
     int layout,                  # CG_NHWC or CG_NCHW
     void* output,                # OUT as cg_roi_align's
     int output_dtype,            # CG_FLOAT16, CG_BFLOAT16, CG_FLOAT32, CG_FLOAT64
+    int num_threads,             # 0: the default; 1 to 1024
+    int flush_denormals,         # non-zero: flush-to-zero arithmetic
+    cg_error* error,             # may be NULL: the status alone
+) noexcept nogil
+
+# 1.2: grid sampling (PyTorch's grid_sample, 2-D), its image gradient, its
+# grid gradient and the grid JVP PyTorch does not have, bit for bit as the
+# NumPy API computes them.  Every array is C-contiguous NCHW (layout
+# CG_NCHW; CG_NHWC is refused with CG_ERR_UNSUPPORTED) and of the arithmetic
+# type dtype names, CG_FLOAT32 or CG_FLOAT64.  The grid holds (x, y) per
+# output point, -1 and 1 the image's outer edges, or with align_corners non-
+# zero its corner pixels' centres; every grid value must be finite
+# (CG_ERR_VALUE before any work, position the point's number, batch-major).
+# mode: CG_BILINEAR, CG_NEAREST or CG_BICUBIC; padding_mode: CG_ZEROS,
+# CG_BORDER or CG_REFLECTION.  The image (or image_size) must be at least 1
+# pixel high and wide.
+
+cdef int cg_grid_sample(
+    const void* image,           # IN  [batch, C, H, W]
+    const int64_t* image_shape,  # IN  4 values: [batch, C, H, W]
+    const void* grid,            # IN  [batch, out_h, out_w, 2]: (x, y)
+    const int64_t* grid_shape,   # IN  4 values: [batch, out_h, out_w, 2]
+    int dtype,                   # CG_FLOAT32 or CG_FLOAT64: every array's
+    int mode,                    # CG_BILINEAR, CG_NEAREST or CG_BICUBIC
+    int padding_mode,            # CG_ZEROS, CG_BORDER or CG_REFLECTION
+    int align_corners,           # non-zero: -1 and 1 are corner pixels' centres
+    int layout,                  # CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED)
+    void* output,                # OUT [batch, C, out_h, out_w]
+    int num_threads,             # 0: the default; 1 to 1024
+    int flush_denormals,         # non-zero: flush-to-zero arithmetic
+    cg_error* error,             # may be NULL: the status alone
+) noexcept nogil
+
+cdef int cg_grid_sample_grad_image(
+    const void* grads,           # IN  [batch, C, out_h, out_w]
+    const int64_t* grads_shape,  # IN  4 values: [batch, C, out_h, out_w]
+    const void* grid,            # IN  [batch, out_h, out_w, 2]: (x, y)
+    const int64_t* grid_shape,   # IN  4 values: [batch, out_h, out_w, 2]
+    int dtype,                   # CG_FLOAT32 or CG_FLOAT64: every array's
+    const int64_t* image_size,   # IN  4 values: the output's shape [batch, C, H, W]
+    int mode,                    # CG_BILINEAR, CG_NEAREST or CG_BICUBIC
+    int padding_mode,            # CG_ZEROS, CG_BORDER or CG_REFLECTION
+    int align_corners,           # non-zero: -1 and 1 are corner pixels' centres
+    int layout,                  # CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED)
+    void* output,                # OUT image_size
+    int num_threads,             # 0: the default; 1 to 1024
+    int flush_denormals,         # non-zero: flush-to-zero arithmetic
+    cg_error* error,             # may be NULL: the status alone
+) noexcept nogil
+
+cdef int cg_grid_sample_grad_grid(
+    const void* grads,           # IN  [batch, C, out_h, out_w]
+    const int64_t* grads_shape,  # IN  4 values: [batch, C, out_h, out_w]
+    const void* image,           # IN  [batch, C, H, W]
+    const int64_t* image_shape,  # IN  4 values: [batch, C, H, W]
+    const void* grid,            # IN  [batch, out_h, out_w, 2]: (x, y)
+    const int64_t* grid_shape,   # IN  4 values: [batch, out_h, out_w, 2]
+    int dtype,                   # CG_FLOAT32 or CG_FLOAT64: every array's
+    int mode,                    # CG_BILINEAR, CG_NEAREST or CG_BICUBIC
+    int padding_mode,            # CG_ZEROS, CG_BORDER or CG_REFLECTION
+    int align_corners,           # non-zero: -1 and 1 are corner pixels' centres
+    int layout,                  # CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED)
+    void* output,                # OUT grid_shape: d/d(x, y) per point
+    int num_threads,             # 0: the default; 1 to 1024
+    int flush_denormals,         # non-zero: flush-to-zero arithmetic
+    cg_error* error,             # may be NULL: the status alone
+) noexcept nogil
+
+# The derivative of cg_grid_sample along a tangent of the grid, whose
+# transpose cg_grid_sample_grad_grid is.
+cdef int cg_grid_sample_jvp_grid(
+    const void* image,           # IN  [batch, C, H, W]
+    const int64_t* image_shape,  # IN  4 values: [batch, C, H, W]
+    const void* grid,            # IN  [batch, out_h, out_w, 2]: (x, y)
+    const void* grid_tangent,    # IN  grid_shape, any values
+    const int64_t* grid_shape,   # IN  4 values: [batch, out_h, out_w, 2]
+    int dtype,                   # CG_FLOAT32 or CG_FLOAT64: every array's
+    int mode,                    # CG_BILINEAR, CG_NEAREST or CG_BICUBIC
+    int padding_mode,            # CG_ZEROS, CG_BORDER or CG_REFLECTION
+    int align_corners,           # non-zero: -1 and 1 are corner pixels' centres
+    int layout,                  # CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED)
+    void* output,                # OUT [batch, C, out_h, out_w]
     int num_threads,             # 0: the default; 1 to 1024
     int flush_denormals,         # non-zero: flush-to-zero arithmetic
     cg_error* error,             # may be NULL: the status alone

@@ -38,5 +38,10 @@ CG_NCHW: Final = 1
 # Sampling methods.
 CG_BILINEAR: Final = 0
 CG_NEAREST: Final = 1
+CG_BICUBIC: Final = 2
+# What grid sampling reads outside the image.
+CG_ZEROS: Final = 0
+CG_BORDER: Final = 1
+CG_REFLECTION: Final = 2
 # The size of cg_error.message, NUL included.
 CG_MESSAGE_SIZE: Final = 512

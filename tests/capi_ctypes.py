@@ -93,11 +93,35 @@ ARGUMENTS = {
         "output_width", "spatial_scale", "sampling_ratio", "aligned", "layout",
         "output", "output_dtype", "num_threads", "flush_denormals",
     ),
+    # 1.2
+    "cg_grid_sample": (
+        "image", "image_shape", "grid", "grid_shape", "dtype", "mode",
+        "padding_mode", "align_corners", "layout", "output", "num_threads",
+        "flush_denormals",
+    ),
+    "cg_grid_sample_grad_image": (
+        "grads", "grads_shape", "grid", "grid_shape", "dtype", "image_size",
+        "mode", "padding_mode", "align_corners", "layout", "output",
+        "num_threads", "flush_denormals",
+    ),
+    "cg_grid_sample_grad_grid": (
+        "grads", "grads_shape", "image", "image_shape", "grid", "grid_shape",
+        "dtype", "mode", "padding_mode", "align_corners", "layout", "output",
+        "num_threads", "flush_denormals",
+    ),
+    "cg_grid_sample_jvp_grid": (
+        "image", "image_shape", "grid", "grid_tangent", "grid_shape", "dtype",
+        "mode", "padding_mode", "align_corners", "layout", "output",
+        "num_threads", "flush_denormals",
+    ),
 }  # fmt: skip
 # The arguments passed as an array's data address (None: NULL) and as an
 # int64[4] shape; the others (codes, sizes, values) go as they are.
-_ARRAYS = {"image", "boxes", "boxes_tangent", "box_ind", "grads", "crops", "output"}
-_SHAPES = {"image_shape", "grads_shape", "image_size"}
+_ARRAYS = {
+    "image", "boxes", "boxes_tangent", "box_ind", "grads", "crops", "output",
+    "grid", "grid_tangent",
+}  # fmt: skip
+_SHAPES = {"image_shape", "grads_shape", "image_size", "grid_shape"}
 
 # The header's function pointer types, argument for argument (ARGUMENTS,
 # then the error record).
@@ -131,6 +155,19 @@ PROTOTYPES = {
         _I, _P, _I, _P, _P, _P, _I, _P, _I, _L, _L, _L, _D, _I, _I, _I, _P, _I, _I,
         _I, _P
     ),
+    # 1.2
+    "cg_grid_sample": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _P, _I, _I, _I, _I, _I, _P, _I, _I, _P
+    ),
+    "cg_grid_sample_grad_image": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P, _I, _I, _P
+    ),
+    "cg_grid_sample_grad_grid": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _P, _I, _I, _P
+    ),
+    "cg_grid_sample_jvp_grid": ctypes.CFUNCTYPE(
+        _I, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _P, _I, _I, _P
+    ),
 }  # fmt: skip
 
 
@@ -141,8 +178,9 @@ def functions():
 
 
 def _ptr(a):
-    """The address of an array's data, or None (NULL)."""
-    return None if a is None else a.ctypes.data
+    """The address of an array's data, or None (NULL; also for an object
+    that is no array, which stands for NULL with a shape)."""
+    return None if not isinstance(a, np.ndarray) else a.ctypes.data
 
 
 def _shape(shape):
@@ -207,6 +245,10 @@ class CtypesConsumer:
     roi_align_grad_image = _op("cg_roi_align_grad_image")
     roi_align_grad_boxes = _op("cg_roi_align_grad_boxes")
     roi_align_jvp_boxes = _op("cg_roi_align_jvp_boxes")
+    grid_sample = _op("cg_grid_sample")
+    grid_sample_grad_image = _op("cg_grid_sample_grad_image")
+    grid_sample_grad_grid = _op("cg_grid_sample_grad_grid")
+    grid_sample_jvp_grid = _op("cg_grid_sample_jvp_grid")
 
     def default_threads(self):
         return self.fn["cg_default_threads"]()

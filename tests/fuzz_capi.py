@@ -1,7 +1,8 @@
 """Fuzz target of the C-level API: random calls judged against the NumPy API.
 
-Each execution draws one call of one of the eight C functions (the
-crop_and_resize family's four and RoIAlign's four), through ctypes
+Each execution draws one call of one of the twelve C functions (the
+crop_and_resize family's four, RoIAlign's four and grid sampling's four,
+whose cases fuzz_capi_grid.py makes), through ctypes
 (tests/capi_ctypes.py), from a seeded generator:
 
 - real arrays of random shapes (zero dimensions included, their pointers
@@ -792,11 +793,17 @@ def _beyond(shape, itemsize):
 
 
 def _numpy_error(fn, *args):
+    result = numpy_error_of(fn, *args)
+    return result if result[0] == "error" else ("ok",)
+
+
+def numpy_error_of(fn, *args, **kwargs):
+    """("ok", result) or ("error", status, message) of a NumPy API call."""
     try:
-        fn(*args)
+        out = fn(*args, **kwargs)
     except (ValueError, IndexError, TypeError, MemoryError) as exc:
         return ("error", STATUS_OF[type(exc)], str(exc))
-    return ("ok",)
+    return ("ok", out)
 
 
 def execute(seed, consumer):
@@ -805,6 +812,11 @@ def execute(seed, consumer):
     kind = rng.random()
     if kind < 0.12:
         return _huge_case(rng, consumer)
+    if kind > 0.7:
+        # Grid sampling's functions (1.2), in fuzz_capi_grid.py.
+        import fuzz_capi_grid
+
+        return fuzz_capi_grid.execute(rng, consumer)
     p = make_problem(rng)
     if kind < 0.3:
         if p["out"].nbytes == 0 or any(

@@ -69,12 +69,30 @@ SIGNATURES = {
         "void const *, int, int64_t, int64_t, int64_t, double, int, int, int, "
         f"void *, int, int, int, {ERROR})"
     ),
+    # 1.2
+    "cg_grid_sample": (
+        "int (void const *, int64_t const *, void const *, int64_t const *, int, "
+        f"int, int, int, int, void *, int, int, {ERROR})"
+    ),
+    "cg_grid_sample_grad_image": (
+        "int (void const *, int64_t const *, void const *, int64_t const *, int, "
+        f"int64_t const *, int, int, int, int, void *, int, int, {ERROR})"
+    ),
+    "cg_grid_sample_grad_grid": (
+        "int (void const *, int64_t const *, void const *, int64_t const *, "
+        "void const *, int64_t const *, int, int, int, int, int, void *, int, int, "
+        f"{ERROR})"
+    ),
+    "cg_grid_sample_jvp_grid": (
+        "int (void const *, int64_t const *, void const *, void const *, "
+        f"int64_t const *, int, int, int, int, int, void *, int, int, {ERROR})"
+    ),
 }
 
 # The version of the C-level API this release provides (docs/capi.md): a
 # release that adds names raises the minor, one that changed a name would
 # raise the major.
-API_VERSION = (1, 1)
+API_VERSION = (1, 2)
 
 # The codes of capi.pxd: numbers compiled into consumers, so never changed.
 CODES = {
@@ -98,6 +116,10 @@ CODES = {
     "CG_NCHW": 1,
     "CG_BILINEAR": 0,
     "CG_NEAREST": 1,
+    "CG_BICUBIC": 2,
+    "CG_ZEROS": 0,
+    "CG_BORDER": 1,
+    "CG_REFLECTION": 2,
     "CG_MESSAGE_SIZE": 512,
 }
 
@@ -159,6 +181,10 @@ def test_table_capsule():
         "cg_roi_align_grad_image",
         "cg_roi_align_grad_boxes",
         "cg_roi_align_jvp_boxes",
+        "cg_grid_sample",
+        "cg_grid_sample_grad_image",
+        "cg_grid_sample_grad_grid",
+        "cg_grid_sample_jvp_grid",
     ]
     pointers = (ctypes.c_void_p * len(names)).from_address(table + 8)
     addresses = cropgrad.capi.function_addresses()

@@ -3,17 +3,19 @@
 PyTorch's ``torch.nn.functional.grid_sample`` (2-D) and its derivatives:
 an image ``[N, C, H, W]`` (NCHW, the default) or ``[N, H, W, C]`` (NHWC)
 sampled at a grid ``[N, H_out, W_out, 2]`` of ``(x, y)`` normalised to
-``[-1, 1]``.  Each function checks every argument before any work, converts
-the arrays to C-contiguous NCHW in the arithmetic type (float64 for float64
-data, float32 otherwise) and calls the compiled kernels
-(cropgrad/_kernels/grid_sample/kernels.pyx) once.  docs/semantics.md
-("Grid sampling") has every rounding.
+``[-1, 1]``.  Each function checks its arguments' types, dtypes and shapes
+before any work (the words of the C-level API's gate, which PyTorch's ops
+share on shapes alone), converts the arrays to C-contiguous NCHW in the
+arithmetic type (float64 for float64 data, float32 otherwise), allocates
+the output and makes one call of the C-level API through cropgrad._core's
+bridge, which checks the data (a finite grid) and runs the kernel, the GIL
+released.  docs/semantics.md ("Grid sampling") has every rounding.
 """
 
 import numpy as np
 
+from cropgrad import _core
 from cropgrad._api import validation as _v
-from cropgrad._kernels.grid_sample import kernels as _k
 from cropgrad._ops.grid_sample import MODES, PADDING_MODES
 
 __all__ = [
@@ -27,6 +29,11 @@ _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
 _NARROW = (np.dtype(np.float16),)
 _NCHW = _v.LAYOUT_CODES["NCHW"]
+# The C-level API's codes of the options, in the order of the model's
+# choices (CG_BILINEAR, CG_NEAREST, CG_BICUBIC; CG_ZEROS, CG_BORDER,
+# CG_REFLECTION).
+_MODE_CODES = {m: _v.CODES[f"CG_{m.upper()}"] for m in MODES}
+_PADDING_CODES = {p: _v.CODES[f"CG_{p.upper()}"] for p in PADDING_MODES}
 
 
 def _choice(value, name, choices):
@@ -37,10 +44,10 @@ def _choice(value, name, choices):
 
 
 def _options(mode, padding_mode, align_corners, data_format, num_threads, flush):
-    """The options every op takes, checked in this order, as the kernels'
-    codes: (mode, padding, aligned, nchw, threads, flush)."""
-    mode = _k.MODE_CODES[_choice(mode, "mode", MODES)]
-    padding = _k.PADDING_CODES[_choice(padding_mode, "padding_mode", PADDING_MODES)]
+    """The options every op takes, checked in this order, as the C-level
+    API's codes: (mode, padding, aligned, nchw, threads, flush)."""
+    mode = _MODE_CODES[_choice(mode, "mode", MODES)]
+    padding = _PADDING_CODES[_choice(padding_mode, "padding_mode", PADDING_MODES)]
     aligned = _v.flag(align_corners, "align_corners")
     nchw = _v.data_format(data_format) == _NCHW
     return (
@@ -83,12 +90,16 @@ def _nchw_array(raw, arith, nchw):
 
 
 def _grid(grid, arith, batch):
-    """The grid as C-contiguous `arith`, ``[batch, H_out, W_out, 2]``, every
-    value finite (checked after the conversion, which may overflow)."""
+    """The grid as C-contiguous `arith`, ``[batch, H_out, W_out, 2]``.
+
+    The gate refuses a grid value that is not finite; a conversion that can
+    overflow (float64 values to float32) is checked here, where the value
+    before it is known, so that the message can say it was finite."""
     raw = _v.real_array(grid, "grid")
     converted = _v.float32_array(raw, "grid", arith)
     grid_shape(converted.shape, batch)
-    _finite(converted, raw, "grid")
+    if not np.can_cast(raw.dtype, arith, "safe"):
+        _finite(converted, raw, "grid")
     return converted
 
 
@@ -207,15 +218,12 @@ def _deliver(result, computed, nchw, transposed=True):
     return result
 
 
-def _scratch(result, shape_nchw, arith, nchw, fill_zero=False):
-    """Where the kernel writes: `result` itself when it is NCHW of the
+def _scratch(result, shape_nchw, arith, nchw):
+    """Where the C function writes: `result` itself when it is NCHW of the
     arithmetic type, else a new array."""
     if nchw and result.dtype == arith:
-        if fill_zero:
-            result.fill(0)
         return result
-    make = np.zeros if fill_zero else np.empty
-    return make(shape_nchw, arith)
+    return np.empty(shape_nchw, arith)
 
 
 def grid_sample(
@@ -301,7 +309,18 @@ def grid_sample(
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, nchw, (image, grid))
     computed = _scratch(result, shape, arith, nchw)
-    _k.forward(image, grid, computed, mode, padding, aligned, threads, flush)
+    _core.grid_sample(
+        image,
+        grid,
+        _v.dtype_code(arith),
+        mode,
+        padding,
+        aligned,
+        _NCHW,
+        computed,
+        threads,
+        flush,
+    )
     return _deliver(result, computed, nchw)
 
 
@@ -376,8 +395,20 @@ def grid_sample_grad_image(
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
     result = _output(out, shape, result_dtype, nchw, (raw, grid))
-    computed = _scratch(result, shape, arith, nchw, fill_zero=True)
-    _k.grad_image(grads, grid, computed, mode, padding, aligned, threads, flush)
+    computed = _scratch(result, shape, arith, nchw)
+    _core.grid_sample_grad_image(
+        grads,
+        grid,
+        _v.dtype_code(arith),
+        shape,
+        mode,
+        padding,
+        aligned,
+        _NCHW,
+        computed,
+        threads,
+        flush,
+    )
     return _deliver(result, computed, nchw)
 
 
@@ -442,7 +473,19 @@ def grid_sample_grad_grid(
         for a in (image, grid, grads):
             if np.may_share_memory(result, a):
                 raise ValueError("out must not share memory with an input")
-    _k.slopes(image, grid, grads, None, result, mode, padding, aligned, threads, flush)
+    _core.grid_sample_grad_grid(
+        grads,
+        image,
+        grid,
+        _v.dtype_code(arith),
+        mode,
+        padding,
+        aligned,
+        _NCHW,
+        result,
+        threads,
+        flush,
+    )
     return result
 
 
@@ -512,7 +555,17 @@ num_threads, flush_denormals
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, nchw, (image, grid, tangent))
     computed = _scratch(result, shape, arith, nchw)
-    _k.slopes(
-        image, grid, None, tangent, computed, mode, padding, aligned, threads, flush
+    _core.grid_sample_jvp_grid(
+        image,
+        grid,
+        tangent,
+        _v.dtype_code(arith),
+        mode,
+        padding,
+        aligned,
+        _NCHW,
+        computed,
+        threads,
+        flush,
     )
     return _deliver(result, computed, nchw)

@@ -2,10 +2,10 @@
 #
 # The gate: the one definition of a valid call of the C-level API (private;
 # cropgrad.capi, cropgrad._core and the XLA handlers cimport it).  Each op
-# family's module here (crop_and_resize, roi_align) holds its ops' metadata
-# checks and calls; this one the record, the checks they share and the
-# sequence every op's call goes through (`run`).  Two kinds of check, every
-# one filling the caller's error record:
+# family's module here (crop_and_resize, roi_align, grid_sample) holds its
+# ops' metadata checks and calls; this one the record, the checks they
+# share and the sequence every op's call goes through (`run`).  Two kinds
+# of check, every one filling the caller's error record:
 #
 # - the metadata checks of each op (shapes, dtype codes and options, no
 #   data read).  The C-level API runs them first; cropgrad._core runs them

@@ -8,6 +8,7 @@
 # name for messages and to run the op's metadata check first.
 from cropgrad._capi cimport crop_and_resize as _crop_and_resize
 from cropgrad._capi cimport roi_align as _roi_align
+from cropgrad._capi cimport grid_sample as _grid_sample
 
 
 cdef int cg_crop_and_resize(
@@ -262,6 +263,128 @@ cdef int cg_roi_align_jvp_boxes(
         flush_denormals, error)
 
 
+cdef int cg_grid_sample(
+    const void* image,
+    const int64_t* image_shape,
+    const void* grid,
+    const int64_t* grid_shape,
+    int dtype,
+    int mode,
+    int padding_mode,
+    int align_corners,
+    int layout,
+    void* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(grid_shape, "grid_shape", error) != CG_OK:
+        return error.status
+    return _grid_sample.run_forward(
+        "grid_sample", True,
+        image, image_shape, grid, grid_shape, dtype, mode, padding_mode,
+        align_corners, layout, output, num_threads, flush_denormals, error)
+
+
+cdef int cg_grid_sample_grad_image(
+    const void* grads,
+    const int64_t* grads_shape,
+    const void* grid,
+    const int64_t* grid_shape,
+    int dtype,
+    const int64_t* image_size,
+    int mode,
+    int padding_mode,
+    int align_corners,
+    int layout,
+    void* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(grid_shape, "grid_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_size, "image_size", error) != CG_OK:
+        return error.status
+    return _grid_sample.run_grad_image(
+        "grid_sample_grad_image", True,
+        grads, grads_shape, grid, grid_shape, dtype, image_size, mode, padding_mode,
+        align_corners, layout, output, num_threads, flush_denormals, error)
+
+
+cdef int cg_grid_sample_grad_grid(
+    const void* grads,
+    const int64_t* grads_shape,
+    const void* image,
+    const int64_t* image_shape,
+    const void* grid,
+    const int64_t* grid_shape,
+    int dtype,
+    int mode,
+    int padding_mode,
+    int align_corners,
+    int layout,
+    void* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(grads_shape, "grads_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(grid_shape, "grid_shape", error) != CG_OK:
+        return error.status
+    return _grid_sample.run_grad_coords(
+        "grid_sample_grad_grid", True,
+        grads, grads_shape, image, image_shape, grid, grid_shape, dtype, mode,
+        padding_mode, align_corners, layout, output, num_threads, flush_denormals,
+        error)
+
+
+cdef int cg_grid_sample_jvp_grid(
+    const void* image,
+    const int64_t* image_shape,
+    const void* grid,
+    const void* grid_tangent,
+    const int64_t* grid_shape,
+    int dtype,
+    int mode,
+    int padding_mode,
+    int align_corners,
+    int layout,
+    void* output,
+    int num_threads,
+    int flush_denormals,
+    cg_error* error,
+) noexcept nogil:
+    cdef cg_error local
+    if error == NULL:
+        error = &local
+    if gate.check_shape_pointer(image_shape, "image_shape", error) != CG_OK:
+        return error.status
+    if gate.check_shape_pointer(grid_shape, "grid_shape", error) != CG_OK:
+        return error.status
+    return _grid_sample.run_jvp_coords(
+        "grid_sample_jvp_grid", True,
+        image, image_shape, grid, grid_tangent, grid_shape, dtype, mode,
+        padding_mode, align_corners, layout, output, num_threads, flush_denormals,
+        error)
+
+
 # The table C and C++ consumers get through cropgrad/include/cropgrad/capi.h:
 # this struct is that header's cropgrad_api_t, member for member (a minor
 # version only appends members; tests/test_capi.py checks the
@@ -297,6 +420,19 @@ ctypedef int (*roi_align_jvp_boxes_fn)(
     const void*, int, const int64_t*, const void*, const void*, int, const void*,
     int, int64_t, int64_t, int64_t, double, int, int, int, void*, int, int, int,
     cg_error*) noexcept nogil
+ctypedef int (*grid_sample_fn)(
+    const void*, const int64_t*, const void*, const int64_t*, int, int, int, int,
+    int, void*, int, int, cg_error*) noexcept nogil
+ctypedef int (*grid_sample_grad_image_fn)(
+    const void*, const int64_t*, const void*, const int64_t*, int, const int64_t*,
+    int, int, int, int, void*, int, int, cg_error*) noexcept nogil
+ctypedef int (*grid_sample_grad_grid_fn)(
+    const void*, const int64_t*, const void*, const int64_t*, const void*,
+    const int64_t*, int, int, int, int, int, void*, int, int,
+    cg_error*) noexcept nogil
+ctypedef int (*grid_sample_jvp_grid_fn)(
+    const void*, const int64_t*, const void*, const void*, const int64_t*, int, int,
+    int, int, int, void*, int, int, cg_error*) noexcept nogil
 
 ctypedef struct ApiTable:
     int version_major
@@ -313,6 +449,11 @@ ctypedef struct ApiTable:
     roi_align_grad_image_fn roi_align_grad_image
     roi_align_grad_boxes_fn roi_align_grad_boxes
     roi_align_jvp_boxes_fn roi_align_jvp_boxes
+    # 1.2
+    grid_sample_fn grid_sample
+    grid_sample_grad_image_fn grid_sample_grad_image
+    grid_sample_grad_grid_fn grid_sample_grad_grid
+    grid_sample_jvp_grid_fn grid_sample_jvp_grid
 
 cdef ApiTable TABLE
 TABLE.version_major = CG_API_VERSION_MAJOR
@@ -327,6 +468,10 @@ TABLE.roi_align = cg_roi_align
 TABLE.roi_align_grad_image = cg_roi_align_grad_image
 TABLE.roi_align_grad_boxes = cg_roi_align_grad_boxes
 TABLE.roi_align_jvp_boxes = cg_roi_align_jvp_boxes
+TABLE.grid_sample = cg_grid_sample
+TABLE.grid_sample_grad_image = cg_grid_sample_grad_image
+TABLE.grid_sample_grad_grid = cg_grid_sample_grad_grid
+TABLE.grid_sample_jvp_grid = cg_grid_sample_jvp_grid
 
 
 cdef dict _function_addresses():
@@ -343,4 +488,8 @@ cdef dict _function_addresses():
         "cg_roi_align_grad_image": <uintptr_t><void*>t.roi_align_grad_image,
         "cg_roi_align_grad_boxes": <uintptr_t><void*>t.roi_align_grad_boxes,
         "cg_roi_align_jvp_boxes": <uintptr_t><void*>t.roi_align_jvp_boxes,
+        "cg_grid_sample": <uintptr_t><void*>t.grid_sample,
+        "cg_grid_sample_grad_image": <uintptr_t><void*>t.grid_sample_grad_image,
+        "cg_grid_sample_grad_grid": <uintptr_t><void*>t.grid_sample_grad_grid,
+        "cg_grid_sample_jvp_grid": <uintptr_t><void*>t.grid_sample_jvp_grid,
     }

@@ -6,7 +6,7 @@
 # operands, each call having one result; the FFI API version declared; the
 # function run on a checked frame), the C entry point XLA calls with the
 # frame alone, and its capsule under the target's name, which exported
-# artefacts refer to, so it never changes.
+# artefacts refer to, so it never changes.  Only the ops JAX has.
 
 cdef Target _CROP_AND_RESIZE = Target(
     "crop_and_resize", 3, FFI_MAJOR, FFI_MINOR,

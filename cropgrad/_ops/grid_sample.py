@@ -2,14 +2,14 @@
 gradient, its grid gradient, and the grid JVP PyTorch does not have.
 
 The coordinates are the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
-normalised to ``[-1, 1]``.  The NumPy API and PyTorch have these ops; the
-C-level API (`Op.c_api` None) and JAX do not yet.  PyTorch's take
+normalised to ``[-1, 1]``.  The NumPy API, PyTorch and the C-level API
+(1.2) have these ops; JAX does not yet.  PyTorch's take
 ``torch.nn.functional.grid_sample``'s arguments: the sampling options
 positional, ``align_corners=None`` (False), the dtype, layout and threads
 those of the tensors and of PyTorch."""
 
-from .common import arg, family, options
-from .model import Op
+from .common import C_TAIL, arg, family, options, shape
+from .model import CParam, Op
 
 __all__ = ["FAMILY"]
 
@@ -60,9 +60,39 @@ def _options(dtype=True):
     )
 
 
-def _op(name, args):
-    """An op of the NumPy API and PyTorch, without a C function."""
-    return Op(name, args, layouts={}, apis=_APIS)
+def _op(name, args, c_params, c_doc=""):
+    """An op of the NumPy API, PyTorch and the C-level API (JAX has none:
+    no FFI target is made for it)."""
+    return Op(
+        name,
+        args,
+        layouts={},
+        apis=_APIS,
+        c_params=(*c_params, *C_TAIL),
+        c_doc=c_doc,
+    )
+
+
+# C parameters.  Every array is of the arithmetic type `dtype` names and
+# NCHW: the NumPy API converts other dtypes and layouts before its call.
+_IMAGE = (
+    CParam("const void*", "image", "IN  [batch, C, H, W]"),
+    shape("image_shape", "IN  4 values: [batch, C, H, W]"),
+)
+_GRADS = (
+    CParam("const void*", "grads", "IN  [batch, C, out_h, out_w]"),
+    shape("grads_shape", "IN  4 values: [batch, C, out_h, out_w]"),
+)
+_GRID = CParam("const void*", "grid", "IN  [batch, out_h, out_w, 2]: (x, y)")
+_GRID_SHAPE = shape("grid_shape", "IN  4 values: [batch, out_h, out_w, 2]")
+_DTYPE = CParam("int", "dtype", "CG_FLOAT32 or CG_FLOAT64: every array's")
+_SAMPLING = (
+    CParam("int", "mode", "CG_BILINEAR, CG_NEAREST or CG_BICUBIC"),
+    CParam("int", "padding_mode", "CG_ZEROS, CG_BORDER or CG_REFLECTION"),
+    CParam("int", "align_corners", "non-zero: -1 and 1 are corner pixels' centres"),
+    CParam("int", "layout", "CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED)"),
+)
+_SAMPLED = CParam("void*", "output", "OUT [batch, C, out_h, out_w]")
 
 
 def _grid():
@@ -73,7 +103,20 @@ FAMILY = family(
     "grid_sample",
     "the grid",
     _LAYOUTS,
-    None,
+    (1, 2),
+    c_doc=(
+        "1.2: grid sampling (PyTorch's grid_sample, 2-D), its image gradient, "
+        "its grid gradient and the grid JVP PyTorch does not have, bit for bit "
+        "as the NumPy API computes them.  Every array is C-contiguous NCHW "
+        "(layout CG_NCHW; CG_NHWC is refused with CG_ERR_UNSUPPORTED) and of "
+        "the arithmetic type dtype names, CG_FLOAT32 or CG_FLOAT64.  The grid "
+        "holds (x, y) per output point, -1 and 1 the image's outer edges, or "
+        "with align_corners non-zero its corner pixels' centres; every grid "
+        "value must be finite (CG_ERR_VALUE before any work, position the "
+        "point's number, batch-major).  mode: CG_BILINEAR, CG_NEAREST or "
+        "CG_BICUBIC; padding_mode: CG_ZEROS, CG_BORDER or CG_REFLECTION.  The "
+        "image (or image_size) must be at least 1 pixel high and wide."
+    ),
     forward=_op(
         "grid_sample",
         (
@@ -81,6 +124,7 @@ FAMILY = family(
             _grid(),
             *_options(),
         ),
+        (*_IMAGE, _GRID, _GRID_SHAPE, _DTYPE, *_SAMPLING, _SAMPLED),
     ),
     grad_image=_op(
         "grid_sample_grad_image",
@@ -89,6 +133,15 @@ FAMILY = family(
             _grid(),
             arg("image_size", "ints"),
             *_options(),
+        ),
+        (
+            *_GRADS,
+            _GRID,
+            _GRID_SHAPE,
+            _DTYPE,
+            shape("image_size", "IN  4 values: the output's shape [batch, C, H, W]"),
+            *_SAMPLING,
+            CParam("void*", "output", "OUT image_size"),
         ),
     ),
     grad_coords=_op(
@@ -99,6 +152,15 @@ FAMILY = family(
             _grid(),
             *_options(dtype=False),
         ),
+        (
+            *_GRADS,
+            *_IMAGE,
+            _GRID,
+            _GRID_SHAPE,
+            _DTYPE,
+            *_SAMPLING,
+            CParam("void*", "output", "OUT grid_shape: d/d(x, y) per point"),
+        ),
     ),
     jvp_coords=_op(
         "grid_sample_jvp_grid",
@@ -107,6 +169,19 @@ FAMILY = family(
             _grid(),
             arg("grid_tangent", "array", role="tangent"),
             *_options(),
+        ),
+        (
+            *_IMAGE,
+            _GRID,
+            CParam("const void*", "grid_tangent", "IN  grid_shape, any values"),
+            _GRID_SHAPE,
+            _DTYPE,
+            *_SAMPLING,
+            _SAMPLED,
+        ),
+        c_doc=(
+            "The derivative of cg_grid_sample along a tangent of the grid, whose "
+            "transpose cg_grid_sample_grad_grid is."
         ),
     ),
 )

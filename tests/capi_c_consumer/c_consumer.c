@@ -380,7 +380,7 @@ static PyObject *header_facts(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     return Py_BuildValue(
-        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsKsKsKsKsKsK}}",
+        "{s(ii)si" "s(nnnn)" "s{sKsKsKsKsKsKsKsKsKsKsKsKsKsK}}",
         "version", CG_API_VERSION_MAJOR, CG_API_VERSION_MINOR,
         "runtime_version", cg_api_version(),
         "error_layout", (Py_ssize_t)sizeof(cg_error),
@@ -402,7 +402,14 @@ static PyObject *header_facts(PyObject *self, PyObject *unused) {
         "cg_roi_align_grad_boxes",
         (unsigned long long)(uintptr_t)cropgrad_api->roi_align_grad_boxes,
         "cg_roi_align_jvp_boxes",
-        (unsigned long long)(uintptr_t)cropgrad_api->roi_align_jvp_boxes);
+        (unsigned long long)(uintptr_t)cropgrad_api->roi_align_jvp_boxes,
+        "cg_grid_sample", (unsigned long long)(uintptr_t)cropgrad_api->grid_sample,
+        "cg_grid_sample_grad_image",
+        (unsigned long long)(uintptr_t)cropgrad_api->grid_sample_grad_image,
+        "cg_grid_sample_grad_grid",
+        (unsigned long long)(uintptr_t)cropgrad_api->grid_sample_grad_grid,
+        "cg_grid_sample_jvp_grid",
+        (unsigned long long)(uintptr_t)cropgrad_api->grid_sample_jvp_grid);
 }
 
 static PyObject *default_threads(PyObject *self, PyObject *unused) {

@@ -22,6 +22,8 @@ the serial order.
 
 from libc.math cimport floor
 from libc.stdint cimport int64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 import numpy as np
 
@@ -431,3 +433,87 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
                           nthreads, size * 16, flush, SCHEDULE_DYNAMIC)
                 run_tasks(_scatter_task, &p, p.c * p.bands, nthreads,
                           p.c * size * p.taps, flush, SCHEDULE_DYNAMIC)
+
+
+# --------------------------------------------------------------------------
+# The same runs without the GIL, for the C-level API (kernels.pxd): the
+# tasks, task counts and work estimates of the functions above, the image
+# gradient's scratch from malloc.
+
+cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
+               int64_t wo, int mode, int padding, bint aligned,
+               bint wide) noexcept nogil:
+    p.n = n
+    p.c = c
+    p.h = h
+    p.w = w
+    p.ho = ho
+    p.wo = wo
+    p.mode = mode
+    p.padding = padding
+    p.aligned = aligned
+    p.wide = wide
+    p.bands = 1
+    p.batch = 0
+    p.q_start = p.q_end = 0
+    p.taps = 1 if mode == NEAREST else (4 if mode == BILINEAR else 16)
+    p.offs = NULL
+    p.wts = NULL
+
+
+cdef void forward_run(Plan* p, int threads, bint flush) noexcept nogil:
+    cdef Py_ssize_t tasks = p.n * p.ho
+    cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
+    if p.n * p.c * p.ho * p.wo == 0:
+        return
+    run_tasks(_forward_task, p, tasks, threads, work, flush, SCHEDULE_DYNAMIC)
+
+
+cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
+    cdef Py_ssize_t tasks = p.n * p.ho
+    cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
+    if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
+        return
+    run_tasks(_slopes_task, p, tasks, threads, work, flush, SCHEDULE_DYNAMIC)
+
+
+cdef int grad_image_run(Plan* p, int threads, bint flush,
+                        size_t* failed) noexcept nogil:
+    cdef Py_ssize_t per = p.ho * p.wo, b, start, size
+    cdef size_t itemsize = 8 if p.wide else 4
+    cdef size_t offs_bytes, wts_bytes
+    if p.n * p.c * p.h * p.w > 0:
+        memset(p.out, 0, <size_t>(p.n * p.c * p.h * p.w) * itemsize)
+    if p.n * p.c * p.h * p.w * per == 0:
+        return 0
+    if p.c < threads:
+        p.bands = min((threads + p.c - 1) // p.c, p.h)
+    size = min(per, CHUNK)
+    offs_bytes = <size_t>(size * p.taps) * sizeof(int64_t)
+    wts_bytes = <size_t>(size * 8) * itemsize
+    p.offs = <int64_t*>malloc(offs_bytes)
+    p.wts = malloc(wts_bytes)
+    if p.offs == NULL or p.wts == NULL:
+        free(p.offs)
+        free(p.wts)
+        p.offs = NULL
+        p.wts = NULL
+        failed[0] = offs_bytes + wts_bytes
+        return 1
+    for b in range(p.n):
+        p.batch = b
+        start = 0
+        while start < per:
+            p.q_start = start
+            p.q_end = min(start + CHUNK, per)
+            size = p.q_end - p.q_start
+            run_tasks(_taps_task, p, (size + TAPS_BLOCK - 1) // TAPS_BLOCK,
+                      threads, size * 16, flush, SCHEDULE_DYNAMIC)
+            run_tasks(_scatter_task, p, p.c * p.bands, threads,
+                      p.c * size * p.taps, flush, SCHEDULE_DYNAMIC)
+            start += CHUNK
+    free(p.offs)
+    free(p.wts)
+    p.offs = NULL
+    p.wts = NULL
+    return 0

@@ -47,7 +47,7 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define CG_API_VERSION_MAJOR 1
-#define CG_API_VERSION_MINOR 1
+#define CG_API_VERSION_MINOR 2
 /* What cg_api_version() returns: (major << 16) | minor. */
 #define CG_API_VERSION ((CG_API_VERSION_MAJOR << 16) | CG_API_VERSION_MINOR)
 
@@ -89,10 +89,19 @@ enum {
     CG_NCHW = 1    /* PyTorch's:    [n, depth, height, width] */
 };
 
-/* Sampling methods. */
+/* Sampling methods (CG_BICUBIC: grid sampling's alone, since 1.2). */
 enum {
     CG_BILINEAR = 0,
-    CG_NEAREST = 1
+    CG_NEAREST = 1,
+    CG_BICUBIC = 2
+};
+
+/* What grid sampling reads outside the image (1.2): zeros, the nearest edge
+ * pixel, or the image reflected about its edges. */
+enum {
+    CG_ZEROS = 0,
+    CG_BORDER = 1,
+    CG_REFLECTION = 2
 };
 
 /* Size of cg_error.message, NUL included. */
@@ -296,6 +305,84 @@ typedef int (*cg_roi_align_jvp_boxes_fn)(
     int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
     cg_error *error);             /* may be NULL: the status alone */
 
+/* 1.2: grid sampling (PyTorch's grid_sample, 2-D), its image gradient, its
+ * grid gradient and the grid JVP PyTorch does not have, bit for bit as the
+ * NumPy API computes them.  Every array is C-contiguous NCHW (layout
+ * CG_NCHW; CG_NHWC is refused with CG_ERR_UNSUPPORTED) and of the
+ * arithmetic type dtype names, CG_FLOAT32 or CG_FLOAT64.  The grid holds
+ * (x, y) per output point, -1 and 1 the image's outer edges, or with
+ * align_corners non-zero its corner pixels' centres; every grid value must
+ * be finite (CG_ERR_VALUE before any work, position the point's number,
+ * batch-major).  mode: CG_BILINEAR, CG_NEAREST or CG_BICUBIC; padding_mode:
+ * CG_ZEROS, CG_BORDER or CG_REFLECTION.  The image (or image_size) must be
+ * at least 1 pixel high and wide. */
+
+typedef int (*cg_grid_sample_fn)(
+    const void *image,            /* IN  [batch, C, H, W] */
+    const int64_t *image_shape,   /* IN  4 values: [batch, C, H, W] */
+    const void *grid,             /* IN  [batch, out_h, out_w, 2]: (x, y) */
+    const int64_t *grid_shape,    /* IN  4 values: [batch, out_h, out_w, 2] */
+    int dtype,                    /* CG_FLOAT32 or CG_FLOAT64: every array's */
+    int mode,                     /* CG_BILINEAR, CG_NEAREST or CG_BICUBIC */
+    int padding_mode,             /* CG_ZEROS, CG_BORDER or CG_REFLECTION */
+    int align_corners,            /* non-zero: -1 and 1 are corner pixels' centres */
+    int layout,                   /* CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED) */
+    void *output,                 /* OUT [batch, C, out_h, out_w] */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
+
+typedef int (*cg_grid_sample_grad_image_fn)(
+    const void *grads,            /* IN  [batch, C, out_h, out_w] */
+    const int64_t *grads_shape,   /* IN  4 values: [batch, C, out_h, out_w] */
+    const void *grid,             /* IN  [batch, out_h, out_w, 2]: (x, y) */
+    const int64_t *grid_shape,    /* IN  4 values: [batch, out_h, out_w, 2] */
+    int dtype,                    /* CG_FLOAT32 or CG_FLOAT64: every array's */
+    const int64_t *image_size,    /* IN  4 values: the output's shape [batch, C, H, W] */
+    int mode,                     /* CG_BILINEAR, CG_NEAREST or CG_BICUBIC */
+    int padding_mode,             /* CG_ZEROS, CG_BORDER or CG_REFLECTION */
+    int align_corners,            /* non-zero: -1 and 1 are corner pixels' centres */
+    int layout,                   /* CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED) */
+    void *output,                 /* OUT image_size */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
+
+typedef int (*cg_grid_sample_grad_grid_fn)(
+    const void *grads,            /* IN  [batch, C, out_h, out_w] */
+    const int64_t *grads_shape,   /* IN  4 values: [batch, C, out_h, out_w] */
+    const void *image,            /* IN  [batch, C, H, W] */
+    const int64_t *image_shape,   /* IN  4 values: [batch, C, H, W] */
+    const void *grid,             /* IN  [batch, out_h, out_w, 2]: (x, y) */
+    const int64_t *grid_shape,    /* IN  4 values: [batch, out_h, out_w, 2] */
+    int dtype,                    /* CG_FLOAT32 or CG_FLOAT64: every array's */
+    int mode,                     /* CG_BILINEAR, CG_NEAREST or CG_BICUBIC */
+    int padding_mode,             /* CG_ZEROS, CG_BORDER or CG_REFLECTION */
+    int align_corners,            /* non-zero: -1 and 1 are corner pixels' centres */
+    int layout,                   /* CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED) */
+    void *output,                 /* OUT grid_shape: d/d(x, y) per point */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
+
+/* The derivative of cg_grid_sample along a tangent of the grid, whose
+ * transpose cg_grid_sample_grad_grid is. */
+typedef int (*cg_grid_sample_jvp_grid_fn)(
+    const void *image,            /* IN  [batch, C, H, W] */
+    const int64_t *image_shape,   /* IN  4 values: [batch, C, H, W] */
+    const void *grid,             /* IN  [batch, out_h, out_w, 2]: (x, y) */
+    const void *grid_tangent,     /* IN  grid_shape, any values */
+    const int64_t *grid_shape,    /* IN  4 values: [batch, out_h, out_w, 2] */
+    int dtype,                    /* CG_FLOAT32 or CG_FLOAT64: every array's */
+    int mode,                     /* CG_BILINEAR, CG_NEAREST or CG_BICUBIC */
+    int padding_mode,             /* CG_ZEROS, CG_BORDER or CG_REFLECTION */
+    int align_corners,            /* non-zero: -1 and 1 are corner pixels' centres */
+    int layout,                   /* CG_NCHW (CG_NHWC: CG_ERR_UNSUPPORTED) */
+    void *output,                 /* OUT [batch, C, out_h, out_w] */
+    int num_threads,              /* 0: the default; 1 to 1024 */
+    int flush_denormals,          /* non-zero: flush-to-zero arithmetic */
+    cg_error *error);             /* may be NULL: the status alone */
+
 /* ------------------------------------------------------------------ table */
 
 /* What the capsule points to.  version_major and version_minor stay the
@@ -316,6 +403,11 @@ typedef struct cropgrad_api_t {
     cg_roi_align_grad_image_fn roi_align_grad_image;
     cg_roi_align_grad_boxes_fn roi_align_grad_boxes;
     cg_roi_align_jvp_boxes_fn roi_align_jvp_boxes;
+    /* 1.2 */
+    cg_grid_sample_fn grid_sample;
+    cg_grid_sample_grad_image_fn grid_sample_grad_image;
+    cg_grid_sample_grad_grid_fn grid_sample_grad_grid;
+    cg_grid_sample_jvp_grid_fn grid_sample_jvp_grid;
     /* A later minor version appends its functions here, under its number. */
 } cropgrad_api_t;
 
@@ -369,6 +461,10 @@ static CG__UNUSED int cropgrad_import(void) {
 #define cg_roi_align_grad_image (cropgrad_api->roi_align_grad_image)
 #define cg_roi_align_grad_boxes (cropgrad_api->roi_align_grad_boxes)
 #define cg_roi_align_jvp_boxes (cropgrad_api->roi_align_jvp_boxes)
+#define cg_grid_sample (cropgrad_api->grid_sample)
+#define cg_grid_sample_grad_image (cropgrad_api->grid_sample_grad_image)
+#define cg_grid_sample_grad_grid (cropgrad_api->grid_sample_grad_grid)
+#define cg_grid_sample_jvp_grid (cropgrad_api->grid_sample_jvp_grid)
 
 #endif /* !CROPGRAD_NO_PYTHON */
 
