@@ -18,12 +18,31 @@ import pytest
 from _helpers import assert_same_bits, load_cases, starting_teams, team_of
 
 import cropgrad
+from cropgrad._kernels.grid_sample import kernels as _kernels
 from cropgrad._reference import grid_sample as ref
+from cropgrad._runtime import simd as _simd
 
 CASES = load_cases("grid_sample.npz")
 NAMES = sorted(CASES)
 COMBOS = list(itertools.product(ref.MODES, ref.PADDING_MODES, (False, True)))
 DTYPES = (np.float32, np.float64)
+
+
+@pytest.fixture(autouse=True, params=["simd", "portable"])
+def code_path(request):
+    """Every test on the SIMD clone (where this CPU runs it) and on the
+    portable loops: both must give the bits."""
+    before = _kernels.use_simd(request.param == "simd")
+    yield request.param
+    _kernels.use_simd(before)
+
+
+def test_the_simd_clone_runs_where_the_cpu_has_it(code_path):
+    on = _kernels.use_simd(code_path == "simd")
+    if code_path == "portable":
+        assert not on
+    elif _simd.simd_target() in ("avx2", "avx512"):
+        assert on
 
 
 def _options(case):

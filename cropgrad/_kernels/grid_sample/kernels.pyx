@@ -21,7 +21,8 @@ the serial order.
 """
 
 from libc.math cimport floor
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.string cimport strcmp
 
 import numpy as np
 
@@ -53,6 +54,291 @@ from cropgrad._runtime.parallel cimport (
     resolve_threads,
     run_tasks,
 )
+from cropgrad._runtime.simd cimport chosen_target
+
+cdef extern from *:
+    """
+    /* Bilinear sampling with zeros padding in float32, eight points a
+     * vector: an AVX2 + FMA clone of the portable loops below, chosen at
+     * run time.  Lane for lane it does the portable code's operations in
+     * its order (every fused multiply-add an explicit one, the rest
+     * rounded as they are), so the bits are the same. */
+    #include <stdint.h>
+    #if (defined(__x86_64__) || defined(_M_X64)) && \\
+        (defined(__GNUC__) || defined(__clang__))
+    #include <immintrin.h>
+    #define GS_SIMD 1
+    #define GS_AVX2 __attribute__((target("avx2,fma")))
+
+    static int gs_simd_supported(void) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+
+    /* Eight points' corners: weights nw, ne, sw, se, fractions n, s, w,
+     * e, plane offsets and the masks of the corners inside the image. */
+    typedef struct {
+        __m256 wt[4];
+        __m256 frac[4];
+        __m256i off[4];
+        __m256i in[4];
+    } gs_corners8;
+
+    /* x of eight interleaved (x, y) points in *x, y in *y. */
+    GS_AVX2 static inline void gs_split8(const float* g, __m256* x, __m256* y) {
+        __m256 lo = _mm256_loadu_ps(g), hi = _mm256_loadu_ps(g + 8);
+        /* Per 128-bit half: x0 x1 x4 x5 | x2 x3 x6 x7; the permute puts
+         * the 64-bit pairs back in order. */
+        __m256 xs = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 ys = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        *x = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs), 0xD8));
+        *y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ys), 0xD8));
+    }
+
+    GS_AVX2 static inline __m256 gs_unnormalize8(__m256 g, float scale,
+                                                 int aligned) {
+        __m256 g1 = _mm256_add_ps(g, _mm256_set1_ps(1.0f));
+        if (aligned) return _mm256_mul_ps(g1, _mm256_set1_ps(scale));
+        return _mm256_fmadd_ps(g1, _mm256_set1_ps(scale), _mm256_set1_ps(-0.5f));
+    }
+
+    GS_AVX2 static inline __m256i gs_inside8(__m256i iy, __m256i ix,
+                                             __m256i h, __m256i w) {
+        __m256i m1 = _mm256_set1_epi32(-1);
+        __m256i okx = _mm256_and_si256(_mm256_cmpgt_epi32(ix, m1),
+                                       _mm256_cmpgt_epi32(w, ix));
+        __m256i oky = _mm256_and_si256(_mm256_cmpgt_epi32(iy, m1),
+                                       _mm256_cmpgt_epi32(h, iy));
+        return _mm256_and_si256(okx, oky);
+    }
+
+    /* The corners of pixel coordinates (x, y); the truncation gives
+     * INT32_MIN for NaN and out-of-range values, as to_index does. */
+    GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
+                                          int32_t w, gs_corners8* c) {
+        __m256 one = _mm256_set1_ps(1.0f);
+        __m256 x_w = _mm256_floor_ps(x), y_n = _mm256_floor_ps(y);
+        __m256 fw = _mm256_sub_ps(x, x_w), fe = _mm256_sub_ps(one, fw);
+        __m256 fn = _mm256_sub_ps(y, y_n), fs = _mm256_sub_ps(one, fn);
+        __m256i ix_w = _mm256_cvttps_epi32(x_w), iy_n = _mm256_cvttps_epi32(y_n);
+        __m256i one_i = _mm256_set1_epi32(1);
+        __m256i ix_e = _mm256_add_epi32(ix_w, one_i);
+        __m256i iy_s = _mm256_add_epi32(iy_n, one_i);
+        __m256i hv = _mm256_set1_epi32(h), wv = _mm256_set1_epi32(w);
+        __m256i row_n = _mm256_mullo_epi32(iy_n, wv);
+        __m256i row_s = _mm256_mullo_epi32(iy_s, wv);
+        c->wt[0] = _mm256_mul_ps(fs, fe);
+        c->wt[1] = _mm256_mul_ps(fs, fw);
+        c->wt[2] = _mm256_mul_ps(fn, fe);
+        c->wt[3] = _mm256_mul_ps(fn, fw);
+        c->frac[0] = fn;
+        c->frac[1] = fs;
+        c->frac[2] = fw;
+        c->frac[3] = fe;
+        c->in[0] = gs_inside8(iy_n, ix_w, hv, wv);
+        c->in[1] = gs_inside8(iy_n, ix_e, hv, wv);
+        c->in[2] = gs_inside8(iy_s, ix_w, hv, wv);
+        c->in[3] = gs_inside8(iy_s, ix_e, hv, wv);
+        c->off[0] = _mm256_add_epi32(row_n, ix_w);
+        c->off[1] = _mm256_add_epi32(row_n, ix_e);
+        c->off[2] = _mm256_add_epi32(row_s, ix_w);
+        c->off[3] = _mm256_add_epi32(row_s, ix_e);
+    }
+
+    /* A corner's pixels, +0 where it is outside (the portable read). */
+    GS_AVX2 static inline __m256 gs_read8(const float* plane,
+                                          const gs_corners8* c, int k) {
+        return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, c->off[k],
+                                        _mm256_castsi256_ps(c->in[k]), 4);
+    }
+
+    /* Eight points from `g` (interleaved x, y), the last of them `valid`
+     * at most: the rest of the vector holds the point (0, 0), computed and
+     * dropped. */
+    GS_AVX2 static inline void gs_load8(const float* g, int valid,
+                                        __m256* x, __m256* y) {
+        float tmp[16] = {0};
+        int i;
+        if (valid == 8) {
+            gs_split8(g, x, y);
+            return;
+        }
+        for (i = 0; i < 2 * valid; i++) tmp[i] = g[i];
+        gs_split8(tmp, x, y);
+    }
+
+    GS_AVX2 static inline void gs_store8(float* dst, __m256 v, int valid) {
+        float tmp[8];
+        int i;
+        if (valid == 8) {
+            _mm256_storeu_ps(dst, v);
+            return;
+        }
+        _mm256_storeu_ps(tmp, v);
+        for (i = 0; i < valid; i++) dst[i] = tmp[i];
+    }
+
+    /* The forward op of points [first, first + count) of batch b. */
+    GS_AVX2 static void gs_forward_bz8(
+            const float* image, const float* grid, float* out, int64_t c,
+            int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
+            int64_t count, float sx, float sy, int aligned) {
+        int64_t q, ch, plane = (int64_t)h * w;
+        gs_corners8 cn;
+        __m256 x, y, acc;
+        int valid;
+        for (q = first; q < first + count; q += 8) {
+            valid = (int)(first + count - q < 8 ? first + count - q : 8);
+            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
+            gs_corners(gs_unnormalize8(x, sx, aligned),
+                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
+            for (ch = 0; ch < c; ch++) {
+                const float* img = image + (b * c + ch) * plane;
+                acc = _mm256_fmadd_ps(gs_read8(img, &cn, 3), cn.wt[3],
+                      _mm256_fmadd_ps(gs_read8(img, &cn, 2), cn.wt[2],
+                      _mm256_fmadd_ps(gs_read8(img, &cn, 1), cn.wt[1],
+                      _mm256_mul_ps(gs_read8(img, &cn, 0), cn.wt[0]))));
+                gs_store8(out + (b * c + ch) * per + q, acc, valid);
+            }
+        }
+    }
+
+    /* The grid gradient of points [first, first + count) of batch b. */
+    GS_AVX2 static void gs_grad_grid_bz8(
+            const float* image, const float* grid, const float* grads,
+            float* out, int64_t c, int32_t h, int32_t w, int64_t per,
+            int64_t b, int64_t first, int64_t count, float sx, float sy,
+            int aligned) {
+        int64_t q, ch, plane = (int64_t)h * w;
+        gs_corners8 cn;
+        __m256 x, y, gx, gy, gc, nw, ne, sw, se, dx, dy;
+        float tx[8], ty[8];
+        int valid, i;
+        for (q = first; q < first + count; q += 8) {
+            valid = (int)(first + count - q < 8 ? first + count - q : 8);
+            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
+            gs_corners(gs_unnormalize8(x, sx, aligned),
+                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
+            gx = _mm256_setzero_ps();
+            gy = _mm256_setzero_ps();
+            for (ch = 0; ch < c; ch++) {
+                const float* img = image + (b * c + ch) * plane;
+                const float* gr = grads + (b * c + ch) * per + q;
+                if (valid == 8) {
+                    gc = _mm256_loadu_ps(gr);
+                } else {
+                    for (i = 0; i < 8; i++) tx[i] = i < valid ? gr[i] : 0.0f;
+                    gc = _mm256_loadu_ps(tx);
+                }
+                nw = gs_read8(img, &cn, 0);
+                ne = gs_read8(img, &cn, 1);
+                sw = gs_read8(img, &cn, 2);
+                se = gs_read8(img, &cn, 3);
+                /* frac: n, s, w, e */
+                dx = _mm256_fmadd_ps(_mm256_sub_ps(se, sw), cn.frac[0],
+                                     _mm256_mul_ps(_mm256_sub_ps(ne, nw), cn.frac[1]));
+                dy = _mm256_fmadd_ps(_mm256_sub_ps(se, ne), cn.frac[2],
+                                     _mm256_mul_ps(_mm256_sub_ps(sw, nw), cn.frac[3]));
+                gx = _mm256_fmadd_ps(dx, gc, gx);
+                gy = _mm256_fmadd_ps(dy, gc, gy);
+            }
+            _mm256_storeu_ps(tx, _mm256_mul_ps(gx, _mm256_set1_ps(sx)));
+            _mm256_storeu_ps(ty, _mm256_mul_ps(gy, _mm256_set1_ps(sy)));
+            for (i = 0; i < valid; i++) {
+                out[2 * (b * per + q + i)] = tx[i];
+                out[2 * (b * per + q + i) + 1] = ty[i];
+            }
+        }
+    }
+
+    /* The image gradient's taps of chunk points [first, last) of batch b
+     * (offsets, -1 outside, and weights, four a point, at the point's
+     * place r = q - q_start in the chunk). */
+    GS_AVX2 static void gs_taps_bz8(
+            const float* grid, int64_t* offs, float* wts, int32_t h,
+            int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
+            int64_t last, float sx, float sy, int aligned) {
+        int64_t q, r;
+        gs_corners8 cn;
+        __m256 x, y;
+        int32_t off[4][8], in[4][8];
+        float wt[4][8];
+        int valid, i, k;
+        for (q = first; q < last; q += 8) {
+            valid = (int)(last - q < 8 ? last - q : 8);
+            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
+            gs_corners(gs_unnormalize8(x, sx, aligned),
+                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
+            for (k = 0; k < 4; k++) {
+                _mm256_storeu_si256((__m256i*)off[k], cn.off[k]);
+                _mm256_storeu_si256((__m256i*)in[k], cn.in[k]);
+                _mm256_storeu_ps(wt[k], cn.wt[k]);
+            }
+            for (i = 0; i < valid; i++) {
+                r = q + i - q_start;
+                for (k = 0; k < 4; k++) {
+                    offs[4 * r + k] = in[k][i] ? (int64_t)off[k][i] : -1;
+                    wts[4 * r + k] = wt[k][i];
+                }
+            }
+        }
+    }
+    #else
+    #define GS_SIMD 0
+    static int gs_simd_supported(void) { return 0; }
+    static void gs_forward_bz8(
+            const float* image, const float* grid, float* out, int64_t c,
+            int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
+            int64_t count, float sx, float sy, int aligned) {}
+    static void gs_grad_grid_bz8(
+            const float* image, const float* grid, const float* grads,
+            float* out, int64_t c, int32_t h, int32_t w, int64_t per,
+            int64_t b, int64_t first, int64_t count, float sx, float sy,
+            int aligned) {}
+    static void gs_taps_bz8(
+            const float* grid, int64_t* offs, float* wts, int32_t h,
+            int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
+            int64_t last, float sx, float sy, int aligned) {}
+    #endif
+    """
+    int gs_simd_supported() noexcept nogil
+    void gs_forward_bz8(const float* image, const float* grid, float* out,
+                        int64_t c, int32_t h, int32_t w, int64_t per,
+                        int64_t b, int64_t first, int64_t count, float sx,
+                        float sy, int aligned) noexcept nogil
+    void gs_grad_grid_bz8(const float* image, const float* grid,
+                          const float* grads, float* out, int64_t c,
+                          int32_t h, int32_t w, int64_t per, int64_t b,
+                          int64_t first, int64_t count, float sx, float sy,
+                          int aligned) noexcept nogil
+    void gs_taps_bz8(const float* grid, int64_t* offs, float* wts,
+                     int32_t h, int32_t w, int64_t per, int64_t b,
+                     int64_t q_start, int64_t first, int64_t last, float sx,
+                     float sy, int aligned) noexcept nogil
+
+
+# The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
+# target (CROPGRAD_SIMD) is AVX2 or wider; `use_simd` switches it off for the
+# tests, which compare both paths.
+cdef bint _simd_ok = gs_simd_supported() and (
+    strcmp(chosen_target(), b"avx2") == 0 or strcmp(chosen_target(), b"avx512") == 0)
+cdef bint _simd = _simd_ok
+
+
+def use_simd(bint on):
+    """Run the SIMD clone (when `on` and this CPU has it) or the portable
+    loops; returns the previous setting."""
+    global _simd
+    cdef bint before = _simd
+    _simd = on and _simd_ok
+    return before
+
+
+cdef inline bint simd_bilinear_zeros(const Plan* p) noexcept nogil:
+    """Whether the float32 bilinear, zeros-padded clone takes this problem
+    (its offsets are 32-bit)."""
+    return (_simd and not p.wide and p.mode == BILINEAR and p.padding == ZEROS
+            and p.h * p.w < 2147483647)
 
 cdef enum:
     # The image gradient works out the taps of CHUNK points at a time (a
@@ -84,6 +370,12 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
     cdef real rows[4]
     cdef Taps t
     cdef int j
+    if real is float:
+        if simd_bilinear_zeros(p):
+            gs_forward_bz8(image, grid, out, p.c, <int32_t>p.h, <int32_t>p.w,
+                           per, b, first, p.wo, <float>ax.scale,
+                           <float>ay.scale, p.aligned)
+            return
     for q in range(first, first + p.wo):
         g = grid + 2 * (b * per + q)
         if p.mode == NEAREST:
@@ -145,6 +437,12 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
     cdef real nw, ne, sw, se
     cdef Taps t
     cdef int i, j
+    if real is float:
+        if grads != NULL and simd_bilinear_zeros(p):
+            gs_grad_grid_bz8(image, grid, grads, out, p.c, <int32_t>p.h,
+                             <int32_t>p.w, per, b, first, p.wo,
+                             <float>ax.scale, <float>ay.scale, p.aligned)
+            return
     for q in range(first, first + p.wo):
         at = b * per + q
         g = grid + 2 * at
@@ -235,6 +533,12 @@ cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
     cdef real frac[4]
     cdef Taps t
     cdef int k
+    if real is float:
+        if simd_bilinear_zeros(p):
+            gs_taps_bz8(grid, offs, wts, <int32_t>p.h, <int32_t>p.w, per,
+                        p.batch, p.q_start, first, last, <float>ax.scale,
+                        <float>ay.scale, p.aligned)
+            return
     for q in range(first, last):
         r = q - p.q_start
         g = grid + 2 * (p.batch * per + q)
