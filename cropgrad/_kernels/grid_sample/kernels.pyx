@@ -283,6 +283,55 @@ cdef extern from *:
             }
         }
     }
+    /* The image gradient of batch b's channels [c0, c1), the pixels of
+     * offsets [lo, hi) of each plane: per vector of points, per channel,
+     * per corner nw, ne, sw, se, lane after lane, each addition
+     * ``dst += weight * g`` in that order (the portable scatter's, from
+     * the same taps); the corners of a vector are worked out once for all
+     * its channels. */
+    GS_AVX2 static void gs_scatter_bz8(
+            const float* grads, const float* grid, float* out, int64_t c,
+            int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
+            int64_t b, int64_t lo, int64_t hi, float sx, float sy,
+            int aligned) {
+        int64_t q, ch, plane = (int64_t)h * w;
+        gs_corners8 cn;
+        __m256 x, y;
+        __m256i lov = _mm256_set1_epi32((int32_t)lo);
+        __m256i hiv = _mm256_set1_epi32((int32_t)hi);
+        int32_t off[4][8], in[4][8];
+        float wt[4][8];
+        int valid, i, k, any;
+        for (q = 0; q < per; q += 8) {
+            valid = (int)(per - q < 8 ? per - q : 8);
+            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
+            gs_corners(gs_unnormalize8(x, sx, aligned),
+                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
+            any = 0;
+            for (k = 0; k < 4; k++) {
+                /* Inside the image and the band: lo <= off < hi. */
+                __m256i keep = _mm256_andnot_si256(
+                    _mm256_or_si256(_mm256_cmpgt_epi32(lov, cn.off[k]),
+                                    _mm256_cmpgt_epi32(hiv, cn.off[k]) ^
+                                        _mm256_set1_epi32(-1)),
+                    cn.in[k]);
+                any |= !_mm256_testz_si256(keep, keep);
+                _mm256_storeu_si256((__m256i*)off[k], cn.off[k]);
+                _mm256_storeu_si256((__m256i*)in[k], keep);
+                _mm256_storeu_ps(wt[k], cn.wt[k]);
+            }
+            if (!any) continue;
+            for (ch = c0; ch < c1; ch++) {
+                const float* gr = grads + (b * c + ch) * per + q;
+                float* dst = out + (b * c + ch) * plane;
+                for (k = 0; k < 4; k++) {
+                    for (i = 0; i < valid; i++) {
+                        if (in[k][i]) dst[off[k][i]] += wt[k][i] * gr[i];
+                    }
+                }
+            }
+        }
+    }
     #else
     #define GS_SIMD 0
     static int gs_simd_supported(void) { return 0; }
@@ -299,6 +348,11 @@ cdef extern from *:
             const float* grid, int64_t* offs, float* wts, int32_t h,
             int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
             int64_t last, float sx, float sy, int aligned) {}
+    static void gs_scatter_bz8(
+            const float* grads, const float* grid, float* out, int64_t c,
+            int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
+            int64_t b, int64_t lo, int64_t hi, float sx, float sy,
+            int aligned) {}
     #endif
     """
     int gs_simd_supported() noexcept nogil
@@ -315,6 +369,11 @@ cdef extern from *:
                      int32_t h, int32_t w, int64_t per, int64_t b,
                      int64_t q_start, int64_t first, int64_t last, float sx,
                      float sy, int aligned) noexcept nogil
+    void gs_scatter_bz8(const float* grads, const float* grid, float* out,
+                        int64_t c, int64_t c0, int64_t c1, int32_t h,
+                        int32_t w, int64_t per, int64_t b, int64_t lo,
+                        int64_t hi, float sx, float sy,
+                        int aligned) noexcept nogil
 
 
 # The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
@@ -579,6 +638,21 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
     cdef const real* gr = grads + bc * per + p.q_start
     cdef real* dst = out + bc * plane
     cdef real gc
+    cdef int mode = p.mode
+    if mode == BILINEAR:
+        # The common case on its own: the mode is not read again for every
+        # addition (a store through `dst` may alias the plan, so the
+        # compiler reloads what is read through a pointer).
+        while start < count:
+            end = min(start + lanes, count)
+            for k in range(4):
+                for q in range(start, end):
+                    off = offs[4 * q + k]
+                    if off < lo or off >= hi:
+                        continue
+                    dst[off] += wts[4 * q + k] * gr[q]
+            start = end
+        return
     while start < count:
         end = min(start + lanes, count)
         for k in range(taps):
@@ -587,10 +661,8 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
                 if off < lo or off >= hi:
                     continue
                 gc = gr[q]
-                if p.mode == NEAREST:
+                if mode == NEAREST:
                     dst[off] += gc
-                elif p.mode == BILINEAR:
-                    dst[off] += wts[4 * q + k] * gc
                 else:
                     dst[off] += (gc * wts[8 * q + k // 4]) * wts[8 * q + 4 + k % 4]
         start = end
@@ -637,6 +709,23 @@ cdef void _scatter_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     else:
         scatter_band(p, <const float*>p.grads, <float*>p.out, p.offs,
                      <const float*>p.wts, task)
+
+
+cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
+    """The SIMD image gradient's task: batch, group of channels (``taps``
+    channels each) and band of rows ``task`` (bands innermost)."""
+    cdef const Plan* p = <const Plan*>ctx
+    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
+    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef int64_t groups = (p.c + p.taps - 1) // p.taps
+    cdef int64_t band = task % p.bands, group = (task // p.bands) % groups
+    cdef int64_t b = task // (p.bands * groups)
+    cdef int64_t c0 = group * p.taps, c1 = min(c0 + p.taps, p.c)
+    cdef int64_t lo = (p.h * band) // p.bands * p.w
+    cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
+    gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid, <float*>p.out,
+                   p.c, c0, c1, <int32_t>p.h, <int32_t>p.w, p.ho * p.wo, b, lo,
+                   hi, <float>ax.scale, <float>ay.scale, p.aligned)
 
 
 cdef inline const void* _data(a):
@@ -712,6 +801,21 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
     cdef Py_ssize_t per = p.ho * p.wo, b, start, size
     p.grads = _data(grads)
     if p.n * p.c * p.h * p.w * per == 0:
+        return
+    if simd_bilinear_zeros(&p):
+        # One run: a task per batch with every channel when the batches are
+        # enough to share out, else per channel and band of rows (about two
+        # tasks a thread); each task works out its points' corners itself
+        # (the field `taps` holds the channels of a task).
+        p.taps = p.c
+        if p.n < 2 * nthreads:
+            p.taps = 1
+            if p.n * p.c < 2 * nthreads:
+                p.bands = min((2 * nthreads + p.n * p.c - 1) // (p.n * p.c), p.h)
+        size = p.n * ((p.c + p.taps - 1) // p.taps) * p.bands
+        with nogil:
+            run_tasks(_scatter8_task, &p, size, nthreads,
+                      p.n * p.c * per * 4, flush, SCHEDULE_DYNAMIC)
         return
     # Fewer channels than threads: cut each plane into bands of rows, as
     # many as make a task per thread (a band of at least one row).
