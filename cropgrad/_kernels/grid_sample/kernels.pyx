@@ -178,75 +178,111 @@ cdef extern from *:
         for (i = 0; i < valid; i++) dst[i] = tmp[i];
     }
 
+    /* Points a block: their corners are worked out first, then each
+     * channel's plane is read for all of them, while it is in the cache. */
+    #define GS_BLOCK 16
+
+    /* The corners of the vectors of points [q, q + 8 * GS_BLOCK) of batch
+     * b up to `end`; returns how many vectors. */
+    GS_AVX2 static inline int gs_block_corners(
+            const float* grid, int64_t per, int64_t b, int64_t q,
+            int64_t end, int32_t h, int32_t w, float sx, float sy,
+            int aligned, gs_corners8* cn, int* valid) {
+        int v = 0;
+        __m256 x, y;
+        for (; v < GS_BLOCK && q < end; v++, q += 8) {
+            valid[v] = (int)(end - q < 8 ? end - q : 8);
+            gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
+            gs_corners(gs_unnormalize8(x, sx, aligned),
+                       gs_unnormalize8(y, sy, aligned), h, w, &cn[v]);
+        }
+        return v;
+    }
+
     /* The forward op of points [first, first + count) of batch b. */
     GS_AVX2 static void gs_forward_bz8(
             const float* image, const float* grid, float* out, int64_t c,
             int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
             int64_t count, float sx, float sy, int aligned) {
-        int64_t q, ch, plane = (int64_t)h * w;
-        gs_corners8 cn;
-        __m256 x, y, acc;
-        int valid;
-        for (q = first; q < first + count; q += 8) {
-            valid = (int)(first + count - q < 8 ? first + count - q : 8);
-            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
-            gs_corners(gs_unnormalize8(x, sx, aligned),
-                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
+        int64_t q, ch, plane = (int64_t)h * w, end = first + count;
+        gs_corners8 cn[GS_BLOCK];
+        int valid[GS_BLOCK];
+        int v, nv;
+        __m256 acc;
+        for (q = first; q < end; q += 8 * GS_BLOCK) {
+            nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
+                                  cn, valid);
             for (ch = 0; ch < c; ch++) {
                 const float* img = image + (b * c + ch) * plane;
-                acc = _mm256_fmadd_ps(gs_read8(img, &cn, 3), cn.wt[3],
-                      _mm256_fmadd_ps(gs_read8(img, &cn, 2), cn.wt[2],
-                      _mm256_fmadd_ps(gs_read8(img, &cn, 1), cn.wt[1],
-                      _mm256_mul_ps(gs_read8(img, &cn, 0), cn.wt[0]))));
-                gs_store8(out + (b * c + ch) * per + q, acc, valid);
+                float* dst = out + (b * c + ch) * per + q;
+                for (v = 0; v < nv; v++) {
+                    const gs_corners8* k = &cn[v];
+                    acc = _mm256_fmadd_ps(gs_read8(img, k, 3), k->wt[3],
+                          _mm256_fmadd_ps(gs_read8(img, k, 2), k->wt[2],
+                          _mm256_fmadd_ps(gs_read8(img, k, 1), k->wt[1],
+                          _mm256_mul_ps(gs_read8(img, k, 0), k->wt[0]))));
+                    gs_store8(dst + 8 * v, acc, valid[v]);
+                }
             }
         }
     }
 
-    /* The grid gradient of points [first, first + count) of batch b. */
+    /* The grid gradient of points [first, first + count) of batch b: each
+     * point's sums over the channels in their order. */
     GS_AVX2 static void gs_grad_grid_bz8(
             const float* image, const float* grid, const float* grads,
             float* out, int64_t c, int32_t h, int32_t w, int64_t per,
             int64_t b, int64_t first, int64_t count, float sx, float sy,
             int aligned) {
-        int64_t q, ch, plane = (int64_t)h * w;
-        gs_corners8 cn;
-        __m256 x, y, gx, gy, gc, nw, ne, sw, se, dx, dy;
+        int64_t q, ch, plane = (int64_t)h * w, end = first + count;
+        gs_corners8 cn[GS_BLOCK];
+        __m256 gx[GS_BLOCK], gy[GS_BLOCK];
+        int valid[GS_BLOCK];
+        __m256 gc, nw, ne, sw, se, dx, dy;
         float tx[8], ty[8];
-        int valid, i;
-        for (q = first; q < first + count; q += 8) {
-            valid = (int)(first + count - q < 8 ? first + count - q : 8);
-            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
-            gs_corners(gs_unnormalize8(x, sx, aligned),
-                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
-            gx = _mm256_setzero_ps();
-            gy = _mm256_setzero_ps();
+        int v, nv, i;
+        for (q = first; q < end; q += 8 * GS_BLOCK) {
+            nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
+                                  cn, valid);
+            for (v = 0; v < nv; v++) {
+                gx[v] = _mm256_setzero_ps();
+                gy[v] = _mm256_setzero_ps();
+            }
             for (ch = 0; ch < c; ch++) {
                 const float* img = image + (b * c + ch) * plane;
                 const float* gr = grads + (b * c + ch) * per + q;
-                if (valid == 8) {
-                    gc = _mm256_loadu_ps(gr);
-                } else {
-                    for (i = 0; i < 8; i++) tx[i] = i < valid ? gr[i] : 0.0f;
-                    gc = _mm256_loadu_ps(tx);
+                for (v = 0; v < nv; v++) {
+                    const gs_corners8* k = &cn[v];
+                    if (valid[v] == 8) {
+                        gc = _mm256_loadu_ps(gr + 8 * v);
+                    } else {
+                        for (i = 0; i < 8; i++)
+                            tx[i] = i < valid[v] ? gr[8 * v + i] : 0.0f;
+                        gc = _mm256_loadu_ps(tx);
+                    }
+                    nw = gs_read8(img, k, 0);
+                    ne = gs_read8(img, k, 1);
+                    sw = gs_read8(img, k, 2);
+                    se = gs_read8(img, k, 3);
+                    /* frac: n, s, w, e */
+                    dx = _mm256_fmadd_ps(
+                        _mm256_sub_ps(se, sw), k->frac[0],
+                        _mm256_mul_ps(_mm256_sub_ps(ne, nw), k->frac[1]));
+                    dy = _mm256_fmadd_ps(
+                        _mm256_sub_ps(se, ne), k->frac[2],
+                        _mm256_mul_ps(_mm256_sub_ps(sw, nw), k->frac[3]));
+                    gx[v] = _mm256_fmadd_ps(dx, gc, gx[v]);
+                    gy[v] = _mm256_fmadd_ps(dy, gc, gy[v]);
                 }
-                nw = gs_read8(img, &cn, 0);
-                ne = gs_read8(img, &cn, 1);
-                sw = gs_read8(img, &cn, 2);
-                se = gs_read8(img, &cn, 3);
-                /* frac: n, s, w, e */
-                dx = _mm256_fmadd_ps(_mm256_sub_ps(se, sw), cn.frac[0],
-                                     _mm256_mul_ps(_mm256_sub_ps(ne, nw), cn.frac[1]));
-                dy = _mm256_fmadd_ps(_mm256_sub_ps(se, ne), cn.frac[2],
-                                     _mm256_mul_ps(_mm256_sub_ps(sw, nw), cn.frac[3]));
-                gx = _mm256_fmadd_ps(dx, gc, gx);
-                gy = _mm256_fmadd_ps(dy, gc, gy);
             }
-            _mm256_storeu_ps(tx, _mm256_mul_ps(gx, _mm256_set1_ps(sx)));
-            _mm256_storeu_ps(ty, _mm256_mul_ps(gy, _mm256_set1_ps(sy)));
-            for (i = 0; i < valid; i++) {
-                out[2 * (b * per + q + i)] = tx[i];
-                out[2 * (b * per + q + i) + 1] = ty[i];
+            for (v = 0; v < nv; v++) {
+                int64_t at = b * per + q + 8 * v;
+                _mm256_storeu_ps(tx, _mm256_mul_ps(gx[v], _mm256_set1_ps(sx)));
+                _mm256_storeu_ps(ty, _mm256_mul_ps(gy[v], _mm256_set1_ps(sy)));
+                for (i = 0; i < valid[v]; i++) {
+                    out[2 * (at + i)] = tx[i];
+                    out[2 * (at + i) + 1] = ty[i];
+                }
             }
         }
     }
@@ -284,49 +320,59 @@ cdef extern from *:
         }
     }
     /* The image gradient of batch b's channels [c0, c1), the pixels of
-     * offsets [lo, hi) of each plane: per vector of points, per channel,
-     * per corner nw, ne, sw, se, lane after lane, each addition
-     * ``dst += weight * g`` in that order (the portable scatter's, from
-     * the same taps); the corners of a vector are worked out once for all
-     * its channels. */
+     * offsets [lo, hi) of each plane: per vector of points, per corner
+     * nw, ne, sw, se, lane after lane, each addition ``dst += weight * g``
+     * in that order (the portable scatter's, from the same taps).  The
+     * corners of a block of vectors are worked out once for all the
+     * channels, which then go one plane at a time over the block: the
+     * order of the additions to each pixel stays the same. */
     GS_AVX2 static void gs_scatter_bz8(
             const float* grads, const float* grid, float* out, int64_t c,
             int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
             int64_t b, int64_t lo, int64_t hi, float sx, float sy,
             int aligned) {
         int64_t q, ch, plane = (int64_t)h * w;
-        gs_corners8 cn;
-        __m256 x, y;
+        gs_corners8 cn[GS_BLOCK];
+        int valid[GS_BLOCK];
         __m256i lov = _mm256_set1_epi32((int32_t)lo);
         __m256i hiv = _mm256_set1_epi32((int32_t)hi);
-        int32_t off[4][8], in[4][8];
-        float wt[4][8];
-        int valid, i, k, any;
-        for (q = 0; q < per; q += 8) {
-            valid = (int)(per - q < 8 ? per - q : 8);
-            gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
-            gs_corners(gs_unnormalize8(x, sx, aligned),
-                       gs_unnormalize8(y, sy, aligned), h, w, &cn);
-            any = 0;
-            for (k = 0; k < 4; k++) {
-                /* Inside the image and the band: lo <= off < hi. */
-                __m256i keep = _mm256_andnot_si256(
-                    _mm256_or_si256(_mm256_cmpgt_epi32(lov, cn.off[k]),
-                                    _mm256_cmpgt_epi32(hiv, cn.off[k]) ^
-                                        _mm256_set1_epi32(-1)),
-                    cn.in[k]);
-                any |= !_mm256_testz_si256(keep, keep);
-                _mm256_storeu_si256((__m256i*)off[k], cn.off[k]);
-                _mm256_storeu_si256((__m256i*)in[k], keep);
-                _mm256_storeu_ps(wt[k], cn.wt[k]);
+        __m256i ones = _mm256_set1_epi32(-1);
+        int32_t off[GS_BLOCK][4][8], in[GS_BLOCK][4][8];
+        float wt[GS_BLOCK][4][8];
+        int any[GS_BLOCK];
+        int v, nv, i, k, some;
+        for (q = 0; q < per; q += 8 * GS_BLOCK) {
+            nv = gs_block_corners(grid, per, b, q, per, h, w, sx, sy, aligned,
+                                  cn, valid);
+            some = 0;
+            for (v = 0; v < nv; v++) {
+                any[v] = 0;
+                for (k = 0; k < 4; k++) {
+                    /* Inside the image and the band: lo <= off < hi. */
+                    __m256i keep = _mm256_andnot_si256(
+                        _mm256_or_si256(
+                            _mm256_cmpgt_epi32(lov, cn[v].off[k]),
+                            _mm256_xor_si256(_mm256_cmpgt_epi32(hiv, cn[v].off[k]),
+                                             ones)),
+                        cn[v].in[k]);
+                    any[v] |= !_mm256_testz_si256(keep, keep);
+                    _mm256_storeu_si256((__m256i*)off[v][k], cn[v].off[k]);
+                    _mm256_storeu_si256((__m256i*)in[v][k], keep);
+                    _mm256_storeu_ps(wt[v][k], cn[v].wt[k]);
+                }
+                some |= any[v];
             }
-            if (!any) continue;
+            if (!some) continue;
             for (ch = c0; ch < c1; ch++) {
                 const float* gr = grads + (b * c + ch) * per + q;
                 float* dst = out + (b * c + ch) * plane;
-                for (k = 0; k < 4; k++) {
-                    for (i = 0; i < valid; i++) {
-                        if (in[k][i]) dst[off[k][i]] += wt[k][i] * gr[i];
+                for (v = 0; v < nv; v++) {
+                    if (!any[v]) continue;
+                    for (k = 0; k < 4; k++) {
+                        for (i = 0; i < valid[v]; i++) {
+                            if (in[v][k][i])
+                                dst[off[v][k][i]] += wt[v][k][i] * gr[8 * v + i];
+                        }
                     }
                 }
             }
@@ -405,6 +451,8 @@ cdef enum:
     # tasks of TAPS_BLOCK points.
     CHUNK = 1 << 15
     TAPS_BLOCK = 256
+    # The SIMD forward op's and grid gradient's tasks: spans of SPAN points.
+    SPAN = 256
 
 
 MODE_CODES = {"bilinear": BILINEAR, "nearest": NEAREST, "bicubic": BICUBIC}
@@ -429,12 +477,6 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
     cdef real rows[4]
     cdef Taps t
     cdef int j
-    if real is float:
-        if simd_bilinear_zeros(p):
-            gs_forward_bz8(image, grid, out, p.c, <int32_t>p.h, <int32_t>p.w,
-                           per, b, first, p.wo, <float>ax.scale,
-                           <float>ay.scale, p.aligned)
-            return
     for q in range(first, first + p.wo):
         g = grid + 2 * (b * per + q)
         if p.mode == NEAREST:
@@ -496,12 +538,6 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
     cdef real nw, ne, sw, se
     cdef Taps t
     cdef int i, j
-    if real is float:
-        if grads != NULL and simd_bilinear_zeros(p):
-            gs_grad_grid_bz8(image, grid, grads, out, p.c, <int32_t>p.h,
-                             <int32_t>p.w, per, b, first, p.wo,
-                             <float>ax.scale, <float>ay.scale, p.aligned)
-            return
     for q in range(first, first + p.wo):
         at = b * per + q
         g = grid + 2 * at
@@ -711,6 +747,28 @@ cdef void _scatter_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
                      <const float*>p.wts, task)
 
 
+cdef void _points8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
+    """The SIMD forward op or grid gradient (`grads` given) of span
+    ``task`` of SPAN points of a batch (spans may cross rows: rows of a few
+    points would leave most of each vector empty)."""
+    cdef const Plan* p = <const Plan*>ctx
+    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
+    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef int64_t per = p.ho * p.wo, spans = (per + SPAN - 1) // SPAN
+    cdef int64_t b = task // spans, first = (task % spans) * SPAN
+    cdef int64_t count = min(SPAN, per - first)
+    if p.grads == NULL:
+        gs_forward_bz8(<const float*>p.image, <const float*>p.grid,
+                       <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w, per, b,
+                       first, count, <float>ax.scale, <float>ay.scale,
+                       p.aligned)
+    else:
+        gs_grad_grid_bz8(<const float*>p.image, <const float*>p.grid,
+                         <const float*>p.grads, <float*>p.out, p.c,
+                         <int32_t>p.h, <int32_t>p.w, per, b, first, count,
+                         <float>ax.scale, <float>ay.scale, p.aligned)
+
+
 cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     """The SIMD image gradient's task: batch, group of channels (``taps``
     channels each) and band of rows ``task`` (bands innermost)."""
@@ -768,6 +826,11 @@ def forward(image, grid, out, int mode, int padding, bint aligned,
     p.image = _data(image)
     if p.n * p.c * p.ho * p.wo == 0:
         return
+    if simd_bilinear_zeros(&p):
+        with nogil:
+            run_tasks(_points8_task, &p, p.n * ((p.ho * p.wo + SPAN - 1) // SPAN),
+                      nthreads, work, flush, SCHEDULE_DYNAMIC)
+        return
     with nogil:
         run_tasks(_forward_task, &p, tasks, nthreads, work, flush,
                   SCHEDULE_DYNAMIC)
@@ -786,6 +849,11 @@ def slopes(image, grid, grads, tangent, out, int mode, int padding,
     p.grads = _data(grads)
     p.tangent = _data(tangent)
     if p.n * p.ho * p.wo == 0 or (tangent is not None and p.c == 0):
+        return
+    if grads is not None and simd_bilinear_zeros(&p):
+        with nogil:
+            run_tasks(_points8_task, &p, p.n * ((p.ho * p.wo + SPAN - 1) // SPAN),
+                      nthreads, work, flush, SCHEDULE_DYNAMIC)
         return
     with nogil:
         run_tasks(_slopes_task, &p, tasks, nthreads, work, flush,
