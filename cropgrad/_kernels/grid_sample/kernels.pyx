@@ -82,7 +82,17 @@ cdef extern from *:
         __m256 frac[4];
         __m256i off[4];
         __m256i in[4];
+        int run[4];     /* all inside, at 8 consecutive offsets */
     } gs_corners8;
+
+    /* Whether `off` is 8 consecutive offsets, each lane's `keep` set. */
+    GS_AVX2 static inline int gs_run8(__m256i off, __m256i keep) {
+        __m256i first = _mm256_permutevar8x32_epi32(off, _mm256_setzero_si256());
+        __m256i next = _mm256_add_epi32(
+            first, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i same = _mm256_and_si256(_mm256_cmpeq_epi32(off, next), keep);
+        return _mm256_movemask_epi8(same) == -1;
+    }
 
     /* x of eight interleaved (x, y) points in *x, y in *y. */
     GS_AVX2 static inline void gs_split8(const float* g, __m256* x, __m256* y) {
@@ -143,11 +153,18 @@ cdef extern from *:
         c->off[1] = _mm256_add_epi32(row_n, ix_e);
         c->off[2] = _mm256_add_epi32(row_s, ix_w);
         c->off[3] = _mm256_add_epi32(row_s, ix_e);
+        c->run[0] = gs_run8(c->off[0], c->in[0]);
+        c->run[1] = gs_run8(c->off[1], c->in[1]);
+        c->run[2] = gs_run8(c->off[2], c->in[2]);
+        c->run[3] = gs_run8(c->off[3], c->in[3]);
     }
 
-    /* A corner's pixels, +0 where it is outside (the portable read). */
+    /* A corner's pixels, +0 where it is outside (the portable read); one
+     * load where they are side by side (a smooth grid's common case). */
     GS_AVX2 static inline __m256 gs_read8(const float* plane,
                                           const gs_corners8* c, int k) {
+        if (c->run[k])
+            return _mm256_loadu_ps(plane + _mm256_cvtsi256_si32(c->off[k]));
         return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, c->off[k],
                                         _mm256_castsi256_ps(c->in[k]), 4);
     }
@@ -338,6 +355,7 @@ cdef extern from *:
         __m256i hiv = _mm256_set1_epi32((int32_t)hi);
         __m256i ones = _mm256_set1_epi32(-1);
         int32_t off[GS_BLOCK][4][8], in[GS_BLOCK][4][8];
+        int run[GS_BLOCK][4];
         float wt[GS_BLOCK][4][8];
         int any[GS_BLOCK];
         int v, nv, i, k, some;
@@ -356,6 +374,7 @@ cdef extern from *:
                                              ones)),
                         cn[v].in[k]);
                     any[v] |= !_mm256_testz_si256(keep, keep);
+                    run[v][k] = valid[v] == 8 && gs_run8(cn[v].off[k], keep);
                     _mm256_storeu_si256((__m256i*)off[v][k], cn[v].off[k]);
                     _mm256_storeu_si256((__m256i*)in[v][k], keep);
                     _mm256_storeu_ps(wt[v][k], cn[v].wt[k]);
@@ -369,6 +388,16 @@ cdef extern from *:
                 for (v = 0; v < nv; v++) {
                     if (!any[v]) continue;
                     for (k = 0; k < 4; k++) {
+                        if (run[v][k]) {
+                            /* Eight different pixels: the same additions
+                             * at once. */
+                            float* at = dst + off[v][k][0];
+                            _mm256_storeu_ps(at, _mm256_add_ps(
+                                _mm256_loadu_ps(at),
+                                _mm256_mul_ps(_mm256_loadu_ps(wt[v][k]),
+                                              _mm256_loadu_ps(gr + 8 * v))));
+                            continue;
+                        }
                         for (i = 0; i < valid[v]; i++) {
                             if (in[v][k][i])
                                 dst[off[v][k][i]] += wt[v][k][i] * gr[8 * v + i];
