@@ -18,6 +18,12 @@ channels than threads, and replays the chunk's points in PyTorch's order
 (vectors of 8 float32 or 4 float64 points; per vector, per tap, lane after
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
+
+Float32 bilinear sampling with zeros padding has an AVX2 + FMA clone (the
+C block below), eight points a vector with the portable loops' operations
+lane for lane: the forward op and the grid gradient in spans of points,
+the image gradient in one run of tasks that work out their own points'
+corners (a batch each, or a channel and band of rows).
 """
 
 from libc.math cimport floor
