@@ -363,6 +363,7 @@ cdef extern from *:
         int32_t off[GS_BLOCK][4][8], in[GS_BLOCK][4][8];
         int run[GS_BLOCK][4];
         float wt[GS_BLOCK][4][8];
+        float prod[8];
         int any[GS_BLOCK];
         int v, nv, i, k, some;
         for (q = 0; q < per; q += 8 * GS_BLOCK) {
@@ -404,9 +405,12 @@ cdef extern from *:
                                               _mm256_loadu_ps(gr + 8 * v))));
                             continue;
                         }
+                        /* The eight products at once (the same roundings),
+                         * then the additions lane after lane. */
+                        _mm256_storeu_ps(prod, _mm256_mul_ps(
+                            _mm256_loadu_ps(wt[v][k]), _mm256_loadu_ps(gr + 8 * v)));
                         for (i = 0; i < valid[v]; i++) {
-                            if (in[v][k][i])
-                                dst[off[v][k][i]] += wt[v][k][i] * gr[8 * v + i];
+                            if (in[v][k][i]) dst[off[v][k][i]] += prod[i];
                         }
                     }
                 }
