@@ -23,7 +23,8 @@ Float32 bilinear sampling with zeros padding has an AVX2 + FMA clone (the
 C block below), eight points a vector with the portable loops' operations
 lane for lane: the forward op and the grid gradient in spans of points,
 the image gradient in one run of tasks that work out their own points'
-corners (a batch each, or a channel and band of rows).
+corners (a batch each, or a band of its rows when batches are fewer than
+threads).
 """
 
 from libc.math cimport floor
@@ -910,15 +911,13 @@ def grad_image(grads, grid, out, int mode, int padding, bint aligned,
     if p.n * p.c * p.h * p.w * per == 0:
         return
     if simd_bilinear_zeros(&p):
-        # One run: a task per batch with every channel when the batches are
-        # enough to share out, else per channel and band of rows (about two
-        # tasks a thread); each task works out its points' corners itself
-        # (the field `taps` holds the channels of a task).
+        # One run: a task per batch and band of rows, every channel of it
+        # (the field `taps` holds the channels of a task), bands only where
+        # the batches are fewer than the threads: each task works out all
+        # its batch's corners itself, once for all the channels.
         p.taps = p.c
-        if p.n < 2 * nthreads:
-            p.taps = 1
-            if p.n * p.c < 2 * nthreads:
-                p.bands = min((2 * nthreads + p.n * p.c - 1) // (p.n * p.c), p.h)
+        if p.n < nthreads:
+            p.bands = min((nthreads + p.n - 1) // p.n, p.h)
         size = p.n * ((p.c + p.taps - 1) // p.taps) * p.bands
         with nogil:
             run_tasks(_scatter8_task, &p, size, nthreads,
