@@ -18,12 +18,31 @@ import pytest
 from _helpers import assert_same_bits, load_cases, starting_teams, team_of
 
 import cropgrad
+from cropgrad._kernels.grid_sample import kernels as _kernels
 from cropgrad._reference import grid_sample as ref
+from cropgrad._runtime import simd as _simd
 
 CASES = load_cases("grid_sample.npz")
 NAMES = sorted(CASES)
 COMBOS = list(itertools.product(ref.MODES, ref.PADDING_MODES, (False, True)))
 DTYPES = (np.float32, np.float64)
+
+
+@pytest.fixture(autouse=True, params=["simd", "portable"])
+def code_path(request):
+    """Every test on the SIMD clone (where this CPU runs it) and on the
+    portable loops: both must give the bits."""
+    before = _kernels.use_simd(request.param == "simd")
+    yield request.param
+    _kernels.use_simd(before)
+
+
+def test_the_simd_clone_runs_where_the_cpu_has_it(code_path):
+    on = _kernels.use_simd(code_path == "simd")
+    if code_path == "portable":
+        assert not on
+    elif _simd.simd_target() in ("avx2", "avx512"):
+        assert on
 
 
 def _options(case):
@@ -563,3 +582,47 @@ def test_a_grid_beyond_float32_is_refused_for_float32_data():
         cropgrad.grid_sample(image, grid)
     # float64 data: computed in float64, where it is finite.
     assert cropgrad.grid_sample(image.astype(np.float64), grid).shape == (2, 3, 3, 3)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("width", [5, 9, 40])
+@pytest.mark.parametrize("stairs", [False, True])
+def test_smooth_grids_with_jumps_give_the_portable_bits(threads, width, stairs):
+    # Mostly one pixel a point (corners side by side, which the SIMD clone
+    # adds eight at a time), with jumps back, forward and to other rows, and
+    # crowded points: every pixel's additions in the portable order.
+    rng = np.random.default_rng(width)
+    n, c, h, w, ho, wo = 2, 3, 7, width, 5, 3 * width + 5
+    steps = np.where(rng.random((ho, wo)) < 0.9, 1.0, rng.integers(-9, 9, (ho, wo)))
+    px = np.cumsum(steps, axis=1) % (w + 2) - 1.5 + rng.uniform(0, 1, (ho, 1))
+    py = np.arange(ho)[:, None] * 1.3 + np.zeros((1, wo))
+    py = np.where(rng.random((ho, wo)) < 0.02, rng.uniform(-1, h, (ho, wo)), py)
+    if stairs:
+        # Each vector one row below the last, where the last one's lower
+        # corners end.
+        i = np.arange(ho * wo).reshape(ho, wo)
+        px = (i % w) + 0.25
+        py = (i // 8) % (h - 1) + 0.5
+    # Pixel coordinates to the grid (align_corners=False).
+    grid = np.stack([(2 * px + 1) / w - 1, (2 * py + 1) / h - 1], -1)
+    grid = grid[None].repeat(n, 0).astype(np.float32)
+    grads = rng.standard_normal((n, c, ho, wo)).astype(np.float32)
+    image = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    results = {}
+    for path in (True, False):
+        before = _kernels.use_simd(path)
+        try:
+            with starting_teams():
+                results[path] = (
+                    cropgrad.grid_sample_grad_image(
+                        grads, grid, image.shape, num_threads=threads
+                    ),
+                    cropgrad.grid_sample(image, grid, num_threads=threads),
+                    cropgrad.grid_sample_grad_grid(
+                        grads, image, grid, num_threads=threads
+                    ),
+                )
+        finally:
+            _kernels.use_simd(before)
+    for simd, portable in zip(results[True], results[False]):
+        assert_same_bits(simd, portable)

@@ -2,9 +2,9 @@
 """grid_sample's kernels (private): the forward op, the image gradient, the
 grid gradient and the grid JVP, in float32 or float64 arithmetic.
 
-Trusts its arguments: cropgrad/_api/grid_sample.py checks shapes, options
-and finite grids first, and passes C-contiguous NCHW arrays of the
-arithmetic type.  The arithmetic is docs/semantics.md's ("Grid sampling"),
+Trusts its arguments: the C-level API's gate (cropgrad/_capi/grid_sample.pyx)
+has checked shapes, options and finite grids, and passes C-contiguous NCHW
+arrays of the arithmetic type; kernels.pxd declares the runs it calls.  The arithmetic is docs/semantics.md's ("Grid sampling"),
 the same as the NumPy reference's (cropgrad/_reference/grid_sample/),
 every fused multiply-add an explicit ``fma`` (the build does not contract).
 
@@ -18,21 +18,23 @@ channels than threads, and replays the chunk's points in PyTorch's order
 (vectors of 8 float32 or 4 float64 points; per vector, per tap, lane after
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
+
+Float32 bilinear sampling with zeros padding has an AVX2 + FMA clone
+(src/cg_grid_simd.h), eight points a vector with the portable loops' operations
+lane for lane: the forward op and the grid gradient in spans of points,
+the image gradient in one run of tasks that work out their own points'
+corners (a batch each, or a band of its rows when batches are fewer than
+threads).
 """
 
 from libc.math cimport floor
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
-
-import numpy as np
+from libc.string cimport memset, strcmp
 
 from cropgrad._kernels.grid_sample.points cimport (
-    BICUBIC,
     BILINEAR,
-    BORDER,
     NEAREST,
-    REFLECTION,
     ZEROS,
     Axis,
     Plan,
@@ -52,9 +54,54 @@ from cropgrad._kernels.grid_sample.points cimport (
 )
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
-    resolve_threads,
     run_tasks,
 )
+from cropgrad._runtime.simd cimport chosen_target
+
+cdef extern from "cg_grid_simd.h":
+    int gs_simd_supported() noexcept nogil
+    void gs_forward_bz8(const float* image, const float* grid, float* out,
+                        int64_t c, int32_t h, int32_t w, int64_t per,
+                        int64_t b, int64_t first, int64_t count, float sx,
+                        float sy, int aligned) noexcept nogil
+    void gs_grad_grid_bz8(const float* image, const float* grid,
+                          const float* grads, float* out, int64_t c,
+                          int32_t h, int32_t w, int64_t per, int64_t b,
+                          int64_t first, int64_t count, float sx, float sy,
+                          int aligned) noexcept nogil
+    void gs_taps_bz8(const float* grid, int64_t* offs, float* wts,
+                     int32_t h, int32_t w, int64_t per, int64_t b,
+                     int64_t q_start, int64_t first, int64_t last, float sx,
+                     float sy, int aligned) noexcept nogil
+    void gs_scatter_bz8(const float* grads, const float* grid, float* out,
+                        int64_t c, int64_t c0, int64_t c1, int32_t h,
+                        int32_t w, int64_t per, int64_t b, int64_t lo,
+                        int64_t hi, float sx, float sy,
+                        int aligned) noexcept nogil
+
+
+# The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
+# target (CROPGRAD_SIMD) is AVX2 or wider; `use_simd` switches it off for the
+# tests, which compare both paths.
+cdef bint _simd_ok = gs_simd_supported() and (
+    strcmp(chosen_target(), b"avx2") == 0 or strcmp(chosen_target(), b"avx512") == 0)
+cdef bint _simd = _simd_ok
+
+
+def use_simd(bint on):
+    """Run the SIMD clone (when `on` and this CPU has it) or the portable
+    loops; returns the previous setting."""
+    global _simd
+    cdef bint before = _simd
+    _simd = on and _simd_ok
+    return before
+
+
+cdef inline bint simd_bilinear_zeros(const Plan* p) noexcept nogil:
+    """Whether the float32 bilinear, zeros-padded clone takes this problem
+    (its offsets are 32-bit)."""
+    return (_simd and not p.wide and p.mode == BILINEAR and p.padding == ZEROS
+            and p.h * p.w < 2147483647)
 
 cdef enum:
     # The image gradient works out the taps of CHUNK points at a time (a
@@ -62,10 +109,9 @@ cdef enum:
     # tasks of TAPS_BLOCK points.
     CHUNK = 1 << 15
     TAPS_BLOCK = 256
+    # The SIMD forward op's and grid gradient's tasks: spans of SPAN points.
+    SPAN = 256
 
-
-MODE_CODES = {"bilinear": BILINEAR, "nearest": NEAREST, "bicubic": BICUBIC}
-PADDING_CODES = {"zeros": ZEROS, "border": BORDER, "reflection": REFLECTION}
 
 # --------------------------------------------------------------------------
 # Forward op, grid gradient, JVP: one task per row of output points.
@@ -237,6 +283,12 @@ cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
     cdef real frac[4]
     cdef Taps t
     cdef int k
+    if real is float:
+        if simd_bilinear_zeros(p):
+            gs_taps_bz8(grid, offs, wts, <int32_t>p.h, <int32_t>p.w, per,
+                        p.batch, p.q_start, first, last, <float>ax.scale,
+                        <float>ay.scale, p.aligned)
+            return
     for q in range(first, last):
         r = q - p.q_start
         g = grid + 2 * (p.batch * per + q)
@@ -277,6 +329,21 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
     cdef const real* gr = grads + bc * per + p.q_start
     cdef real* dst = out + bc * plane
     cdef real gc
+    cdef int mode = p.mode
+    if mode == BILINEAR:
+        # The common case on its own: the mode is not read again for every
+        # addition (a store through `dst` may alias the plan, so the
+        # compiler reloads what is read through a pointer).
+        while start < count:
+            end = min(start + lanes, count)
+            for k in range(4):
+                for q in range(start, end):
+                    off = offs[4 * q + k]
+                    if off < lo or off >= hi:
+                        continue
+                    dst[off] += wts[4 * q + k] * gr[q]
+            start = end
+        return
     while start < count:
         end = min(start + lanes, count)
         for k in range(taps):
@@ -285,10 +352,8 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
                 if off < lo or off >= hi:
                     continue
                 gc = gr[q]
-                if p.mode == NEAREST:
+                if mode == NEAREST:
                     dst[off] += gc
-                elif p.mode == BILINEAR:
-                    dst[off] += wts[4 * q + k] * gc
                 else:
                     dst[off] += (gc * wts[8 * q + k // 4]) * wts[8 * q + 4 + k % 4]
         start = end
@@ -337,108 +402,49 @@ cdef void _scatter_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
                      <const float*>p.wts, task)
 
 
-cdef inline const void* _data(a):
-    return <const void*><uintptr_t>a.ctypes.data if a is not None else NULL
+cdef void _points8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
+    """The SIMD forward op or grid gradient (`grads` given) of span
+    ``task`` of SPAN points of a batch (spans may cross rows: rows of a few
+    points would leave most of each vector empty)."""
+    cdef const Plan* p = <const Plan*>ctx
+    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
+    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef int64_t per = p.ho * p.wo, spans = (per + SPAN - 1) // SPAN
+    cdef int64_t b = task // spans, first = (task % spans) * SPAN
+    cdef int64_t count = min(SPAN, per - first)
+    if p.grads == NULL:
+        gs_forward_bz8(<const float*>p.image, <const float*>p.grid,
+                       <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w, per, b,
+                       first, count, <float>ax.scale, <float>ay.scale,
+                       p.aligned)
+    else:
+        gs_grad_grid_bz8(<const float*>p.image, <const float*>p.grid,
+                         <const float*>p.grads, <float*>p.out, p.c,
+                         <int32_t>p.h, <int32_t>p.w, per, b, first, count,
+                         <float>ax.scale, <float>ay.scale, p.aligned)
 
 
-cdef Plan _plan(image_shape, grid, int mode, int padding, bint aligned, out):
-    cdef Plan p
-    p.n, p.c, p.h, p.w = [int(v) for v in image_shape]
-    p.ho = grid.shape[1]
-    p.wo = grid.shape[2]
-    p.mode = mode
-    p.padding = padding
-    p.aligned = aligned
-    p.bands = 1
-    p.batch = 0
-    p.q_start = p.q_end = 0
-    p.taps = _taps(mode)
-    p.offs = NULL
-    p.wts = NULL
-    p.wide = grid.dtype.itemsize == 8
-    p.grid = _data(grid)
-    p.out = <void*>_data(out)
-    p.image = p.grads = p.tangent = NULL
-    return p
-
-
-cdef int _taps(int mode):
-    return 1 if mode == NEAREST else (4 if mode == BILINEAR else 16)
-
-
-def forward(image, grid, out, int mode, int padding, bint aligned,
-            int num_threads, bint flush):
-    """Sample `image` [N, C, H, W] at `grid` [N, Ho, Wo, 2] into `out`
-    [N, C, Ho, Wo], all C-contiguous of one arithmetic type."""
-    cdef Plan p = _plan(image.shape, grid, mode, padding, aligned, out)
-    cdef int nthreads = resolve_threads(num_threads)
-    cdef Py_ssize_t tasks = p.n * p.ho
-    cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * _taps(mode)
-    p.image = _data(image)
-    if p.n * p.c * p.ho * p.wo == 0:
-        return
-    with nogil:
-        run_tasks(_forward_task, &p, tasks, nthreads, work, flush,
-                  SCHEDULE_DYNAMIC)
-
-
-def slopes(image, grid, grads, tangent, out, int mode, int padding,
-           bint aligned, int num_threads, bint flush):
-    """The grid gradient (`grads` [N, C, Ho, Wo], `tangent` None; out
-    [N, Ho, Wo, 2]) or the grid JVP (`tangent` [N, Ho, Wo, 2], `grads`
-    None; out [N, C, Ho, Wo])."""
-    cdef Plan p = _plan(image.shape, grid, mode, padding, aligned, out)
-    cdef int nthreads = resolve_threads(num_threads)
-    cdef Py_ssize_t tasks = p.n * p.ho
-    cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * _taps(mode)
-    p.image = _data(image)
-    p.grads = _data(grads)
-    p.tangent = _data(tangent)
-    if p.n * p.ho * p.wo == 0 or (tangent is not None and p.c == 0):
-        return
-    with nogil:
-        run_tasks(_slopes_task, &p, tasks, nthreads, work, flush,
-                  SCHEDULE_DYNAMIC)
-
-
-def grad_image(grads, grid, out, int mode, int padding, bint aligned,
-               int num_threads, bint flush):
-    """Add the image gradient of `grads` [N, C, Ho, Wo] into `out` [N, C,
-    H, W] (zeroed by the caller)."""
-    cdef Plan p = _plan(out.shape, grid, mode, padding, aligned, out)
-    cdef int nthreads = resolve_threads(num_threads)
-    cdef Py_ssize_t per = p.ho * p.wo, b, start, size
-    p.grads = _data(grads)
-    if p.n * p.c * p.h * p.w * per == 0:
-        return
-    # Fewer channels than threads: cut each plane into bands of rows, as
-    # many as make a task per thread (a band of at least one row).
-    if p.c < nthreads:
-        p.bands = min((nthreads + p.c - 1) // p.c, p.h)
-    # The taps of one chunk of points at a time: a bounded table (4 MiB of
-    # offsets for bicubic), the chunks in order.
-    size = min(per, CHUNK)
-    offs = np.empty(size * p.taps, np.int64)
-    wts = np.empty(size * 8, grid.dtype)
-    p.offs = <int64_t*><uintptr_t>offs.ctypes.data
-    p.wts = <void*><uintptr_t>wts.ctypes.data
-    for b in range(p.n):
-        p.batch = b
-        for start in range(0, per, CHUNK):
-            p.q_start = start
-            p.q_end = min(start + CHUNK, per)
-            size = p.q_end - p.q_start
-            with nogil:
-                run_tasks(_taps_task, &p, (size + TAPS_BLOCK - 1) // TAPS_BLOCK,
-                          nthreads, size * 16, flush, SCHEDULE_DYNAMIC)
-                run_tasks(_scatter_task, &p, p.c * p.bands, nthreads,
-                          p.c * size * p.taps, flush, SCHEDULE_DYNAMIC)
+cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
+    """The SIMD image gradient's task: batch, group of channels (``taps``
+    channels each) and band of rows ``task`` (bands innermost)."""
+    cdef const Plan* p = <const Plan*>ctx
+    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
+    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef int64_t groups = (p.c + p.taps - 1) // p.taps
+    cdef int64_t band = task % p.bands, group = (task // p.bands) % groups
+    cdef int64_t b = task // (p.bands * groups)
+    cdef int64_t c0 = group * p.taps, c1 = min(c0 + p.taps, p.c)
+    cdef int64_t lo = (p.h * band) // p.bands * p.w
+    cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
+    gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid, <float*>p.out,
+                   p.c, c0, c1, <int32_t>p.h, <int32_t>p.w, p.ho * p.wo, b, lo,
+                   hi, <float>ax.scale, <float>ay.scale, p.aligned)
 
 
 # --------------------------------------------------------------------------
-# The same runs without the GIL, for the C-level API (kernels.pxd): the
-# tasks, task counts and work estimates of the functions above, the image
-# gradient's scratch from malloc.
+# The runs (kernels.pxd), without the GIL, on a problem the C-level API's
+# gate has checked: the SIMD clone's tasks where it takes the problem, the
+# portable ones otherwise; the image gradient's scratch from malloc.
 
 cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
                int64_t wo, int mode, int padding, bint aligned,
@@ -461,12 +467,22 @@ cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
     p.wts = NULL
 
 
+cdef inline Py_ssize_t spans(const Plan* p) noexcept nogil:
+    """The SIMD forward op's and grid gradient's tasks: SPAN points each."""
+    return p.n * ((p.ho * p.wo + SPAN - 1) // SPAN)
+
+
 cdef void forward_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef Py_ssize_t tasks = p.n * p.ho
     cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
     if p.n * p.c * p.ho * p.wo == 0:
         return
-    run_tasks(_forward_task, p, tasks, threads, work, flush, SCHEDULE_DYNAMIC)
+    if simd_bilinear_zeros(p):
+        run_tasks(_points8_task, p, spans(p), threads, work, flush,
+                  SCHEDULE_DYNAMIC)
+    else:
+        run_tasks(_forward_task, p, tasks, threads, work, flush,
+                  SCHEDULE_DYNAMIC)
 
 
 cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
@@ -474,7 +490,13 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
     if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
         return
-    run_tasks(_slopes_task, p, tasks, threads, work, flush, SCHEDULE_DYNAMIC)
+    # The clone has the grid gradient (grads given), not the JVP.
+    if p.grads != NULL and simd_bilinear_zeros(p):
+        run_tasks(_points8_task, p, spans(p), threads, work, flush,
+                  SCHEDULE_DYNAMIC)
+    else:
+        run_tasks(_slopes_task, p, tasks, threads, work, flush,
+                  SCHEDULE_DYNAMIC)
 
 
 cdef int grad_image_run(Plan* p, int threads, bint flush,
@@ -486,8 +508,23 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
         memset(p.out, 0, <size_t>(p.n * p.c * p.h * p.w) * itemsize)
     if p.n * p.c * p.h * p.w * per == 0:
         return 0
+    if simd_bilinear_zeros(p):
+        # One run: a task per batch and band of rows, every channel of it
+        # (the field `taps` holds the channels of a task), bands only where
+        # the batches are fewer than the threads: each task works out all
+        # its batch's corners itself, once for all the channels.
+        p.taps = p.c
+        if p.n < threads:
+            p.bands = min((threads + p.n - 1) // p.n, p.h)
+        run_tasks(_scatter8_task, p, p.n * p.bands, threads,
+                  p.n * p.c * per * 4, flush, SCHEDULE_DYNAMIC)
+        return 0
+    # Fewer channels than threads: cut each plane into bands of rows, as
+    # many as make a task per thread (a band of at least one row).
     if p.c < threads:
         p.bands = min((threads + p.c - 1) // p.c, p.h)
+    # The taps of one chunk of points at a time: a bounded table (4 MiB of
+    # offsets for bicubic), the chunks in order.
     size = min(per, CHUNK)
     offs_bytes = <size_t>(size * p.taps) * sizeof(int64_t)
     wts_bytes = <size_t>(size * 8) * itemsize

@@ -1,0 +1,383 @@
+/* Grid sampling's SIMD clone: bilinear sampling with zeros padding in
+ * float32, eight points a vector (AVX2 + FMA), declared in
+ * cropgrad/_kernels/grid_sample/kernels.pyx, which picks it at run time.
+ * On other CPUs and compilers the functions are stubs that are never
+ * called (gs_simd_supported() is 0). */
+#ifndef CG_GRID_SIMD_H
+#define CG_GRID_SIMD_H
+
+/* Lane for lane the clone does the portable loops' operations in their
+ * order (every fused multiply-add an explicit one, the rest rounded as
+ * they are), so the bits are the same. */
+#include <stdint.h>
+#if (defined(__x86_64__) || defined(_M_X64)) && \
+    (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GS_SIMD 1
+#define GS_AVX2 __attribute__((target("avx2,fma")))
+
+static int gs_simd_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* Eight points' corners: weights nw, ne, sw, se, fractions n, s, w,
+ * e, plane offsets and the masks of the corners inside the image. */
+typedef struct {
+    __m256 wt[4];
+    __m256 frac[4];
+    __m256i off[4];
+    __m256i in[4];
+    int run[4];     /* all inside, at 8 consecutive offsets */
+} gs_corners8;
+
+/* Whether `off` is 8 consecutive offsets, each lane's `keep` set. */
+GS_AVX2 static inline int gs_run8(__m256i off, __m256i keep) {
+    __m256i first = _mm256_permutevar8x32_epi32(off, _mm256_setzero_si256());
+    __m256i next = _mm256_add_epi32(
+        first, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i same = _mm256_and_si256(_mm256_cmpeq_epi32(off, next), keep);
+    return _mm256_movemask_epi8(same) == -1;
+}
+
+/* x of eight interleaved (x, y) points in *x, y in *y. */
+GS_AVX2 static inline void gs_split8(const float* g, __m256* x, __m256* y) {
+    __m256 lo = _mm256_loadu_ps(g), hi = _mm256_loadu_ps(g + 8);
+    /* Per 128-bit half: x0 x1 x4 x5 | x2 x3 x6 x7; the permute puts
+     * the 64-bit pairs back in order. */
+    __m256 xs = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 ys = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    *x = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs), 0xD8));
+    *y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ys), 0xD8));
+}
+
+GS_AVX2 static inline __m256 gs_unnormalize8(__m256 g, float scale,
+                                             int aligned) {
+    __m256 g1 = _mm256_add_ps(g, _mm256_set1_ps(1.0f));
+    if (aligned) return _mm256_mul_ps(g1, _mm256_set1_ps(scale));
+    return _mm256_fmadd_ps(g1, _mm256_set1_ps(scale), _mm256_set1_ps(-0.5f));
+}
+
+GS_AVX2 static inline __m256i gs_inside8(__m256i iy, __m256i ix,
+                                         __m256i h, __m256i w) {
+    __m256i m1 = _mm256_set1_epi32(-1);
+    __m256i okx = _mm256_and_si256(_mm256_cmpgt_epi32(ix, m1),
+                                   _mm256_cmpgt_epi32(w, ix));
+    __m256i oky = _mm256_and_si256(_mm256_cmpgt_epi32(iy, m1),
+                                   _mm256_cmpgt_epi32(h, iy));
+    return _mm256_and_si256(okx, oky);
+}
+
+/* The corners of pixel coordinates (x, y); the truncation gives
+ * INT32_MIN for NaN and out-of-range values, as to_index does. */
+GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
+                                      int32_t w, gs_corners8* c) {
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 x_w = _mm256_floor_ps(x), y_n = _mm256_floor_ps(y);
+    __m256 fw = _mm256_sub_ps(x, x_w), fe = _mm256_sub_ps(one, fw);
+    __m256 fn = _mm256_sub_ps(y, y_n), fs = _mm256_sub_ps(one, fn);
+    __m256i ix_w = _mm256_cvttps_epi32(x_w), iy_n = _mm256_cvttps_epi32(y_n);
+    __m256i one_i = _mm256_set1_epi32(1);
+    __m256i ix_e = _mm256_add_epi32(ix_w, one_i);
+    __m256i iy_s = _mm256_add_epi32(iy_n, one_i);
+    __m256i hv = _mm256_set1_epi32(h), wv = _mm256_set1_epi32(w);
+    __m256i row_n = _mm256_mullo_epi32(iy_n, wv);
+    __m256i row_s = _mm256_mullo_epi32(iy_s, wv);
+    c->wt[0] = _mm256_mul_ps(fs, fe);
+    c->wt[1] = _mm256_mul_ps(fs, fw);
+    c->wt[2] = _mm256_mul_ps(fn, fe);
+    c->wt[3] = _mm256_mul_ps(fn, fw);
+    c->frac[0] = fn;
+    c->frac[1] = fs;
+    c->frac[2] = fw;
+    c->frac[3] = fe;
+    c->in[0] = gs_inside8(iy_n, ix_w, hv, wv);
+    c->in[1] = gs_inside8(iy_n, ix_e, hv, wv);
+    c->in[2] = gs_inside8(iy_s, ix_w, hv, wv);
+    c->in[3] = gs_inside8(iy_s, ix_e, hv, wv);
+    c->off[0] = _mm256_add_epi32(row_n, ix_w);
+    c->off[1] = _mm256_add_epi32(row_n, ix_e);
+    c->off[2] = _mm256_add_epi32(row_s, ix_w);
+    c->off[3] = _mm256_add_epi32(row_s, ix_e);
+    c->run[0] = gs_run8(c->off[0], c->in[0]);
+    c->run[1] = gs_run8(c->off[1], c->in[1]);
+    c->run[2] = gs_run8(c->off[2], c->in[2]);
+    c->run[3] = gs_run8(c->off[3], c->in[3]);
+}
+
+/* A corner's pixels, +0 where it is outside (the portable read); one
+ * load where they are side by side (a smooth grid's common case). */
+GS_AVX2 static inline __m256 gs_read8(const float* plane,
+                                      const gs_corners8* c, int k) {
+    if (c->run[k])
+        return _mm256_loadu_ps(plane + _mm256_cvtsi256_si32(c->off[k]));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, c->off[k],
+                                    _mm256_castsi256_ps(c->in[k]), 4);
+}
+
+/* Eight points from `g` (interleaved x, y), the last of them `valid`
+ * at most: the rest of the vector holds the point (0, 0), computed and
+ * dropped. */
+GS_AVX2 static inline void gs_load8(const float* g, int valid,
+                                    __m256* x, __m256* y) {
+    float tmp[16] = {0};
+    int i;
+    if (valid == 8) {
+        gs_split8(g, x, y);
+        return;
+    }
+    for (i = 0; i < 2 * valid; i++) tmp[i] = g[i];
+    gs_split8(tmp, x, y);
+}
+
+GS_AVX2 static inline void gs_store8(float* dst, __m256 v, int valid) {
+    float tmp[8];
+    int i;
+    if (valid == 8) {
+        _mm256_storeu_ps(dst, v);
+        return;
+    }
+    _mm256_storeu_ps(tmp, v);
+    for (i = 0; i < valid; i++) dst[i] = tmp[i];
+}
+
+/* Points a block: their corners are worked out first, then each
+ * channel's plane is read for all of them, while it is in the cache. */
+#define GS_BLOCK 16
+
+/* The corners of the vectors of points [q, q + 8 * GS_BLOCK) of batch
+ * b up to `end`; returns how many vectors. */
+GS_AVX2 static inline int gs_block_corners(
+        const float* grid, int64_t per, int64_t b, int64_t q,
+        int64_t end, int32_t h, int32_t w, float sx, float sy,
+        int aligned, gs_corners8* cn, int* valid) {
+    int v = 0;
+    __m256 x, y;
+    for (; v < GS_BLOCK && q < end; v++, q += 8) {
+        valid[v] = (int)(end - q < 8 ? end - q : 8);
+        gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
+        gs_corners(gs_unnormalize8(x, sx, aligned),
+                   gs_unnormalize8(y, sy, aligned), h, w, &cn[v]);
+    }
+    return v;
+}
+
+/* The forward op of points [first, first + count) of batch b. */
+GS_AVX2 static void gs_forward_bz8(
+        const float* image, const float* grid, float* out, int64_t c,
+        int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
+        int64_t count, float sx, float sy, int aligned) {
+    int64_t q, ch, plane = (int64_t)h * w, end = first + count;
+    gs_corners8 cn[GS_BLOCK];
+    int valid[GS_BLOCK];
+    int v, nv;
+    __m256 acc;
+    for (q = first; q < end; q += 8 * GS_BLOCK) {
+        nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
+                              cn, valid);
+        for (ch = 0; ch < c; ch++) {
+            const float* img = image + (b * c + ch) * plane;
+            float* dst = out + (b * c + ch) * per + q;
+            for (v = 0; v < nv; v++) {
+                const gs_corners8* k = &cn[v];
+                acc = _mm256_fmadd_ps(gs_read8(img, k, 3), k->wt[3],
+                      _mm256_fmadd_ps(gs_read8(img, k, 2), k->wt[2],
+                      _mm256_fmadd_ps(gs_read8(img, k, 1), k->wt[1],
+                      _mm256_mul_ps(gs_read8(img, k, 0), k->wt[0]))));
+                gs_store8(dst + 8 * v, acc, valid[v]);
+            }
+        }
+    }
+}
+
+/* The grid gradient of points [first, first + count) of batch b: each
+ * point's sums over the channels in their order. */
+GS_AVX2 static void gs_grad_grid_bz8(
+        const float* image, const float* grid, const float* grads,
+        float* out, int64_t c, int32_t h, int32_t w, int64_t per,
+        int64_t b, int64_t first, int64_t count, float sx, float sy,
+        int aligned) {
+    int64_t q, ch, plane = (int64_t)h * w, end = first + count;
+    gs_corners8 cn[GS_BLOCK];
+    __m256 gx[GS_BLOCK], gy[GS_BLOCK];
+    int valid[GS_BLOCK];
+    __m256 gc, nw, ne, sw, se, dx, dy;
+    float tx[8], ty[8];
+    int v, nv, i;
+    for (q = first; q < end; q += 8 * GS_BLOCK) {
+        nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
+                              cn, valid);
+        for (v = 0; v < nv; v++) {
+            gx[v] = _mm256_setzero_ps();
+            gy[v] = _mm256_setzero_ps();
+        }
+        for (ch = 0; ch < c; ch++) {
+            const float* img = image + (b * c + ch) * plane;
+            const float* gr = grads + (b * c + ch) * per + q;
+            for (v = 0; v < nv; v++) {
+                const gs_corners8* k = &cn[v];
+                if (valid[v] == 8) {
+                    gc = _mm256_loadu_ps(gr + 8 * v);
+                } else {
+                    for (i = 0; i < 8; i++)
+                        tx[i] = i < valid[v] ? gr[8 * v + i] : 0.0f;
+                    gc = _mm256_loadu_ps(tx);
+                }
+                nw = gs_read8(img, k, 0);
+                ne = gs_read8(img, k, 1);
+                sw = gs_read8(img, k, 2);
+                se = gs_read8(img, k, 3);
+                /* frac: n, s, w, e */
+                dx = _mm256_fmadd_ps(
+                    _mm256_sub_ps(se, sw), k->frac[0],
+                    _mm256_mul_ps(_mm256_sub_ps(ne, nw), k->frac[1]));
+                dy = _mm256_fmadd_ps(
+                    _mm256_sub_ps(se, ne), k->frac[2],
+                    _mm256_mul_ps(_mm256_sub_ps(sw, nw), k->frac[3]));
+                gx[v] = _mm256_fmadd_ps(dx, gc, gx[v]);
+                gy[v] = _mm256_fmadd_ps(dy, gc, gy[v]);
+            }
+        }
+        for (v = 0; v < nv; v++) {
+            int64_t at = b * per + q + 8 * v;
+            _mm256_storeu_ps(tx, _mm256_mul_ps(gx[v], _mm256_set1_ps(sx)));
+            _mm256_storeu_ps(ty, _mm256_mul_ps(gy[v], _mm256_set1_ps(sy)));
+            for (i = 0; i < valid[v]; i++) {
+                out[2 * (at + i)] = tx[i];
+                out[2 * (at + i) + 1] = ty[i];
+            }
+        }
+    }
+}
+
+/* The image gradient's taps of chunk points [first, last) of batch b
+ * (offsets, -1 outside, and weights, four a point, at the point's
+ * place r = q - q_start in the chunk). */
+GS_AVX2 static void gs_taps_bz8(
+        const float* grid, int64_t* offs, float* wts, int32_t h,
+        int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
+        int64_t last, float sx, float sy, int aligned) {
+    int64_t q, r;
+    gs_corners8 cn;
+    __m256 x, y;
+    int32_t off[4][8], in[4][8];
+    float wt[4][8];
+    int valid, i, k;
+    for (q = first; q < last; q += 8) {
+        valid = (int)(last - q < 8 ? last - q : 8);
+        gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
+        gs_corners(gs_unnormalize8(x, sx, aligned),
+                   gs_unnormalize8(y, sy, aligned), h, w, &cn);
+        for (k = 0; k < 4; k++) {
+            _mm256_storeu_si256((__m256i*)off[k], cn.off[k]);
+            _mm256_storeu_si256((__m256i*)in[k], cn.in[k]);
+            _mm256_storeu_ps(wt[k], cn.wt[k]);
+        }
+        for (i = 0; i < valid; i++) {
+            r = q + i - q_start;
+            for (k = 0; k < 4; k++) {
+                offs[4 * r + k] = in[k][i] ? (int64_t)off[k][i] : -1;
+                wts[4 * r + k] = wt[k][i];
+            }
+        }
+    }
+}
+/* The image gradient of batch b's channels [c0, c1), the pixels of
+ * offsets [lo, hi) of each plane: per vector of points, per corner
+ * nw, ne, sw, se, lane after lane, each addition ``dst += weight * g``
+ * in that order (the portable scatter's, from the same taps).  The
+ * corners of a block of vectors are worked out once for all the
+ * channels, which then go one plane at a time over the block: the
+ * order of the additions to each pixel stays the same. */
+GS_AVX2 static void gs_scatter_bz8(
+        const float* grads, const float* grid, float* out, int64_t c,
+        int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
+        int64_t b, int64_t lo, int64_t hi, float sx, float sy,
+        int aligned) {
+    int64_t q, ch, plane = (int64_t)h * w;
+    gs_corners8 cn[GS_BLOCK];
+    int valid[GS_BLOCK];
+    __m256i lov = _mm256_set1_epi32((int32_t)lo);
+    __m256i hiv = _mm256_set1_epi32((int32_t)hi);
+    __m256i ones = _mm256_set1_epi32(-1);
+    int32_t off[GS_BLOCK][4][8], in[GS_BLOCK][4][8];
+    int run[GS_BLOCK][4];
+    float wt[GS_BLOCK][4][8];
+    float prod[8];
+    int any[GS_BLOCK];
+    int v, nv, i, k, some;
+    for (q = 0; q < per; q += 8 * GS_BLOCK) {
+        nv = gs_block_corners(grid, per, b, q, per, h, w, sx, sy, aligned,
+                              cn, valid);
+        some = 0;
+        for (v = 0; v < nv; v++) {
+            any[v] = 0;
+            for (k = 0; k < 4; k++) {
+                /* Inside the image and the band: lo <= off < hi. */
+                __m256i keep = _mm256_andnot_si256(
+                    _mm256_or_si256(
+                        _mm256_cmpgt_epi32(lov, cn[v].off[k]),
+                        _mm256_xor_si256(_mm256_cmpgt_epi32(hiv, cn[v].off[k]),
+                                         ones)),
+                    cn[v].in[k]);
+                any[v] |= !_mm256_testz_si256(keep, keep);
+                run[v][k] = valid[v] == 8 && gs_run8(cn[v].off[k], keep);
+                _mm256_storeu_si256((__m256i*)off[v][k], cn[v].off[k]);
+                _mm256_storeu_si256((__m256i*)in[v][k], keep);
+                _mm256_storeu_ps(wt[v][k], cn[v].wt[k]);
+            }
+            some |= any[v];
+        }
+        if (!some) continue;
+        for (ch = c0; ch < c1; ch++) {
+            const float* gr = grads + (b * c + ch) * per + q;
+            float* dst = out + (b * c + ch) * plane;
+            for (v = 0; v < nv; v++) {
+                if (!any[v]) continue;
+                for (k = 0; k < 4; k++) {
+                    if (run[v][k]) {
+                        /* Eight different pixels: the same additions
+                         * at once. */
+                        float* at = dst + off[v][k][0];
+                        _mm256_storeu_ps(at, _mm256_add_ps(
+                            _mm256_loadu_ps(at),
+                            _mm256_mul_ps(_mm256_loadu_ps(wt[v][k]),
+                                          _mm256_loadu_ps(gr + 8 * v))));
+                        continue;
+                    }
+                    /* The eight products at once (the same roundings),
+                     * then the additions lane after lane. */
+                    _mm256_storeu_ps(prod, _mm256_mul_ps(
+                        _mm256_loadu_ps(wt[v][k]), _mm256_loadu_ps(gr + 8 * v)));
+                    for (i = 0; i < valid[v]; i++) {
+                        if (in[v][k][i]) dst[off[v][k][i]] += prod[i];
+                    }
+                }
+            }
+        }
+    }
+}
+#else
+#define GS_SIMD 0
+static int gs_simd_supported(void) { return 0; }
+static void gs_forward_bz8(
+        const float* image, const float* grid, float* out, int64_t c,
+        int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
+        int64_t count, float sx, float sy, int aligned) {}
+static void gs_grad_grid_bz8(
+        const float* image, const float* grid, const float* grads,
+        float* out, int64_t c, int32_t h, int32_t w, int64_t per,
+        int64_t b, int64_t first, int64_t count, float sx, float sy,
+        int aligned) {}
+static void gs_taps_bz8(
+        const float* grid, int64_t* offs, float* wts, int32_t h,
+        int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
+        int64_t last, float sx, float sy, int aligned) {}
+static void gs_scatter_bz8(
+        const float* grads, const float* grid, float* out, int64_t c,
+        int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
+        int64_t b, int64_t lo, int64_t hi, float sx, float sy,
+        int aligned) {}
+#endif
+
+#endif /* CG_GRID_SIMD_H */
