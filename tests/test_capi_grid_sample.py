@@ -28,13 +28,15 @@ def ctypes_consumer():
 
 def _grid_problem(arith, seed=0):
     """A grid reaching beyond [-1, 1] (every padding is read), its image,
-    grads and tangent, NCHW."""
+    grads and tangent, NCHW; three images, so that every op has a task for
+    each of three threads (the SIMD clone's tasks are spans of points, or
+    whole images)."""
     rng = np.random.default_rng(seed)
     return dict(
-        image=rng.standard_normal((2, 3, 7, 6)).astype(arith),
-        grid=rng.uniform(-1.3, 1.3, (2, 5, 4, 2)).astype(arith),
-        grads=rng.standard_normal((2, 3, 5, 4)).astype(arith),
-        tangent=rng.standard_normal((2, 5, 4, 2)).astype(arith),
+        image=rng.standard_normal((3, 3, 7, 6)).astype(arith),
+        grid=rng.uniform(-1.3, 1.3, (3, 5, 4, 2)).astype(arith),
+        grads=rng.standard_normal((3, 3, 5, 4)).astype(arith),
+        tangent=rng.standard_normal((3, 5, 4, 2)).astype(arith),
     )
 
 
@@ -160,7 +162,7 @@ def test_c_grid_sample_null_and_shared_arrays(ctypes_consumer, op):
     result = _c_grid(ctypes_consumer, op, q, out, null="grid")
     assert result == (
         CODES["CG_ERR_VALUE"], -1,
-        "grid is NULL but its shape holds 640 bytes (NULL is only for an empty "
+        "grid is NULL but its shape holds 960 bytes (NULL is only for an empty "
         "array)")  # fmt: skip
     assert np.all(out == 7)
     # An output sharing the grid's memory: the NumPy API's words.

@@ -71,6 +71,7 @@ from hypothesis.extra import numpy as hnp
 
 import cropgrad
 from cropgrad import _reference as reference
+from cropgrad._kernels.grid_sample import kernels as grid_kernels
 from cropgrad._reference import grid_sample as grid_reference
 from cropgrad._reference import roi_align as roi_reference
 
@@ -614,6 +615,35 @@ def grid_on_team(num_threads, tasks, call):
     return out
 
 
+def _grid_simd(grid, options):
+    """Whether grid sampling's SIMD clone takes the problem: float32
+    bilinear sampling with zeros padding, on a CPU that has the clone."""
+    on = grid_kernels.use_simd(True)
+    grid_kernels.use_simd(on)
+    return (
+        on
+        and grid.dtype == np.float32
+        and (options["mode"], options["padding_mode"]) == ("bilinear", "zeros")
+    )
+
+
+def grid_point_tasks(grid, options):
+    """The tasks of the forward op and the grid gradient: a row of output
+    points each, or in the SIMD clone spans of 256 points of an image."""
+    n, ho, wo = grid.shape[:3]
+    return n * -(-ho * wo // 256) if _grid_simd(grid, options) else n * ho
+
+
+def grid_scatter_tasks(grid, image_shape, num_threads, options):
+    """The last tasks of an image gradient: the last image's planes, cut
+    into bands of rows when there are fewer channels than threads; in the
+    SIMD clone, the images, cut into bands when they are fewer than the
+    threads."""
+    n, c, h, _ = image_shape
+    parts = n if _grid_simd(grid, options) else c
+    return parts * min(-(-num_threads // parts), h)
+
+
 def _ref(options):
     return options["mode"], options["padding_mode"], options["align_corners"]
 
@@ -622,10 +652,9 @@ def _ref(options):
 @given(problem=grid_problems(), num_threads=st.integers(1, 4))
 def test_grid_sample_matches_reference(problem, num_threads):
     image, grid, _, _, options = problem
-    n, ho = grid.shape[:2]
     out = grid_on_team(
         num_threads,
-        n * ho,
+        grid_point_tasks(grid, options),
         lambda t: cropgrad.grid_sample(image, grid, num_threads=t, **options),
     )
     default = image.dtype if image.dtype.kind == "f" else np.float32
@@ -645,12 +674,9 @@ def test_grid_sample_grad_image_matches_reference(problem, num_threads, out_dtyp
     image, grid, grads, _, options = problem
     if out_dtype == np.float16 and grads.dtype == np.float64:
         out_dtype = None  # float16 results from float32 arithmetic only
-    # The last tasks of a call: the last image's planes, cut into bands of
-    # rows when there are fewer channels than threads.
-    _, c, h, _ = image.shape
     out = grid_on_team(
         num_threads,
-        c * min(-(-num_threads // c), h),
+        grid_scatter_tasks(grid, image.shape, num_threads, options),
         lambda t: cropgrad.grid_sample_grad_image(
             grads, grid, image.shape, dtype=out_dtype, num_threads=t, **options
         ),
@@ -667,10 +693,9 @@ def test_grid_sample_grad_image_matches_reference(problem, num_threads, out_dtyp
 @given(problem=grid_problems(), num_threads=st.integers(1, 4))
 def test_grid_sample_grad_grid_matches_reference(problem, num_threads):
     image, grid, grads, _, options = problem
-    n, ho = grid.shape[:2]
     out = grid_on_team(
         num_threads,
-        n * ho,
+        grid_point_tasks(grid, options),
         lambda t: cropgrad.grid_sample_grad_grid(
             grads, image, grid, num_threads=t, **options
         ),

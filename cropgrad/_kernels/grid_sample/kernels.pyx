@@ -2,11 +2,13 @@
 """grid_sample's kernels (private): the forward op, the image gradient, the
 grid gradient and the grid JVP, in float32 or float64 arithmetic.
 
-Trusts its arguments: the C-level API's gate (cropgrad/_capi/grid_sample.pyx)
-has checked shapes, options and finite grids, and passes C-contiguous NCHW
-arrays of the arithmetic type; kernels.pxd declares the runs it calls.  The arithmetic is docs/semantics.md's ("Grid sampling"),
-the same as the NumPy reference's (cropgrad/_reference/grid_sample/),
-every fused multiply-add an explicit ``fma`` (the build does not contract).
+Trusts its arguments: the C-level API's gate
+(cropgrad/_capi/grid_sample.pyx) has checked shapes, options and finite
+grids, and passes C-contiguous NCHW arrays of the arithmetic type;
+kernels.pxd declares the runs it calls.  The arithmetic is
+docs/semantics.md's ("Grid sampling"), the same as the NumPy reference's
+(cropgrad/_reference/grid_sample/), every fused multiply-add an explicit
+``fma`` (the build does not contract).
 
 Threads never change the bits.  The forward op, the grid gradient and the
 JVP write each output element from one task (a row of output points).  The
