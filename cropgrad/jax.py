@@ -2,24 +2,28 @@
 
 cropgrad's ops as JAX primitives: TensorFlow's crop-and-resize family
 (`crop_and_resize`, `crop_and_resize_grad_image`,
-`crop_and_resize_grad_boxes`) and torchvision's RoIAlign family
+`crop_and_resize_grad_boxes`), torchvision's RoIAlign family
 (`roi_align`, `roi_align_grad_image`, `roi_align_grad_boxes`,
-`roi_align_jvp_boxes`).  They run eagerly and under `jax.jit`, `jax.vmap`,
+`roi_align_jvp_boxes`) and PyTorch's grid sampling (`grid_sample`,
+`grid_sample_grad_image`, `grid_sample_grad_grid`,
+`grid_sample_jvp_grid`).  They run eagerly and under `jax.jit`, `jax.vmap`,
 `jax.pmap`, `jax.shard_map`, `jax.lax.scan` and `jax.checkpoint` on CPU
 devices.  Each op is one XLA FFI call into the compiled kernels (through
 ``cropgrad._jax.handlers``), which read and write XLA's buffers in place:
 no Python callback, no copy, no GIL.
 
-Derivatives: `crop_and_resize` and `roi_align` are differentiable in
-forward and reverse mode with respect to the image (any number of times)
-and the boxes (bilinear; once).  Each op has a forward-mode rule, linear in
-the tangents, and JAX transposes it for reverse mode, the transposes being
-cropgrad's gradient kernels: `jax.grad`, `jax.vjp`, `jax.jvp`,
-`jax.jacfwd`, `jax.jacrev` and `jax.hessian` all work, and no result
-depends on which inputs are differentiated.  What has no kernel raises
-NotImplementedError: a second derivative along the boxes, and forward mode
-of `crop_and_resize_grad_image` or `roi_align_grad_image` along the boxes
-(reverse mode of them works).
+Derivatives: `crop_and_resize`, `roi_align` and `grid_sample` are
+differentiable in forward and reverse mode with respect to the image (any
+number of times) and the boxes (bilinear; once) or the grid (once).  Each
+op has a forward-mode rule, linear in the tangents, and JAX transposes it
+for reverse mode, the transposes being cropgrad's gradient kernels:
+`jax.grad`, `jax.vjp`, `jax.jvp`, `jax.jacfwd`, `jax.jacrev` and
+`jax.hessian` all work, and no result depends on which inputs are
+differentiated.  What has no kernel raises
+NotImplementedError: a second derivative along the boxes or the grid, and
+forward mode of `crop_and_resize_grad_image` or `roi_align_grad_image`
+along the boxes, or of `grid_sample_grad_image` along the grid (reverse
+mode of them works).
 
 RoIAlign computes as the NumPy API does: float64 data in float64 (with
 ``jax_enable_x64``), everything else in float32, its results in the
@@ -89,6 +93,12 @@ from cropgrad._jax import checks as _checks
 from cropgrad._jax import derivatives as _derivatives
 from cropgrad._jax import ops as _ops
 from cropgrad._jax import registration as _registration
+from cropgrad._jax.grid_sample import (
+    grid_sample,
+    grid_sample_grad_grid,
+    grid_sample_grad_image,
+    grid_sample_jvp_grid,
+)
 from cropgrad._jax.primitives import bind as _bind
 from cropgrad._jax.roi_align import (
     roi_align,
@@ -104,6 +114,10 @@ __all__ = [
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
+    "grid_sample",
+    "grid_sample_grad_grid",
+    "grid_sample_grad_image",
+    "grid_sample_jvp_grid",
     "roi_align",
     "roi_align_grad_boxes",
     "roi_align_grad_image",
@@ -114,10 +128,10 @@ __all__ = [
 DEFAULT_THREADS = _checks.DEFAULT_THREADS
 
 # The XLA FFI targets the ops lower to ("cropgrad_" and the op's name:
-# cropgrad_crop_and_resize, cropgrad_roi_align and their gradients' and
-# boxes JVPs'), registered for the CPU platform when cropgrad.jax is
-# imported.  jax.export refuses custom calls it does not
-# know to be stable unless told otherwise: pass
+# cropgrad_crop_and_resize, cropgrad_roi_align, cropgrad_grid_sample and
+# their gradients' and coordinates' JVPs'), registered for the CPU platform
+# when cropgrad.jax is imported.  jax.export refuses custom calls it does
+# not know to be stable unless told otherwise: pass
 # [jax.export.DisabledSafetyCheck.custom_call(t) for t in FFI_TARGETS] as
 # `disabled_checks` (and import cropgrad.jax before calling what it made).
 FFI_TARGETS = _ops.TARGETS

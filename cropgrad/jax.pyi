@@ -10,6 +10,10 @@ __all__ = [
     "crop_and_resize_grad_boxes",
     "crop_and_resize_grad_image",
     "crop_and_resize_jvp_boxes",
+    "grid_sample",
+    "grid_sample_grad_grid",
+    "grid_sample_grad_image",
+    "grid_sample_jvp_grid",
     "roi_align",
     "roi_align_grad_boxes",
     "roi_align_grad_image",
@@ -22,6 +26,8 @@ FFI_TARGETS: tuple[str, ...]
 _Method = Literal["bilinear", "nearest"]
 _Format = Literal["NHWC", "NCHW"]
 _Array = jax.Array | npt.ArrayLike
+_Mode = Literal["bilinear", "nearest", "bicubic"]
+_Padding = Literal["zeros", "border", "reflection"]
 
 def crop_and_resize(
     image: _Array,
@@ -114,6 +120,52 @@ def roi_align_jvp_boxes(
     spatial_scale: float = ...,
     sampling_ratio: int = ...,
     aligned: bool = ...,
+    dtype: Any = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def grid_sample(
+    image: _Array,
+    grid: _Array,
+    *,
+    mode: _Mode = ...,
+    padding_mode: _Padding = ...,
+    align_corners: bool = ...,
+    dtype: Any = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def grid_sample_grad_image(
+    grads: _Array,
+    grid: _Array,
+    image_shape: tuple[int, ...] | list[int],
+    *,
+    mode: _Mode = ...,
+    padding_mode: _Padding = ...,
+    align_corners: bool = ...,
+    dtype: Any = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def grid_sample_grad_grid(
+    grads: _Array,
+    image: _Array,
+    grid: _Array,
+    *,
+    mode: _Mode = ...,
+    padding_mode: _Padding = ...,
+    align_corners: bool = ...,
+    data_format: _Format = ...,
+    num_threads: int | None = ...,
+) -> jax.Array: ...
+def grid_sample_jvp_grid(
+    image: _Array,
+    grid: _Array,
+    grid_tangent: _Array,
+    *,
+    mode: _Mode = ...,
+    padding_mode: _Padding = ...,
+    align_corners: bool = ...,
     dtype: Any = ...,
     data_format: _Format = ...,
     num_threads: int | None = ...,

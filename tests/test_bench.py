@@ -894,6 +894,28 @@ def test_grid_workloads_are_the_issue_sizes(name):
     assert np.isfinite(coords).all() and np.abs(coords).max() <= 2
 
 
+def test_the_pure_jax_grid_sample_is_cropgrads_up_to_rounding():
+    # The benchmark's pure-JAX rival computes the same thing, gradients too.
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        import cropgrad.jax as cgj
+    except ImportError as exc:
+        missing(f"JAX cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
+    from cropgrad_bench import grid
+
+    rng = np.random.default_rng(0)
+    image = jnp.asarray(rng.standard_normal((2, 3, 7, 9)).astype(np.float32))
+    coords = jnp.asarray(rng.uniform(-1.3, 1.3, (2, 4, 5, 2)).astype(np.float32))
+    grads = jnp.asarray(rng.standard_normal((2, 3, 4, 5)).astype(np.float32))
+    ours, ours_vjp = jax.vjp(cgj.grid_sample, image, coords)
+    theirs, theirs_vjp = jax.vjp(grid.jax_gather_grid_sample, image, coords)
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
+    for a, b in zip(theirs_vjp(grads), ours_vjp(grads), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
 def test_grid_command_line_reports_every_column(tmp_path):
     from cropgrad_bench import grid
 
@@ -918,10 +940,12 @@ def test_grid_command_line_reports_every_column(tmp_path):
     columns = grid.cropgrad_columns("stn", 2)
     assert set(columns) <= set(row["median_s"])
     assert "cropgrad fwd+bwd NCHW / NHWC" in done.stdout
-    # PyTorch and ONNX Runtime give their columns or say why not.
+    # PyTorch, ONNX Runtime and JAX give their columns or say why not.
     for backend, column in (
         ("torch", "torch fwd+bwd"),
         ("onnxruntime", "onnxruntime forward"),
+        ("jax", "cropgrad.jax fwd+bwd"),
+        ("jax", "pure jax fwd+bwd"),
     ):
         assert (column in row["median_s"]) != (backend in row["errors"])
 

@@ -896,13 +896,15 @@ def test_an_older_jax_is_refused_at_import():
     )
 
 
-@pytest.mark.parametrize("module", ["cropgrad.jax", "cropgrad._jax.roi_align"])
+@pytest.mark.parametrize(
+    "module", ["cropgrad.jax", "cropgrad._jax.roi_align", "cropgrad._jax.grid_sample"]
+)
 def test_docstring_examples(module):
     import doctest
     import importlib
 
-    # cropgrad.jax re-exports the RoIAlign functions, whose examples
-    # testmod finds only in the module defining them.
+    # cropgrad.jax re-exports the RoIAlign and grid-sampling functions,
+    # whose examples testmod finds only in the module defining them.
     module = importlib.import_module(module)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0

@@ -1,9 +1,10 @@
 """cropgrad.jax: every op x what is differentiated x every transformation.
 
-Rows: an op of either family (crop_and_resize's and RoIAlign's) and the
-inputs differentiated (each alone, then together), in each layout; the
-RoIAlign cells vary their options (sampling ratio, alignment, spatial
-scale) from cell to cell.  Columns: how the derivative is taken.  A
+Rows: an op of a family (crop_and_resize's, RoIAlign's, grid sampling's)
+and the inputs differentiated (each alone, then together), in each layout;
+the RoIAlign cells vary their options (sampling ratio, alignment, spatial
+scale) from cell to cell, the grid-sampling cells theirs (mode, padding,
+alignment).  Columns: how the derivative is taken.  A
 reverse-mode cell compares the gradient of ``sum(op(...) * w)`` with the
 NumPy API's bits (the gradient kernels on the same arrays); a forward-mode
 cell compares ``jax.jvp`` with the NumPy API's bits (the forward op on the
@@ -82,6 +83,24 @@ ROI_ROWS = [
     ("roi_align_jvp_boxes", ("image", "boxes_tangent")),
     ("roi_align_jvp_boxes", ("boxes",)),
 ]
+# Grid sampling's rows: as RoIAlign's, the coordinates a grid.
+GRID_ROWS = [
+    ("grid_sample", ("image",)),
+    ("grid_sample", ("grid",)),
+    ("grid_sample", ("image", "grid")),
+    ("grid_sample_grad_image", ("grads",)),
+    ("grid_sample_grad_image", ("grid",)),
+    ("grid_sample_grad_image", ("grads", "grid")),
+    ("grid_sample_grad_grid", ("grads",)),
+    ("grid_sample_grad_grid", ("image",)),
+    ("grid_sample_grad_grid", ("grads", "image")),
+    ("grid_sample_grad_grid", ("grid",)),
+    ("grid_sample_jvp_grid", ("grid_tangent",)),
+    ("grid_sample_jvp_grid", ("image",)),
+    ("grid_sample_jvp_grid", ("image", "grid_tangent")),
+    ("grid_sample_jvp_grid", ("grid",)),
+]
+GRID_OUT = (3, 2)
 REVERSE = ["eager", "jit", "vmap", "scan", "checkpoint", "vjp", "jacrev"]
 SHARDED = ["shard_map-first-replicated", "shard_map-second-replicated"]
 FORWARD = ["jvp", "jacfwd"]
@@ -96,6 +115,15 @@ ROI_OPTIONS = [
     dict(sampling_ratio=-1, aligned=True, spatial_scale=0.5),
 ]
 
+# Grid sampling's options, taken in turn as RoIAlign's (nearest sampling
+# has a grid derivative of zeros, which the Jacobian cells refuse).
+GRID_OPTIONS = [
+    dict(mode="bilinear", padding_mode="zeros", align_corners=False),
+    dict(mode="bicubic", padding_mode="border", align_corners=True),
+    dict(mode="bilinear", padding_mode="reflection", align_corners=True),
+    dict(mode="bicubic", padding_mode="zeros", align_corners=False),
+]
+
 # The op's two main operands, for the shard_map columns: one replicated
 # over the devices, every other array sharded.
 MAIN = {
@@ -106,30 +134,42 @@ MAIN = {
     "roi_align_grad_image": ("grads", "boxes"),
     "roi_align_grad_boxes": ("grads", "image"),
     "roi_align_jvp_boxes": ("image", "boxes_tangent"),
+    "grid_sample": ("image", "grid"),
+    "grid_sample_grad_image": ("grads", "grid"),
+    "grid_sample_grad_grid": ("grads", "image"),
+    "grid_sample_jvp_grid": ("image", "grid_tangent"),
 }
 
 
 def family(op):
-    return "roi_align" if op.startswith("roi_align") else "crop_and_resize"
+    for fam in ("roi_align", "grid_sample"):
+        if op.startswith(fam):
+            return fam
+    return "crop_and_resize"
+
+
+def coords(fam):
+    return "grid" if fam == "grid_sample" else "boxes"
 
 
 def refused(op, wrt, mode):
     """What JAX raises differentiating `op` in `wrt` in `mode` ("forward" or
     "reverse"), as a pattern of its message, or None: it works."""
     fam = family(op)
+    where = coords(fam)
     # The derivative along the boxes of the image gradient has no kernel:
     # forward mode of the image gradient along the boxes needs it, and so
     # does reverse mode of the boxes gradient and the boxes JVP along the
     # image (its transpose); reverse mode of the image gradient along the
     # boxes transposes it into the boxes gradient.
     no_kernel = f"no kernel for the derivative of {fam}_grad_image"
-    if op in (f"{fam}_grad_boxes", f"{fam}_jvp_boxes"):
-        if "boxes" in wrt:
+    if op in (f"{fam}_grad_{where}", f"{fam}_jvp_{where}"):
+        if where in wrt:
             # Themselves derivatives along the boxes: not again.
-            return f"differentiates {fam} once with respect to the boxes"
+            return f"differentiates {fam} once with respect to the {where}"
         if mode == "reverse" and "image" in wrt:
             return no_kernel
-    if mode == "forward" and op == f"{fam}_grad_image" and "boxes" in wrt:
+    if mode == "forward" and op == f"{fam}_grad_image" and where in wrt:
         return no_kernel
     return None
 
@@ -143,6 +183,8 @@ def problem(seed, op, options):
     for `options` (the layout, and RoIAlign's options)."""
     if family(op) == "roi_align":
         return roi_problem(seed, options)
+    if family(op) == "grid_sample":
+        return grid_problem(seed, options)
     data_format = options["data_format"]
     rng = np.random.default_rng(seed)
 
@@ -211,12 +253,46 @@ def roi_problem(seed, options):
     return arrays, weights, tangents
 
 
+def grid_problem(seed, options):
+    """Grid sampling's problem: a grid reaching past the image's edges."""
+    data_format = options["data_format"]
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    image = normal(BATCH, HEIGHT, WIDTH, DEPTH)
+    grads = normal(BATCH, *GRID_OUT, DEPTH)
+    grid_shape = (BATCH, *GRID_OUT, 2)
+    arrays = {
+        "image": to_layout(image, data_format),
+        "grads": to_layout(grads, data_format),
+        "grid": rng.uniform(-1.2, 1.2, grid_shape).astype(np.float32),
+        "grid_tangent": normal(*grid_shape),
+    }
+    weights = {
+        "grid_sample": to_layout(normal(*grads.shape), data_format),
+        "grid_sample_grad_image": to_layout(normal(*image.shape), data_format),
+        "grid_sample_grad_grid": normal(*grid_shape),
+        "grid_sample_jvp_grid": to_layout(normal(*grads.shape), data_format),
+    }
+    tangents = {
+        "image": to_layout(normal(*image.shape), data_format),
+        "grads": to_layout(normal(*grads.shape), data_format),
+        "grid": normal(*grid_shape),
+        "grid_tangent": normal(*grid_shape),
+    }
+    return arrays, weights, tangents
+
+
 def image_shape(data_format):
     return to_layout(np.zeros((BATCH, HEIGHT, WIDTH, DEPTH)), data_format).shape
 
 
 def call(op, a, options):
     """The JAX op on the arrays of `a`."""
+    if family(op) == "grid_sample":
+        return grid_call(op, a, options)
     image, boxes, box_ind, grads = a["image"], a["boxes"], a["box_ind"], a["grads"]
     shape = image_shape(options["data_format"])
     if op == "crop_and_resize":
@@ -239,6 +315,52 @@ def call(op, a, options):
     )
 
 
+def grid_call(op, a, options):
+    image, grid, grads = a["image"], a["grid"], a["grads"]
+    if op == "grid_sample":
+        return cgj.grid_sample(image, grid, **options)
+    if op == "grid_sample_grad_image":
+        shape = image_shape(options["data_format"])
+        return cgj.grid_sample_grad_image(grads, grid, shape, **options)
+    if op == "grid_sample_grad_grid":
+        return cgj.grid_sample_grad_grid(grads, image, grid, **options)
+    assert op == "grid_sample_jvp_grid"
+    return cgj.grid_sample_jvp_grid(image, grid, a["grid_tangent"], **options)
+
+
+def grid_parts(a, t):
+    """Grid sampling's tables of `expected_gradient` (cotangent `t`) and
+    `expected_tangent` (tangents `t`): by op suffix and input, the NumPy
+    op's suffix and arguments."""
+    x, p, g = a["image"], a["grid"], a["grads"]
+    if isinstance(t, dict):
+        tx, tg, tp, tt = (t.get(n) for n in ("image", "grads", "grid", "grid_tangent"))
+        return {
+            "": {"image": ("", (tx, p)), "grid": ("_jvp_grid", (x, p, tp))},
+            "_grad_image": {"grads": ("_grad_image", (tg, p, x.shape))},
+            "_grad_grid": {
+                "grads": ("_grad_grid", (tg, x, p)),
+                "image": ("_grad_grid", (g, tx, p)),
+            },
+            "_jvp_grid": {
+                "image": ("_jvp_grid", (tx, p, a["grid_tangent"])),
+                "grid_tangent": ("_jvp_grid", (x, p, tt)),
+            },
+        }
+    return {
+        "": {
+            "image": ("_grad_image", (t, p, x.shape)),
+            "grid": ("_grad_grid", (t, x, p)),
+        },
+        "_grad_image": {
+            "grads": ("", (t, p)),
+            "grid": ("_grad_grid", (g, t, p)),
+        },
+        "_grad_grid": {"grads": ("_jvp_grid", (x, p, t))},
+        "_jvp_grid": {"grid_tangent": ("_grad_grid", (t, x, p))},
+    }
+
+
 def numpy_op(name, *args, options):
     """The NumPy API's `name` with XLA:CPU's flush-to-zero."""
     return getattr(cropgrad, name)(*args, flush_denormals=True, **options)
@@ -248,6 +370,9 @@ def expected_gradient(op, wrt, a, w, options):
     """The NumPy API's gradient of sum(op(a) * w) with respect to `wrt`:
     the transpose of the op's linear map in `wrt`, applied to `w`."""
     fam = family(op)
+    if fam == "grid_sample":
+        suffix, args = grid_parts(a, w)[op[len(fam) :]][wrt]
+        return numpy_op(fam + suffix, *args, options=options)
     size = ROI_OUTPUT if fam == "roi_align" else CROP
     x, b, k, g = a["image"], a["boxes"], a["box_ind"], a["grads"]
     # By the op's name after its family's, then the input: the NumPy op
@@ -272,6 +397,13 @@ def expected_tangent(op, wrt, a, t, options):
     """The NumPy API's derivative of op(a) along tangents `t` of `wrt`: the
     parts along each input, added in the op's operand order."""
     fam = family(op)
+    if fam == "grid_sample":
+        total = None
+        for name in wrt:
+            suffix, args = grid_parts(a, t)[op[len(fam) :]][name]
+            part = numpy_op(fam + suffix, *args, options=options)
+            total = part if total is None else total + part
+        return total
     size = ROI_OUTPUT if fam == "roi_align" else CROP
     x, b, k, g = a["image"], a["boxes"], a["box_ind"], a["grads"]
     tx, tg, tb, tt = (t.get(n) for n in ("image", "grads", "boxes", "boxes_tangent"))
@@ -474,17 +606,34 @@ def roi_options(cell_number):
     return ROI_OPTIONS[cell_number % len(ROI_OPTIONS)]
 
 
-CELLS = [
-    (op, wrt, column, {"data_format": data_format})
-    for data_format in LAYOUTS
-    for op, wrt in ROWS
-    for column in COLUMNS
-] + [
-    (op, wrt, column, {"data_format": data_format, **roi_options(r + c + n)})
-    for n, data_format in enumerate(LAYOUTS)
-    for r, (op, wrt) in enumerate(ROI_ROWS)
-    for c, column in enumerate(COLUMNS)
-]
+CELLS = (
+    [
+        (op, wrt, column, {"data_format": data_format})
+        for data_format in LAYOUTS
+        for op, wrt in ROWS
+        for column in COLUMNS
+    ]
+    + [
+        (op, wrt, column, {"data_format": data_format, **roi_options(r + c + n)})
+        for n, data_format in enumerate(LAYOUTS)
+        for r, (op, wrt) in enumerate(ROI_ROWS)
+        for c, column in enumerate(COLUMNS)
+    ]
+    + [
+        (
+            op,
+            wrt,
+            column,
+            {
+                "data_format": data_format,
+                **GRID_OPTIONS[(r + c + n) % len(GRID_OPTIONS)],
+            },
+        )
+        for n, data_format in enumerate(LAYOUTS)
+        for r, (op, wrt) in enumerate(GRID_ROWS)
+        for c, column in enumerate(COLUMNS)
+    ]
+)
 
 
 def cell_id(cell):
@@ -494,6 +643,9 @@ def cell_id(cell):
         words.append(f"ratio{options['sampling_ratio']}")
         words.append("aligned" if options["aligned"] else "unaligned")
         words.append(f"scale{options['spatial_scale']}")
+    if family(op) == "grid_sample":
+        words += [options["mode"], options["padding_mode"]]
+        words.append("aligned" if options["align_corners"] else "unaligned")
     return "-".join(words)
 
 
@@ -501,7 +653,8 @@ def test_matrix_dimensions():
     assert len(ROWS) * len(LAYOUTS) == 14
     assert len(ROI_ROWS) * len(LAYOUTS) == 28
     assert len(COLUMNS) == 11
-    assert len(CELLS) == (14 + 28) * 11
+    assert len(GRID_ROWS) * len(LAYOUTS) == 28
+    assert len(CELLS) == (14 + 28 + 28) * 11
     # Every RoIAlign row, in each layout, meets every set of options.
     for op, wrt in ROI_ROWS:
         for data_format in LAYOUTS:
@@ -518,7 +671,7 @@ def test_what_raises():
     """The cells expected to raise, and only they (in each layout)."""
     raising = {
         (op, wrt, mode)
-        for op, wrt in ROWS + ROI_ROWS
+        for op, wrt in ROWS + ROI_ROWS + GRID_ROWS
         for mode in ("forward", "reverse")
         if refused(op, wrt, mode)
     }
@@ -535,6 +688,16 @@ def test_what_raises():
         ("roi_align_jvp_boxes", ("image", "boxes_tangent"), "reverse"),
         ("roi_align_jvp_boxes", ("boxes",), "reverse"),
         ("roi_align_jvp_boxes", ("boxes",), "forward"),
+        ("grid_sample_grad_image", ("grid",), "forward"),
+        ("grid_sample_grad_image", ("grads", "grid"), "forward"),
+        ("grid_sample_grad_grid", ("image",), "reverse"),
+        ("grid_sample_grad_grid", ("grads", "image"), "reverse"),
+        ("grid_sample_grad_grid", ("grid",), "reverse"),
+        ("grid_sample_grad_grid", ("grid",), "forward"),
+        ("grid_sample_jvp_grid", ("image",), "reverse"),
+        ("grid_sample_jvp_grid", ("image", "grid_tangent"), "reverse"),
+        ("grid_sample_jvp_grid", ("grid",), "reverse"),
+        ("grid_sample_jvp_grid", ("grid",), "forward"),
     }
 
 

@@ -5,8 +5,7 @@ Each row of `MISTAKES` spoils one argument of a valid call; the call is
 made through the three APIs on the same arrays, and the exceptions
 compared: crop_and_resize's family in NHWC, which every API takes, and
 RoIAlign's in NCHW, its default and the only layout of PyTorch's RoIAlign,
-as grid sampling's (which JAX does not have yet: the APIs that have an op
-are compared; PyTorch's take torch.nn.functional.grid_sample's arguments,
+as grid sampling's (PyTorch's take torch.nn.functional.grid_sample's arguments,
 the forward op through `cropgrad.torch.grid_sample`, the others through
 ``torch.ops.cropgrad.grid_sample_*``).
 PyTorch's RoIAlign takes torchvision's arguments: `cropgrad.torch.roi_align`
@@ -159,6 +158,8 @@ DATA = (
     "roi_align_grad_image: no image for the boxes",
     "roi_align_grad_boxes: NaN box",
     "roi_align_jvp_boxes: NaN box",
+    "grid_sample: NaN grid",
+    "grid_sample_grad_grid: NaN grid",
 )
 
 # (name, op, argument, spoilt value, exception)
@@ -334,7 +335,7 @@ def _with_nan(a, at):
     return a
 
 
-# Grid sampling's, named after their op (JAX has no grid_sample yet).
+# Grid sampling's, named after their op.
 GRID_MISTAKES = [
     ("unknown mode", "grid_sample", "mode", "linear", ValueError),
     ("unknown padding", "grid_sample", "padding_mode", "wrap", ValueError),

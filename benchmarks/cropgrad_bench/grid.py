@@ -19,9 +19,12 @@ forward + backward (the forward op, the image gradient and the grid
 gradient: what autograd calls) on 1 thread and on the default threads, NCHW
 and NHWC; PyTorch's forward and forward + backward (``torch.autograd.grad``
 in both inputs) on 1 and on the default threads; ONNX Runtime's
-``GridSample`` forward.  PyTorch and ONNX Runtime run in a worker process
-of their own (their OpenMP runtime apart from cropgrad's), on the same
-arrays made from the same seed.
+``GridSample`` forward; ``cropgrad.jax.grid_sample`` jitted, forward and
+forward + backward (``jax.vjp`` in both inputs), beside the same in pure
+JAX (bilinear, zeros: four gathers, differentiated by JAX).  PyTorch, ONNX
+Runtime and JAX run in a worker process of their own (their OpenMP runtime
+and thread pools apart from cropgrad's), on the same arrays made from the
+same seed.
 """
 
 import argparse
@@ -197,6 +200,61 @@ def onnxruntime_columns(name, threads):
     return {"onnxruntime forward": lambda: session.run(None, {"X": image, "G": grid})}
 
 
+def jax_gather_grid_sample(image, grid):
+    """PyTorch's grid_sample (bilinear, zeros, align_corners=False) in pure
+    JAX: the four taps of each point gathered, those outside the image
+    weighted 0.  NCHW, float32."""
+    import jax
+    import jax.numpy as jnp
+
+    _, _, h, w = image.shape
+    x = ((grid[..., 0] + 1) * w - 1) / 2
+    y = ((grid[..., 1] + 1) * h - 1) / 2
+    x0, y0 = jnp.floor(x), jnp.floor(y)
+    fx, fy = x - x0, y - y0
+
+    def one(img, x0, y0, fx, fy):
+        out = 0.0
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                xx, yy = x0 + dx, y0 + dy
+                inside = (xx >= 0) & (xx <= w - 1) & (yy >= 0) & (yy <= h - 1)
+                xi = jnp.clip(xx, 0, w - 1).astype(jnp.int32)
+                yi = jnp.clip(yy, 0, h - 1).astype(jnp.int32)
+                out = out + img[:, yi, xi] * jnp.where(inside, wx * wy, 0.0)
+        return out
+
+    return jax.vmap(one)(image, x0, y0, fx, fy)
+
+
+def jax_columns(name, threads):
+    """cropgrad.jax's grid_sample and the pure-JAX gather, jitted."""
+    import jax
+    import jax.numpy as jnp
+
+    import cropgrad.jax as cgj
+
+    image, grid, grads = (jnp.asarray(a) for a in make_problem(name))
+
+    def columns(label, sample):
+        forward = jax.jit(sample)
+
+        @jax.jit
+        def both(x, g, c):
+            _, vjp = jax.vjp(sample, x, g)
+            return vjp(c)
+
+        return {
+            f"{label} forward": lambda: forward(image, grid).block_until_ready(),
+            f"{label} fwd+bwd": lambda: jax.block_until_ready(both(image, grid, grads)),
+        }
+
+    return {
+        **columns("cropgrad.jax", cgj.grid_sample),
+        **columns("pure jax", jax_gather_grid_sample),
+    }
+
+
 def measure(columns, rounds):
     """Median seconds of each column, the columns interleaved round by round."""
     inner = {k: _inner(fn) for k, fn in columns.items()}
@@ -210,7 +268,11 @@ def measure(columns, rounds):
 def worker(backend, name, threads, rounds):
     """Run in a process of its own: the backend's columns, as JSON."""
     try:
-        make = torch_columns if backend == "torch" else onnxruntime_columns
+        make = {
+            "torch": torch_columns,
+            "onnxruntime": onnxruntime_columns,
+            "jax": jax_columns,
+        }[backend]
         columns = make(name, threads)
     except ImportError as exc:
         return {"error": f"{backend} is not installed ({exc})"}
@@ -241,7 +303,7 @@ def run(names=WORKLOADS, rounds=7, progress=print):
         progress(f"{name}: cropgrad")
         medians = measure(cropgrad_columns(name, threads), rounds)
         errors = {}
-        for backend in ("torch", "onnxruntime"):
+        for backend in ("torch", "onnxruntime", "jax"):
             progress(f"{name}: {backend} (worker)")
             reply = _run_worker(backend, name, threads, rounds)
             if "error" in reply:
@@ -262,6 +324,8 @@ RATIOS = (
     ("torch forward / cropgrad", "torch forward", "cropgrad forward"),
     ("onnxruntime forward / cropgrad", "onnxruntime forward", "cropgrad forward"),
     ("cropgrad fwd+bwd NCHW / NHWC", "cropgrad fwd+bwd", "cropgrad fwd+bwd NHWC"),
+    ("pure jax forward / cropgrad.jax", "pure jax forward", "cropgrad.jax forward"),
+    ("pure jax fwd+bwd / cropgrad.jax", "pure jax fwd+bwd", "cropgrad.jax fwd+bwd"),
 )
 
 

@@ -32,11 +32,11 @@ _NCHW = _v.LAYOUT_CODES["NCHW"]
 # The C-level API's codes of the options, in the order of the model's
 # choices (CG_BILINEAR, CG_NEAREST, CG_BICUBIC; CG_ZEROS, CG_BORDER,
 # CG_REFLECTION).
-_MODE_CODES = {m: _v.CODES[f"CG_{m.upper()}"] for m in MODES}
-_PADDING_CODES = {p: _v.CODES[f"CG_{p.upper()}"] for p in PADDING_MODES}
+MODE_CODES = {m: _v.CODES[f"CG_{m.upper()}"] for m in MODES}
+PADDING_CODES = {p: _v.CODES[f"CG_{p.upper()}"] for p in PADDING_MODES}
 
 
-def _choice(value, name, choices):
+def choice(value, name, choices):
     if isinstance(value, str) and value in choices:
         return value
     listed = ", ".join(repr(c) for c in choices)
@@ -46,8 +46,8 @@ def _choice(value, name, choices):
 def _options(mode, padding_mode, align_corners, data_format, num_threads, flush):
     """The options every op takes, checked in this order, as the C-level
     API's codes: (mode, padding, aligned, nchw, threads, flush)."""
-    mode = _MODE_CODES[_choice(mode, "mode", MODES)]
-    padding = _PADDING_CODES[_choice(padding_mode, "padding_mode", PADDING_MODES)]
+    mode = MODE_CODES[choice(mode, "mode", MODES)]
+    padding = PADDING_CODES[choice(padding_mode, "padding_mode", PADDING_MODES)]
     aligned = _v.flag(align_corners, "align_corners")
     nchw = _v.data_format(data_format) == _NCHW
     return (

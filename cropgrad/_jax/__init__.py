@@ -20,7 +20,7 @@ Modules, what each owns and what it may import (besides JAX and NumPy):
 ``ops``
     The table: one row a primitive (operands and parameters from the
     signature table, FFI target, result, gate, linear operands and their
-    transposes, derivative along the boxes), made by family.  Imports
+    transposes, derivative along the coordinates), made by family.  Imports
     cropgrad._ops and ``checks``.
 ``checks``
     Argument conversion and the trace-time gate.  Imports
@@ -39,9 +39,9 @@ Modules, what each owns and what it may import (besides JAX and NumPy):
     cropgrad._api.validation, ``ops``, ``primitives`` and ``shapes``.
 ``registration``
     The handlers registered with XLA.  Imports ``handlers``.
-``roi_align``
-    The RoIAlign family's public functions, which cropgrad.jax re-exports.
-    Imports ``checks`` and ``primitives``.
+``roi_align``, ``grid_sample``
+    The RoIAlign and grid-sampling families' public functions, which
+    cropgrad.jax re-exports.  Import ``checks`` and ``primitives``.
 
 Compiled, built without JAX (no module above is imported by them):
 

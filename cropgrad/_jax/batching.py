@@ -8,6 +8,11 @@ still indexes its own problem's image; an image gradient (``image_shape``)
 grows n times as well.  The op's ``fold`` parameter records each fold for
 the kernel's messages.
 
+Grid sampling (a row's ``fold_batch``) has a leading batch axis in every
+operand, the image's, grid's, grads' and tangent's alike: the mapped axis
+folds into it for each of them (an unmapped operand repeated n times), and
+``image_shape``'s batch grows n times.
+
 The rule runs the op's gate on the call it was given, in the caller's
 shapes, before folding: the folded call's abstract evaluation does not.
 
@@ -64,6 +69,8 @@ def _rule(name, operands, dims, **params):
             params,
         )
     (n,) = {x.shape[d] for x, d in zip(operands, dims) if d is not None}
+    if op.fold_batch:
+        return _fold_batch(name, operands, dims, n, params)
     out_image = "image_shape" in params
     image_batched = any(
         d is not None for k, d in zip(op.operands, dims) if k == "image"
@@ -91,4 +98,18 @@ def _rule(name, operands, dims, **params):
             folded[k] = x.reshape(n * x.shape[1], *x.shape[2:])
     params["fold"] = ((n, shift), *params["fold"])
     out = _primitives.PRIMITIVES[name].bind(*(folded[k] for k in op.operands), **params)
+    return _unfold(out, n), 0
+
+
+def _fold_batch(name, operands, dims, n, params):
+    """The rule of an op whose every operand has a leading batch axis."""
+    if "image_shape" in params:
+        batch = params["image_shape"][0]
+        params["image_shape"] = (n * batch, *params["image_shape"][1:])
+    folded = []
+    for x, d in zip(operands, dims):
+        x = batching.bdim_at_front(x, d, n)
+        folded.append(x.reshape(n * x.shape[1], *x.shape[2:]))
+    params["fold"] = ((n, True), *params["fold"])
+    out = _primitives.PRIMITIVES[name].bind(*folded, **params)
     return _unfold(out, n), 0

@@ -18,7 +18,7 @@ Errors in the data (a non-finite box, a box index out of range) are the
 kernel's to find, when the call runs.
 
 May import: JAX, NumPy, cropgrad._api.validation, cropgrad._core,
-cropgrad._ops, cropgrad._jax.handlers.
+cropgrad._api.grid_sample, cropgrad._ops, cropgrad._jax.handlers.
 """
 
 import functools
@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cropgrad import _core, _ops
+from cropgrad._api import grid_sample as _gs
 from cropgrad._api import validation as _v
 from cropgrad._jax import handlers as _handlers
 
@@ -63,6 +64,7 @@ IMAGE_DTYPES = tuple(
 
 # Each layout code's name, for the NumPy API's messages.
 _LAYOUT_NAMES = {code: name for name, code in _v.LAYOUT_CODES.items()}
+NCHW = _v.LAYOUT_CODES["NCHW"]
 
 
 # --------------------------------------------------------------------------
@@ -299,6 +301,81 @@ def boxes_tangent(value, num_boxes, dtype):
 
 
 # --------------------------------------------------------------------------
+# Grid sampling's arguments: PyTorch's grid [N, H_out, W_out, 2] of (x, y),
+# every array computed in the arithmetic type (float64 for float64 data,
+# float32 otherwise), as the NumPy API computes them; its conversions and
+# shape checks are the NumPy API's (cropgrad._api.grid_sample)
+
+
+def grid_options(mode, padding_mode, align_corners, data_format, num_threads):
+    """The options every grid-sampling op takes, as its primitive's
+    parameters, in the NumPy API's order of checks (``data_format``: the
+    caller's layout; the primitives compute in NCHW)."""
+    mode = _gs.MODE_CODES[_gs.choice(static(mode, "mode"), "mode", _gs.MODES)]
+    padding = static(padding_mode, "padding_mode")
+    padding = _gs.PADDING_CODES[_gs.choice(padding, "padding_mode", _gs.PADDING_MODES)]
+    aligned = _v.flag(static(align_corners, "align_corners"), "align_corners")
+    layout = _layout(data_format)
+    num_threads = _v.threads(static(num_threads, "num_threads"))
+    return {
+        "mode": mode,
+        "padding_mode": padding,
+        "align_corners": aligned,
+        "data_format": layout,
+        "num_threads": DEFAULT_THREADS if num_threads == 0 else num_threads,
+    }
+
+
+def grid_image(value, layout):
+    """A grid-sampling image: 4-D in `layout` (a 5-D one refused with the
+    NumPy API's words), of an image dtype."""
+    value = array(value, "image")
+    if value.ndim == 5:
+        axes = "(N, C, H, W)" if layout == NCHW else "(N, H, W, C)"
+        raise ValueError(
+            f"image must be 4-D {axes}, got shape {value.shape}: "
+            "volumetric (5-D) grid sampling is not provided"
+        )
+    return image(value, layout)
+
+
+def grid_grads(value, dtype=None):
+    """Grid sampling's ``grads`` in `dtype`, or in their own arithmetic
+    type."""
+    value = array(value, "grads")
+    if dtype is None:
+        dtype = arithmetic(value.dtype)
+    return value.astype(dtype)
+
+
+def grid(value, dtype, name="grid"):
+    """The grid (or its tangent, `name`) in the arithmetic type `dtype`."""
+    return array(value, name).astype(dtype)
+
+
+def grid_result_dtype(dtype, data_dtype, arith):
+    """The output dtype, refusing float16 and bfloat16 from float64
+    arithmetic as the NumPy API does (they would be rounded twice)."""
+    result = result_dtype(dtype, data_dtype)
+    if arith == np.float64 and result.itemsize < 4:
+        raise TypeError(
+            f"dtype {result} is not computed from float64 data: its result "
+            "would be rounded twice; ask for float32 or float64"
+        )
+    return result
+
+
+def to_nchw(x, layout):
+    """`x` (in `layout`) as NCHW."""
+    return x if layout == NCHW else jnp.transpose(x, (0, 3, 1, 2))
+
+
+def from_nchw(x, layout):
+    """`x` (NCHW) in `layout`."""
+    return x if layout == NCHW else jnp.transpose(x, (0, 2, 3, 1))
+
+
+# --------------------------------------------------------------------------
 # The gate: each op's metadata checks, from its operands' shapes and dtypes
 # (`a`, by operand name) and its primitive's parameters (`p`)
 
@@ -397,6 +474,41 @@ def _roi_grad_boxes(a, p):
     )
 
 
+def _grid_nchw(shape, p):
+    """`shape`, in the layout of parameter ``data_format``, as NCHW."""
+    if p["data_format"] == NCHW:
+        return tuple(shape)
+    n, h, w, c = shape
+    return n, c, h, w
+
+
+def _grid_checks(image, a, p, what="image"):
+    """The checks of grid sampling's grid against an NCHW `image` shape, and
+    of its grads, if any, against the sampled output's shape."""
+    n, c, h, w = image
+    _gs.grid_shape(tuple(a["grid"].shape), n)
+    _gs.spatial(h, w, what)
+    out_h, out_w = a["grid"].shape[1:3]
+    if "grads" in a:
+        nchw = p["data_format"] == NCHW
+        _gs.grads_shape(tuple(a["grads"].shape), (n, c, out_h, out_w), nchw)
+
+
+def _grid_sample(a, p):
+    """The forward op's gate; also the grid JVP's (its tangent the grid's
+    shape) and the grid gradient's."""
+    _grid_checks(_grid_nchw(a["image"].shape, p), a, p)
+    if "grid_tangent" in a:
+        _gs.tangent_shape(tuple(a["grid_tangent"].shape), tuple(a["grid"].shape))
+
+
+def _grid_grad_image(a, p):
+    size = p["image_shape"]
+    if min(size) < 0:
+        raise ValueError(f"image_shape must not be negative, got {size}")
+    _grid_checks(_grid_nchw(size, p), a, p, "image_shape")
+
+
 # The gates by family and op kind (cropgrad._ops.KINDS); `GATES` names them
 # by op from the model.
 _GATES_BY_KIND = {
@@ -411,6 +523,12 @@ _GATES_BY_KIND = {
         "grad_image": _roi_grad_image,
         "grad_coords": _roi_grad_boxes,
         "jvp_coords": _roi_align,
+    },
+    "grid_sample": {
+        "forward": _grid_sample,
+        "grad_image": _grid_grad_image,
+        "grad_coords": _grid_sample,
+        "jvp_coords": _grid_sample,
     },
 }
 

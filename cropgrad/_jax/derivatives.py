@@ -1,10 +1,10 @@
 """Derivatives: one JVP rule and one transpose rule for every op of the table.
 
 Each op is linear in some of its operands (the row's ``transposes``) and
-has a derivative along the boxes (``along_boxes``).  The JVP rule gives the
+has a derivative along its coordinates (``along_coords``).  The JVP rule gives the
 tangent as other ops applied to the tangents, linearly: the op itself on
 the tangent of an operand it is linear in (with no fill outside the image),
-plus the derivative along the boxes on the boxes' tangent.  The transpose
+plus the derivative along the coordinates on their tangent.  The transpose
 rule of an op, in the one operand JAX transposes it in, is the op the row
 names with the cotangent as the operand it names (ops.py draws the four
 pairs).  JAX derives reverse mode (grad, vjp, scan, checkpoint) by
@@ -50,20 +50,21 @@ def _replaced(xs, i, x):
     return (*xs[:i], x, *xs[i + 1 :])
 
 
-def _boxes_second_derivative(op):
+def _second_derivative(op):
+    where = op.where
     return NotImplementedError(
-        f"{op.second_derivative_of} is not differentiable with respect to the "
-        f"boxes: cropgrad.jax differentiates {op.family} once with respect to "
-        "the boxes (the sampling's second derivative in the box coordinates "
-        "has no kernel)"
+        f"{op.second_derivative_of} is not differentiable with respect to "
+        f"{where}: cropgrad.jax differentiates {op.family} once with respect to "
+        f"{where} (the sampling's second derivative in "
+        f"{'the box coordinates' if op.coords == 'boxes' else where} has no kernel)"
     )
 
 
 def _jvp(name, primals, tangents, **params):
     op = _ops.OPS[name]
-    t_boxes = tangents[op.operands.index("boxes")]
-    if _nonzero(t_boxes) and op.along_boxes is None:
-        raise _boxes_second_derivative(op)
+    t_coords = tangents[op.operands.index(op.coords)]
+    if _nonzero(t_coords) and op.along_coords is None:
+        raise _second_derivative(op)
     out = bind(name, *primals, **params)
     t_out = _zero_like(out)
     # Linear in these operands, but for the fill of samples outside the
@@ -75,10 +76,11 @@ def _jvp(name, primals, tangents, **params):
                 t_out, bind(name, *_replaced(primals, i, tangents[i]), **linear)
             )
     # Nearest sampling is piecewise constant in the boxes: their derivative
-    # is zero wherever it exists (RoIAlign samples bilinearly).
-    if _nonzero(t_boxes) and params.get("method", _BILINEAR) == _BILINEAR:
-        along = _ops.OPS[op.along_boxes]
-        values = {**dict(zip(op.operands, primals)), "boxes_tangent": t_boxes}
+    # is zero wherever it exists (RoIAlign samples bilinearly; grid
+    # sampling's JVP kernel has every mode's, PyTorch's).
+    if _nonzero(t_coords) and params.get("method", _BILINEAR) == _BILINEAR:
+        along = _ops.OPS[op.along_coords]
+        values = {**dict(zip(op.operands, primals)), op.tangent: t_coords}
         t_out = ad.add_tangents(
             t_out, bind(along.name, *(values[k] for k in along.operands), **params)
         )
@@ -112,7 +114,7 @@ def _transpose(name, ct, *operands, **params):
     # JAX transposes in the only undefined operand, one the op is linear in;
     # any other case is refused.
     if sum(undefined) != 1 or op.operands[undefined.index(True)] not in op.transposes:
-        raise _not_linear(op.title, "the boxes")
+        raise _not_linear(op.title, op.where)
     at = undefined.index(True)
     if params.get("extrapolation_value", 0) != 0:
         raise _not_linear(f"{op.title} with a nonzero extrapolation_value", "the image")

@@ -22,8 +22,10 @@ from cropgrad._jax.ffi cimport (
 cdef struct Attributes:
     # The attributes every handler takes: the layout and the threads; the
     # crop_and_resize family's method (and its forward op's fill); the
-    # RoIAlign family's sampling.
+    # RoIAlign family's sampling; the grid-sampling family's mode (in
+    # `method`), padding and align_corners (in `aligned`).
     int method
+    int padding_mode
     int layout
     int num_threads
     float extrapolation_value
@@ -74,6 +76,8 @@ cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil
 cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
                                capi.cg_error* e) noexcept nogil
+cdef int decode_grid_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+                                capi.cg_error* e) noexcept nogil
 cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
                   capi.cg_error* e) noexcept nogil
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,

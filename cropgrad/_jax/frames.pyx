@@ -272,6 +272,31 @@ cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
     return _layout_and_threads(&frame.attrs, a, e)
 
 
+cdef int decode_grid_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+                                capi.cg_error* e) noexcept nogil:
+    """Decode the grid-sampling family's attributes: ``mode``,
+    ``padding_mode`` and ``align_corners`` (s32), the layout, the threads.
+    A fold is not restated: a grid's message names its point by number,
+    which a fold along the batch keeps batch-major."""
+    cdef void* v = _attr(&frame.attrs, "mode", CG_FFI_S32, e)
+    if v == NULL:
+        return -1
+    a.method = (<int32_t*>v)[0]
+    v = _attr(&frame.attrs, "padding_mode", CG_FFI_S32, e)
+    if v == NULL:
+        return -1
+    a.padding_mode = (<int32_t*>v)[0]
+    v = _attr(&frame.attrs, "align_corners", CG_FFI_S32, e)
+    if v == NULL:
+        return -1
+    a.aligned = (<int32_t*>v)[0] != 0
+    a.extrapolation_value = 0
+    if _layout_and_threads(&frame.attrs, a, e) < 0:
+        return -1
+    a.fold_rank = 0
+    return 0
+
+
 cdef int _layout_and_threads(const cg_ffi_attrs* attrs, Attributes* a,
                              capi.cg_error* e) noexcept nogil:
     """Decode ``layout`` and ``num_threads`` (s32), and the fold."""

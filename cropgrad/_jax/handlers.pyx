@@ -59,6 +59,21 @@ Targets and their operands (shapes in the layout's order, NHWC or NCHW):
     image, boxes, box_ind, boxes_tangent [n, 4] in the boxes' dtype -> the
     pooled output's derivative along the tangent.
 
+``cropgrad_grid_sample``
+    image [N, C, H, W], grid [N, H_out, W_out, 2] -> [N, C, H_out, W_out],
+    every array f32 or f64, all of one type (the arithmetic type: cropgrad.jax
+    converts them and casts the result); attributes ``mode``,
+    ``padding_mode``, ``align_corners``, ``layout`` (NCHW), ``num_threads``
+    s32.
+``cropgrad_grid_sample_grad_image``
+    grads [N, C, H_out, W_out], grid -> the image gradient, of the output's
+    shape; attributes as above.
+``cropgrad_grid_sample_grad_grid``
+    grads, image, grid -> the grid's shape.
+``cropgrad_grid_sample_jvp_grid``
+    image, grid, grid_tangent (the grid's shape) -> the sampled output's
+    derivative along the tangent.
+
 ``cropgrad_ffi_version``
     no operand -> s32 [2]: the FFI API version of the running XLA.
 
@@ -78,6 +93,7 @@ from libc.stdio cimport snprintf
 
 from cropgrad cimport capi
 from cropgrad._capi cimport crop_and_resize as cr
+from cropgrad._capi cimport grid_sample as gs
 from cropgrad._capi cimport roi_align as ra
 from cropgrad._jax cimport frames
 from cropgrad._jax.ffi cimport (
@@ -414,6 +430,9 @@ cdef void _run_roi_align_jvp_coords(
         d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
         frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
 
+
+# The grid-sampling family's runs.
+include "handlers_grid.pxi"
 
 # The smallest op: it reports the FFI API version of the running XLA (the
 # plumbing's own test, and a fact for error messages).

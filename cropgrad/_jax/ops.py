@@ -6,9 +6,10 @@ spelling), the FFI target it lowers to, the kind of its result, the gate it
 runs while traced, and how it is differentiated.  The primitives
 (primitives.py), the vmap rule (batching.py) and the JVP and transpose
 rules (derivatives.py) are written once for every row.  The rows come by
-family (`_family`): an op like crop_and_resize (or roi_align), its image
-and boxes gradients, its boxes JVP, and the image gradient's derivative
-along the boxes, linked by the same transposes; another family is one
+family (`_family`): an op like crop_and_resize (or roi_align,
+grid_sample), its image and coordinates gradients, its coordinates JVP,
+and the image gradient's derivative along the coordinates, linked by the
+same transposes; another family is one
 more ``_family`` call here, its handlers in handlers.pyx, its gates in
 checks.py and its public functions.
 
@@ -16,11 +17,15 @@ A parameter has the name the public function's argument has, and holds the
 converted value: ``method`` and ``data_format`` their codes, ``num_threads``
 the count (`DEFAULT_THREADS` for None), ``crop_size``, ``output_size`` and
 ``image_shape`` tuples of ints, ``dtype`` a NumPy dtype (RoIAlign's: the
-result's, never None), ``spatial_scale`` a float, ``sampling_ratio`` an
-int, ``aligned`` a bool.  Every primitive also has ``fold``:
+result's, never None; grid sampling's: the arithmetic type, which
+cropgrad.jax casts from), ``spatial_scale`` a float, ``sampling_ratio`` an
+int, ``aligned`` and ``align_corners`` bools, ``mode`` and
+``padding_mode`` the C-level API's codes.  Every primitive also has ``fold``:
 how vmap folded mapped axes into the op's own, outermost first, as
 (size, whether box_ind was shifted) pairs, for the kernel's messages to
-name the caller's indices (``()`` when not folded).
+name the caller's indices (``()`` when not folded; grid sampling records
+its folds too, so that the gate runs once, but its messages count a point
+over the folded batch).
 
 Derivatives are defined in forward mode only, as other rows applied to the
 tangents, linearly; JAX derives reverse mode by transposing.  The linear
@@ -61,11 +66,11 @@ class Op:
         ``"cropgrad_" + name``.
     operands : tuple of str
         The array operands, in order.  vmap folds a mapped axis by their
-        names: an ``image``'s batch grows, ``box_ind`` is shifted into it,
-        the others (one row a box) get more boxes.
+        names (`fold_batch` False): an ``image``'s batch grows, ``box_ind``
+        is shifted into it, the others (one row a box) get more boxes.
     params : tuple of str
         The parameters, ``fold`` last.
-    result : {"crops", "image", "boxes"}
+    result : {"crops", "sampled", "image", "coords"}
         What the op returns (`shapes.result`).
     title : str
         How messages name the op.
@@ -77,22 +82,34 @@ class Op:
         The operands the op is linear in, each to its transpose: the op that
         computes it, and which of that op's operands the cotangent takes.
         The JVP in such an operand is the op applied to its tangent.
-    along_boxes : str or None
-        The op that computes the tangent along the boxes (bilinear
-        sampling; nearest sampling's is zero), or None: the op is itself a
-        derivative along the boxes, which cannot be taken again.
+    along_coords : str or None
+        The op that computes the tangent along the coordinates (bilinear
+        sampling; crop_and_resize's nearest sampling's is zero), or None:
+        the op is itself a derivative along the coordinates, which cannot
+        be taken again.
     second_derivative_of : str
-        The op a refused second derivative along the boxes names.
+        The op a refused second derivative along the coordinates names.
+    coords, tangent : str
+        The operand holding the coordinates (``boxes``, ``grid``), and the
+        name of their tangent's.
+    where : str
+        How messages name the coordinates ("the boxes", "the grid").
+    grad_coords : str
+        The family's gradient in the coordinates, which messages name.
+    fold_batch : bool
+        How vmap folds a mapped axis (batching.py): into every operand's
+        leading batch axis (grid sampling, whose operands all have one),
+        or by boxes.
     family : str
         The family's forward op, which messages name.
     size : str
         The parameter holding the crops' (or pooled output's) height and
         width.
-    arithmetic : {"float32", "boxes"}
+    arithmetic : {"float32", "coords"}
         The type the op computes in: float32 (crop_and_resize's family), or
-        that of its boxes (RoIAlign's: float64 for float64 data), which its
-        grads and boxes tangent then have too (`primitives.bind` converts
-        what the derivative rules pass).
+        that of its coordinates (RoIAlign's and grid sampling's: float64 for
+        float64 data), which its grads and tangent then have too
+        (`primitives.bind` converts what the derivative rules pass).
     """
 
     name: str
@@ -101,13 +118,18 @@ class Op:
     result: str
     title: str
     transposes: Mapping
-    along_boxes: str | None = None
+    along_coords: str | None = None
     has_kernel: bool = True
     gate: Callable | None = None
     second_derivative_of: str = ""
     family: str = ""
     size: str = "crop_size"
     arithmetic: str = "float32"
+    coords: str = "boxes"
+    tangent: str = "boxes_tangent"
+    where: str = "the boxes"
+    grad_coords: str = ""
+    fold_batch: bool = False
 
     @property
     def target(self):
@@ -128,28 +150,37 @@ def _row(signature, **columns):
     return Op(params=(*params, "fold"), transposes={}, **columns)
 
 
-def _family(family, **common):
+def _family(family, sampled="crops", **common):
     """The rows of `family` (a family of the op model): its ops with a
     kernel, and the derivative along the coordinates of the image gradient,
-    which has none; `common` are columns every row has.  The transposes are
-    the model's adjoint algebra."""
+    which has none; `common` are columns every row has, `sampled` the
+    result kind of the forward op and its JVP.  The transposes are the
+    model's adjoint algebra."""
     name = family.name
     ops = family.ops
     derived = family.op_name("grad_image_jvp_coords")
-    common["family"] = name
+    where = family.coords
+    common.update(
+        family=name,
+        coords=family.coords_operand,
+        tangent=ops["jvp_coords"].operand("tangent"),
+        where=where if where.startswith("the ") else f"the {where}",
+        grad_coords=ops["grad_coords"].name,
+    )
+    word = family.coords_operand
     rows = (
         _row(
             ops["forward"].name,
-            result="crops",
-            along_boxes=ops["jvp_coords"].name,
+            result=sampled,
+            along_coords=ops["jvp_coords"].name,
             **common,
         ),
-        _row(ops["grad_image"].name, result="image", along_boxes=derived, **common),
-        _row(ops["grad_coords"].name, result="boxes", **common),
+        _row(ops["grad_image"].name, result="image", along_coords=derived, **common),
+        _row(ops["grad_coords"].name, result="coords", **common),
         _row(
             ops["jvp_coords"].name,
-            result="crops",
-            title=f"the boxes derivative of {name}",
+            result=sampled,
+            title=f"the {word} derivative of {name}",
             **common,
         ),
         # The image gradient's parameters, the coordinates' tangent a fourth
@@ -162,7 +193,7 @@ def _family(family, **common):
                 ops["jvp_coords"].operand("tangent"),
             ),
             result="image",
-            title=f"the boxes derivative of {ops['grad_image'].name}",
+            title=f"the {word} derivative of {ops['grad_image'].name}",
             second_derivative_of=ops["grad_image"].name,
             has_kernel=False,
             **common,
@@ -176,7 +207,13 @@ def _family(family, **common):
 
 OPS = {
     **_family(_ops.FAMILIES["crop_and_resize"]),
-    **_family(_ops.FAMILIES["roi_align"], size="output_size", arithmetic="boxes"),
+    **_family(_ops.FAMILIES["roi_align"], size="output_size", arithmetic="coords"),
+    **_family(
+        _ops.FAMILIES["grid_sample"],
+        sampled="sampled",
+        arithmetic="coords",
+        fold_batch=True,
+    ),
 }
 
 # The FFI targets of the ops, in the table's order.

@@ -28,8 +28,8 @@ def bind(name, *operands, **params):
     `params` (the rules pass those of the op they come from, and what they
     derive); ``fold`` is ``()`` unless given.
 
-    An op that computes in its boxes' type (`ops.Op.arithmetic`) gets its
-    grads and boxes tangent in that type, and a floating image computed in
+    An op that computes in its coordinates' type (`ops.Op.arithmetic`) gets
+    its grads and coordinates' tangent in that type, and a floating image computed in
     it: the public functions pass them so, the derivative rules pass
     cotangents and tangents of the dtypes the results had (`_conform`).
 
@@ -40,7 +40,7 @@ def bind(name, *operands, **params):
     """
     op = _ops.OPS[name]
     params = {"fold": (), **params}
-    if op.arithmetic == "boxes":
+    if op.arithmetic == "coords":
         operands = _conform(op, operands)
     axes = frozenset().union(*(_varying_axes(x) for x in operands))
     if axes:
@@ -57,13 +57,13 @@ _FLOAT64 = np.dtype(np.float64)
 
 
 def _conform(op, operands):
-    """`operands` of `op` in its boxes' type: grads and a boxes tangent
+    """`operands` of `op` in its coordinates' type: grads and their tangent
     converted to it, a floating image to it where one of them is float64
     and the other not (float16 and bfloat16 images are read exactly in
     float32 arithmetic)."""
     values = dict(zip(op.operands, operands))
-    arith = np.dtype(values["boxes"].dtype)
-    for k in ("grads", "boxes_tangent"):
+    arith = np.dtype(values[op.coords].dtype)
+    for k in ("grads", op.tangent):
         if k in values and values[k].dtype != arith:
             values[k] = values[k].astype(arith)
     image = values.get("image")
@@ -85,7 +85,7 @@ def _abstract_eval(op, *avals, **params):
     # A folded call was checked in the caller's shapes, by the vmap rule.
     if op.gate is not None and not params["fold"]:
         op.gate(operands, params)
-    shape, dtype = _shapes.result(op.result, operands, params, op.size)
+    shape, dtype = _shapes.result(op.result, operands, params, op.size, op.coords)
     # `bind` made the operands vary over the same mesh axes.
     mat = avals[0].mat
     if mat.empty:
@@ -104,7 +104,8 @@ def _compiled(prim, params):
 
 def _attributes(*, data_format, num_threads, fold, **params):
     """The XLA call's attributes from an op's parameters: the layout and the
-    threads; crop_and_resize's method and fill; RoIAlign's sampling."""
+    threads; crop_and_resize's method and fill; RoIAlign's sampling; grid
+    sampling's options (its messages restate no fold)."""
     attrs = dict(layout=np.int32(data_format), num_threads=np.int32(num_threads))
     if "method" in params:
         attrs["method"] = np.int32(params["method"])
@@ -114,7 +115,11 @@ def _attributes(*, data_format, num_threads, fold, **params):
         attrs["spatial_scale"] = np.float64(params["spatial_scale"])
         attrs["sampling_ratio"] = np.int32(params["sampling_ratio"])
         attrs["aligned"] = np.int32(params["aligned"])
-    if fold:
+    if "padding_mode" in params:
+        attrs["mode"] = np.int32(params["mode"])
+        attrs["padding_mode"] = np.int32(params["padding_mode"])
+        attrs["align_corners"] = np.int32(params["align_corners"])
+    elif fold:
         # For messages: the caller's shape of box_ind's leading axes, and
         # by how many times the batch grew.
         attrs["fold_shape"] = np.array([n for n, _ in fold], np.int64)
@@ -125,12 +130,13 @@ def _attributes(*, data_format, num_threads, fold, **params):
 def _no_kernel(op):
     """The error of evaluating `op`, a derivative without a kernel."""
     image_gradient = op.second_derivative_of
+    where = op.where
     return NotImplementedError(
         f"cropgrad.jax has no kernel for the derivative of {image_gradient} "
-        "with respect to the boxes: forward-mode differentiation of "
-        f"{image_gradient} along the boxes (and reverse mode of "
-        f"{op.family}_grad_boxes, or of the boxes JVP, along the image) is not "
-        f"supported; reverse mode of {image_gradient} along the boxes is"
+        f"with respect to {where}: forward-mode differentiation of "
+        f"{image_gradient} along {where} (and reverse mode of "
+        f"{op.grad_coords}, or of the {op.coords} JVP, along the image) is not "
+        f"supported; reverse mode of {image_gradient} along {where} is"
     )
 
 

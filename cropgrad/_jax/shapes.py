@@ -27,26 +27,32 @@ def crop_size(grads_shape, layout):
     return tuple(dims(grads_shape, layout)[1:3])
 
 
-def result(kind, operands, params, size="crop_size"):
+def result(kind, operands, params, size="crop_size", coords="boxes"):
     """The shape and dtype of an op's result, of `kind`.
 
     `operands` maps the op's operand names to their abstract values;
     `params` are the op's parameters, `size` the name of the one holding
-    the crops' height and width.  The kinds: "crops" (shaped as the image's
-    crops, in the ``dtype`` parameter if the op has one, else float32),
-    "image" (the ``image_shape`` and ``dtype`` parameters), "boxes" (one
-    row of 4 a box, in the boxes' dtype).
+    the crops' height and width, `coords` the coordinates' operand.  The
+    kinds: "crops" (shaped as the image's crops, in the ``dtype`` parameter
+    if the op has one, else float32), "sampled" (grid sampling's NCHW
+    ``[N, C, H_out, W_out]``, in the ``dtype`` parameter, else the grid's),
+    "image" (the ``image_shape`` and ``dtype`` parameters), "coords" (the
+    coordinates' shape and dtype).
     """
     if kind == "image":
         return params["image_shape"], params["dtype"]
-    num_boxes = operands["boxes"].shape[0]
-    if kind == "boxes":
-        return (num_boxes, 4), np.dtype(operands["boxes"].dtype)
+    points = operands[coords]
+    if kind == "coords":
+        return tuple(points.shape), np.dtype(points.dtype)
+    if kind == "sampled":
+        batch, depth = operands["image"].shape[:2]
+        shape = (batch, depth, *points.shape[1:3])
+        return shape, params.get("dtype", np.dtype(points.dtype))
     crop_height, crop_width = params[size]
     shape = _v.crops_shape(
         params["data_format"],
         operands["image"].shape,
-        num_boxes,
+        points.shape[0],
         crop_height,
         crop_width,
     )

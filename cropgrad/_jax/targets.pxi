@@ -72,6 +72,38 @@ cdef Target _ROI_ALIGN_JVP_BOXES = Target(
 cdef cg_ffi_error* _roi_align_jvp_boxes(cg_ffi_call_frame* frame) noexcept nogil:
     return _handle(frame, &_ROI_ALIGN_JVP_BOXES)
 
+cdef Target _GRID_SAMPLE = Target(
+    "grid_sample", 2, FFI_MAJOR, FFI_MINOR,
+    _run_grid_sample_forward)
+
+
+cdef cg_ffi_error* _grid_sample(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRID_SAMPLE)
+
+cdef Target _GRID_SAMPLE_GRAD_IMAGE = Target(
+    "grid_sample_grad_image", 2, FFI_MAJOR, FFI_MINOR,
+    _run_grid_sample_grad_image)
+
+
+cdef cg_ffi_error* _grid_sample_grad_image(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRID_SAMPLE_GRAD_IMAGE)
+
+cdef Target _GRID_SAMPLE_GRAD_GRID = Target(
+    "grid_sample_grad_grid", 3, FFI_MAJOR, FFI_MINOR,
+    _run_grid_sample_grad_coords)
+
+
+cdef cg_ffi_error* _grid_sample_grad_grid(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRID_SAMPLE_GRAD_GRID)
+
+cdef Target _GRID_SAMPLE_JVP_GRID = Target(
+    "grid_sample_jvp_grid", 3, FFI_MAJOR, FFI_MINOR,
+    _run_grid_sample_jvp_coords)
+
+
+cdef cg_ffi_error* _grid_sample_jvp_grid(cg_ffi_call_frame* frame) noexcept nogil:
+    return _handle(frame, &_GRID_SAMPLE_JVP_GRID)
+
 
 cdef dict _op_handlers():
     """Each op's target name and its handler's capsule."""
@@ -84,4 +116,8 @@ cdef dict _op_handlers():
         "cropgrad_roi_align_grad_image": _capsule(_roi_align_grad_image),
         "cropgrad_roi_align_grad_boxes": _capsule(_roi_align_grad_boxes),
         "cropgrad_roi_align_jvp_boxes": _capsule(_roi_align_jvp_boxes),
+        "cropgrad_grid_sample": _capsule(_grid_sample),
+        "cropgrad_grid_sample_grad_image": _capsule(_grid_sample_grad_image),
+        "cropgrad_grid_sample_grad_grid": _capsule(_grid_sample_grad_grid),
+        "cropgrad_grid_sample_jvp_grid": _capsule(_grid_sample_jvp_grid),
     }

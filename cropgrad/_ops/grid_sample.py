@@ -2,8 +2,11 @@
 gradient, its grid gradient, and the grid JVP PyTorch does not have.
 
 The coordinates are the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
-normalised to ``[-1, 1]``.  The NumPy API, PyTorch and the C-level API
-(1.2) have these ops; JAX does not yet.  PyTorch's take
+normalised to ``[-1, 1]``.  The NumPy API, PyTorch, JAX and the C-level
+API (1.2) have these ops.  JAX's take the NumPy API's arguments but
+``out`` and ``flush_denormals`` (XLA computes with flush-to-zero), the
+image gradient's ``image_size`` named ``image_shape`` as RoIAlign's is
+there.  PyTorch's take
 ``torch.nn.functional.grid_sample``'s arguments: the sampling options
 positional, ``align_corners=None`` (False), the dtype, layout and threads
 those of the tensors and of PyTorch."""
@@ -15,9 +18,9 @@ __all__ = ["FAMILY"]
 
 # PyTorch's layout everywhere.
 _LAYOUTS = {"numpy": "NCHW", "jax": "NCHW", "torch": "NCHW"}
-_APIS = ("numpy", "torch")
+_APIS = ("numpy", "jax", "torch")
 # What torch.nn.functional.grid_sample does not take.
-_NOT_TORCH = ("numpy",)
+_NOT_TORCH = ("numpy", "jax")
 _TORCH = ("torch",)
 MODES = ("bilinear", "nearest", "bicubic")
 PADDING_MODES = ("zeros", "border", "reflection")
@@ -61,8 +64,7 @@ def _options(dtype=True):
 
 
 def _op(name, args, c_params, c_doc=""):
-    """An op of the NumPy API, PyTorch and the C-level API (JAX has none:
-    no FFI target is made for it)."""
+    """An op of the NumPy API, JAX, PyTorch and the C-level API."""
     return Op(
         name,
         args,
@@ -131,7 +133,7 @@ FAMILY = family(
         (
             arg("grads", "array", role="grads"),
             _grid(),
-            arg("image_size", "ints"),
+            arg("image_size", "ints", renamed={"jax": "image_shape"}),
             *_options(),
         ),
         (

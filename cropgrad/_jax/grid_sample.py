@@ -1,0 +1,294 @@
+"""cropgrad.jax's grid-sampling functions: PyTorch's ``grid_sample`` (2-D).
+
+Images are NCHW by default, the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
+normalised to ``[-1, 1]``; float64 data is computed in float64, everything
+else in float32, as the NumPy API computes it.  Each function converts its
+arguments (``checks``), runs the gate in the caller's layout, and binds its
+primitive, which computes in NCHW and in the arithmetic type: an NHWC
+caller's arrays are transposed around it, and a narrower result dtype is
+a cast of the result, rounded once.  cropgrad.jax re-exports them.
+
+May import: JAX, NumPy, ``checks`` and ``primitives``.
+"""
+
+from cropgrad._jax import checks
+from cropgrad._jax.primitives import bind
+
+
+def _call(name, layout, options, arrays, transposed, **params):
+    """Check op `name`'s call in the caller's `layout`, then bind it on NCHW
+    arrays (`transposed`: the names of those in the layout)."""
+    checks.GATES[name](arrays, {**options, **params})
+    nchw = {
+        k: checks.to_nchw(x, layout) if k in transposed else x
+        for k, x in arrays.items()
+    }
+    if "image_shape" in params and layout != checks.NCHW:
+        n, h, w, c = params["image_shape"]
+        params["image_shape"] = (n, c, h, w)
+    return bind(
+        name, *nchw.values(), **{**options, "data_format": checks.NCHW}, **params
+    )
+
+
+def grid_sample(
+    image,
+    grid,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    data_format="NCHW",
+    num_threads=None,
+):
+    """Sample an image at the points of a grid, in JAX.
+
+    PyTorch's ``torch.nn.functional.grid_sample`` (2-D) as an XLA custom
+    call: the same bits as `cropgrad.grid_sample` (with
+    ``flush_denormals=True``, XLA:CPU's arithmetic).  Differentiable in
+    forward and reverse mode with respect to `image` (floating dtypes; any
+    number of times: the op is linear in it) and `grid` (once: the tangent
+    is `grid_sample_jvp_grid`, whose transpose is `grid_sample_grad_grid`).
+
+    Parameters
+    ----------
+    image : array of shape (N, C, H, W)
+        ``(N, H, W, C)`` with ``data_format="NHWC"``: uint8, uint16, int8,
+        int16, int32, int64, float16, bfloat16, float32 or float64.
+        float64 images are computed in float64 (which needs
+        ``jax_enable_x64``), every other dtype in float32.
+    grid : array of shape (N, H_out, W_out, 2)
+        ``(x, y)`` per output pixel, ``-1`` and ``1`` the image's outer
+        edges (or its corner pixels' centres with ``align_corners=True``),
+        converted to the arithmetic type; every value must be finite.
+    mode : {"bilinear", "nearest", "bicubic"}, default "bilinear"
+    padding_mode : {"zeros", "border", "reflection"}, default "zeros"
+    align_corners : bool, default False
+        Static, as the other options.
+    dtype : {float32, float64, float16, bfloat16}, optional
+        Output dtype.  Default: the image's for float images, float32
+        otherwise; rounded once from the arithmetic type.
+    data_format : {"NCHW", "NHWC"}, default "NCHW"
+        Layout of `image` and of the result.
+    num_threads : int, optional
+        Threads to use, 1 to 1024; static.  The result does not depend on
+        it.
+
+    Returns
+    -------
+    jax.Array of shape (N, C, H_out, W_out)
+        ``(N, H_out, W_out, C)`` with NHWC.
+
+    Raises
+    ------
+    ValueError, TypeError
+        While traced, as `cropgrad.grid_sample` raises them.
+    jax.errors.JaxRuntimeError
+        When the computation runs, for a non-finite grid value.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import cropgrad.jax
+    >>> image = jnp.arange(6.0).reshape(1, 1, 2, 3)
+    >>> grid = jnp.array([[[[-1.0, -1.0], [1.0, 1.0], [0.5, 0.0]]]])
+    >>> cropgrad.jax.grid_sample(image, grid, align_corners=True)[0, 0]
+    Array([[0., 5., 3.]], dtype=float32)
+    """
+    options = checks.grid_options(
+        mode, padding_mode, align_corners, data_format, num_threads
+    )
+    layout = options["data_format"]
+    image = checks.grid_image(image, layout)
+    arith = checks.arithmetic(image.dtype)
+    result = checks.grid_result_dtype(dtype, image.dtype, arith)
+    grid = checks.grid(grid, arith)
+    arrays = {"image": image.astype(arith), "grid": grid}
+    out = _call("grid_sample", layout, options, arrays, ("image",), dtype=arith)
+    return checks.from_nchw(out, layout).astype(result)
+
+
+def grid_sample_grad_image(
+    grads,
+    grid,
+    image_shape,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    data_format="NCHW",
+    num_threads=None,
+):
+    """Gradient of `grid_sample` with respect to the image, in JAX.
+
+    The same bits as `cropgrad.grid_sample_grad_image` (PyTorch's input
+    gradient) with ``flush_denormals=True``.  Linear in `grads` (its
+    transpose is `grid_sample`); its derivative along the grid has no
+    kernel: reverse mode of it along the grid works, forward mode raises
+    NotImplementedError.
+
+    Parameters
+    ----------
+    grads : array of shape (N, C, H_out, W_out)
+        The gradient of the sampled output (``(N, H_out, W_out, C)`` with
+        NHWC); float64 is computed in float64, every other dtype in float32.
+    grid : array of shape (N, H_out, W_out, 2)
+        As for `grid_sample`.
+    image_shape : sequence of 4 ints
+        The image's shape in `data_format`'s order: the output's; static.
+    mode, padding_mode, align_corners, data_format, num_threads
+        As for `grid_sample`.
+    dtype : {float32, float64, float16, bfloat16}, optional
+        Output dtype.  Default: that of float `grads`, float32 otherwise.
+
+    Returns
+    -------
+    jax.Array of shape `image_shape`
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import cropgrad.jax
+    >>> grads = jnp.ones((1, 1, 1, 1))
+    >>> grid = jnp.zeros((1, 1, 1, 2))                 # the image's centre
+    >>> cropgrad.jax.grid_sample_grad_image(grads, grid, (1, 1, 2, 2))[0, 0]
+    Array([[0.25, 0.25],
+           [0.25, 0.25]], dtype=float32)
+    """
+    options = checks.grid_options(
+        mode, padding_mode, align_corners, data_format, num_threads
+    )
+    layout = options["data_format"]
+    raw = checks.array(grads, "grads")
+    grads = checks.grid_grads(raw)
+    arith = grads.dtype
+    image_shape = checks.image_shape(image_shape, layout)
+    result = checks.grid_result_dtype(dtype, raw.dtype, arith)
+    arrays = {"grads": grads, "grid": checks.grid(grid, arith)}
+    out = _call(
+        "grid_sample_grad_image",
+        layout,
+        options,
+        arrays,
+        ("grads",),
+        image_shape=image_shape,
+        dtype=arith,
+    )
+    return checks.from_nchw(out, layout).astype(result)
+
+
+def grid_sample_grad_grid(
+    grads,
+    image,
+    grid,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    data_format="NCHW",
+    num_threads=None,
+):
+    """Gradient of `grid_sample` with respect to the grid, in JAX.
+
+    The same bits as `cropgrad.grid_sample_grad_grid` (PyTorch's grid
+    gradient) with ``flush_denormals=True``: the transpose of
+    `grid_sample_jvp_grid` in its tangent.  Linear in `grads` and in
+    `image`; not differentiable with respect to the grid.
+
+    Parameters
+    ----------
+    grads : array of shape (N, C, H_out, W_out)
+        The gradient of the sampled output, converted to the image's
+        arithmetic type.
+    image, grid, mode, padding_mode, align_corners, data_format, num_threads
+        As for `grid_sample`.
+
+    Returns
+    -------
+    jax.Array of the grid's shape
+        ``d/d(x, y)`` per point, in the arithmetic type.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import cropgrad.jax
+    >>> image = jnp.arange(6.0).reshape(1, 1, 2, 3)
+    >>> grads = jnp.ones((1, 1, 1, 1))
+    >>> grid = jnp.zeros((1, 1, 1, 2))
+    >>> cropgrad.jax.grid_sample_grad_grid(grads, image, grid, align_corners=True)
+    Array([[[[1. , 1.5]]]], dtype=float32)
+    """
+    options = checks.grid_options(
+        mode, padding_mode, align_corners, data_format, num_threads
+    )
+    layout = options["data_format"]
+    image = checks.grid_image(image, layout)
+    arith = checks.arithmetic(image.dtype)
+    arrays = {
+        "grads": checks.grid_grads(grads, arith),
+        "image": image.astype(arith),
+        "grid": checks.grid(grid, arith),
+    }
+    return _call("grid_sample_grad_grid", layout, options, arrays, ("grads", "image"))
+
+
+def grid_sample_jvp_grid(
+    image,
+    grid,
+    grid_tangent,
+    *,
+    mode="bilinear",
+    padding_mode="zeros",
+    align_corners=False,
+    dtype=None,
+    data_format="NCHW",
+    num_threads=None,
+):
+    """Derivative of `grid_sample` along a tangent of the grid, in JAX.
+
+    The same bits as `cropgrad.grid_sample_jvp_grid` with
+    ``flush_denormals=True``; linear in `grid_tangent` (its transpose is
+    `grid_sample_grad_grid`) and in `image`.
+
+    Parameters
+    ----------
+    image, grid, mode, padding_mode, align_corners, data_format, num_threads
+        As for `grid_sample`.
+    grid_tangent : array of shape (N, H_out, W_out, 2)
+        ``(t_x, t_y)`` per point, converted to the arithmetic type.
+    dtype : {float32, float64, float16, bfloat16}, optional
+        As for `grid_sample`.
+
+    Returns
+    -------
+    jax.Array of shape (N, C, H_out, W_out)
+        ``(N, H_out, W_out, C)`` with NHWC.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import cropgrad.jax
+    >>> image = jnp.arange(6.0).reshape(1, 1, 2, 3)
+    >>> grid = jnp.zeros((1, 1, 1, 2))
+    >>> tangent = jnp.array([[[[2.0, 0.0]]]])
+    >>> cropgrad.jax.grid_sample_jvp_grid(image, grid, tangent, align_corners=True)
+    Array([[[[2.]]]], dtype=float32)
+    """
+    options = checks.grid_options(
+        mode, padding_mode, align_corners, data_format, num_threads
+    )
+    layout = options["data_format"]
+    image = checks.grid_image(image, layout)
+    arith = checks.arithmetic(image.dtype)
+    result = checks.grid_result_dtype(dtype, image.dtype, arith)
+    arrays = {
+        "image": image.astype(arith),
+        "grid": checks.grid(grid, arith),
+        "grid_tangent": checks.grid(grid_tangent, arith, "grid_tangent"),
+    }
+    out = _call(
+        "grid_sample_jvp_grid", layout, options, arrays, ("image",), dtype=arith
+    )
+    return checks.from_nchw(out, layout).astype(result)
