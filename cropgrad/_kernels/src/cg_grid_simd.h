@@ -130,6 +130,17 @@ GS_AVX2 static inline void gs_load8(const float* g, int valid,
     gs_split8(tmp, x, y);
 }
 
+/* Eight values from `src`, the first `valid` of them read (the last
+ * vector of a plane may hold fewer points; nothing past them is read),
+ * the rest +0. */
+GS_AVX2 static inline __m256 gs_part8(const float* src, int valid) {
+    float tmp[8] = {0};
+    int i;
+    if (valid == 8) return _mm256_loadu_ps(src);
+    for (i = 0; i < valid; i++) tmp[i] = src[i];
+    return _mm256_loadu_ps(tmp);
+}
+
 GS_AVX2 static inline void gs_store8(float* dst, __m256 v, int valid) {
     float tmp[8];
     int i;
@@ -216,13 +227,7 @@ GS_AVX2 static void gs_grad_grid_bz8(
             const float* gr = grads + (b * c + ch) * per + q;
             for (v = 0; v < nv; v++) {
                 const gs_corners8* k = &cn[v];
-                if (valid[v] == 8) {
-                    gc = _mm256_loadu_ps(gr + 8 * v);
-                } else {
-                    for (i = 0; i < 8; i++)
-                        tx[i] = i < valid[v] ? gr[8 * v + i] : 0.0f;
-                    gc = _mm256_loadu_ps(tx);
-                }
+                gc = gs_part8(gr + 8 * v, valid[v]);
                 nw = gs_read8(img, k, 0);
                 ne = gs_read8(img, k, 1);
                 sw = gs_read8(img, k, 2);
@@ -348,7 +353,7 @@ GS_AVX2 static void gs_scatter_bz8(
                     /* The eight products at once (the same roundings),
                      * then the additions lane after lane. */
                     _mm256_storeu_ps(prod, _mm256_mul_ps(
-                        _mm256_loadu_ps(wt[v][k]), _mm256_loadu_ps(gr + 8 * v)));
+                        _mm256_loadu_ps(wt[v][k]), gs_part8(gr + 8 * v, valid[v])));
                     for (i = 0; i < valid[v]; i++) {
                         if (in[v][k][i]) dst[off[v][k][i]] += prod[i];
                     }
