@@ -18,15 +18,13 @@ against the NumPy API into ``out=``.  Calls are back to back (warm), each
 situation and thread count interleaved in rotating order, medians reported.
 """
 
-import collections
 import statistics
-import sys
 import time
 
 import numpy as np
 
 from .columns import cropgrad_call
-from .idle import compile_reference
+from .idle import command_line, compile_reference
 from .workloads import CROP_AND_RESIZE, FORWARD, GRAD_IMAGE, WORKLOADS
 
 THREADS = (1, 2)
@@ -167,32 +165,11 @@ def format_table(report):
 
 
 def main(argv=None):
-    import argparse
-    import json
-
-    from .machine import machine_info
-
-    parser = argparse.ArgumentParser(
-        prog="python benchmarks/fresh.py", description=__doc__.split("\n\n")[0]
+    return command_line(
+        argv,
+        "python benchmarks/fresh.py",
+        __doc__,
+        DEFAULT_WORKLOADS,
+        run,
+        format_table,
     )
-    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--json", metavar="FILE")
-    args = parser.parse_args(argv)
-    names = [n for n in args.workloads.split(",") if n]
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
-    machine = machine_info()
-    print(
-        "machine: {cpu_model} (family {cpu_family}, model {cpu_model_number}), "
-        "{usable_cpus} CPUs".format_map(collections.defaultdict(str, machine)),
-        file=sys.stderr,
-    )
-    report = run(names, args.rounds, lambda m: print(m, file=sys.stderr))
-    report["machine"] = machine
-    print(format_table(report))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-    return 0

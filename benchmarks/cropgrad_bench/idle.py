@@ -201,16 +201,17 @@ def format_table(report):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def command_line(argv, prog, doc, default_workloads, run, format_table):
+    """The command line these timing scripts share: ``--workloads``,
+    ``--rounds``, ``--json``; the CPU to stderr, `run`'s report formatted
+    to stdout (and whole, with the machine, to the JSON file)."""
     import argparse
     import json
 
     from .machine import machine_info
 
-    parser = argparse.ArgumentParser(
-        prog="python benchmarks/idle.py", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(default_workloads))
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
@@ -231,3 +232,9 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
     return 0
+
+
+def main(argv=None):
+    return command_line(
+        argv, "python benchmarks/idle.py", __doc__, DEFAULT_WORKLOADS, run, format_table
+    )
