@@ -21,9 +21,9 @@
 #    licence to the wheel's LICENSE); auditwheel show; the licence check,
 #    with controls
 # 7. check-wheel-contents, twine check --strict, our own content rules
-# 8. the repaired wheel installed in a fresh venv, the test suite run from a
-#    temporary directory (wheels/ci/test_wheel.py: show_config first, fails
-#    without OpenMP)
+# 8. the repaired wheel installed in a fresh venv, the tests that depend on
+#    the build run from a temporary directory (wheels/ci/test_wheel.py:
+#    show_config first, fails without OpenMP)
 # 9. FMA check of the x86_64 extension and of the aarch64 code
 #    (wheels/ci/check_fp_contract.sh)
 # 10. the serial build (CROPGRAD_OPENMP=0) from the sdist, tested with
@@ -100,19 +100,23 @@ run_tests() {
     last_passed=$passed
 }
 
-# What the serial and macOS-flags builds leave out (they differ from the
-# wheel of step 8 in threading and compiler only): the files that do not
+# What the installed wheel's run (step 8) leaves out: the files that do not
 # depend on how the extension was built (the pure-Python references, the
-# stubs, the documentation, the command line, the benchmark) and those that
-# step 8 and the sanitize stage already run at length on the same sources
-# (the fuzzers, the Hypothesis properties, the huge inputs).  Every kernel's
-# fixtures, bit checks and thread counts, validation, the C-level API and
-# its consumers still run on both.
-other_builds_ignore=()
-for name in reference reference_roi_align reference_grid_sample stubs docs main bench \
+# documentation, the command line, the benchmark, the generated files, the
+# signatures) and the long randomised ones (the fuzzers, the Hypothesis
+# properties, the huge inputs), which .ci/run's README test command runs on
+# the same sources (and its sanitize stage the properties and a fuzzing run).  The serial and
+# macOS-flags builds (steps 10 and 11) differ from step 8's wheel in
+# threading and compiler only: they also leave out the stubs, which step 8
+# checks on the installed wheel.  Every kernel's fixtures, bit checks and
+# thread counts, validation, the C-level API and its consumers run on all
+# three builds.
+wheel_ignore=()
+for name in reference reference_roi_align reference_grid_sample docs main bench \
     generated signatures fuzz fuzz_capi properties huge; do
-    other_builds_ignore+=("--ignore=tests/test_$name.py")
+    wheel_ignore+=("--ignore=tests/test_$name.py")
 done
+other_builds_ignore=("${wheel_ignore[@]}" --ignore=tests/test_stubs.py)
 
 # --------------------------------------------------------------------------
 step "1. tools"
@@ -339,7 +343,7 @@ note "contents: check-wheel-contents (W009,W010 ignored) and twine check --stric
 step "8. the repaired wheel in a fresh venv, tests from a temporary directory"
 "$python" -m venv "$work/venv-omp"
 "$work/venv-omp/bin/python" -m pip install -q --disable-pip-version-check "${repaired}[test]"
-run_tests "$work/venv-omp/bin/python" "$src_omp" "$work/tests-omp.log"
+run_tests "$work/venv-omp/bin/python" "$src_omp" "$work/tests-omp.log" -- "${wheel_ignore[@]}"
 omp_config=$(cd "$work" && "$work/venv-omp/bin/python" -P -c \
     'import cropgrad; c = cropgrad.show_config(mode="dicts"); print(c["openmp"], c["default_threads"], c["cflags"], sep="|")')
 note "installed wheel: $last_passed tests passed (openmp|threads|cflags = $omp_config)"
