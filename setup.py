@@ -256,6 +256,17 @@ _MODULES = [
     "_jax.frames",
     "_jax.handlers",
 ]
+# The generated files (capi.h, capi.pxd, the capsule's table, the FFI
+# targets, the bridges and their stub) are rendered from the op model,
+# cropgrad/_ops, before anything is compiled or listed below: a change to the
+# model reaches every reader.  The public header and capi.pxd are committed;
+# the rest are build products (not in git: a clone or an sdist renders them
+# here, and the wheel gets _core.pyi as package data).  A file is written
+# only when it differs from its rendering.
+runpy.run_path(os.path.join("cropgrad", "_ops", "generate.py"), run_name="__build__")[
+    "main"
+]([])
+
 # Every module depends on every .pxd, .pxi and C header of the package.
 _DEPENDS = sorted(
     glob.glob(os.path.join("cropgrad", "**", "*.pxd"), recursive=True)
@@ -271,14 +282,6 @@ extensions = [
     )
     for name in _MODULES
 ]
-
-# The C-level API's declarations (capi.h, capi.pxd, the capsule's table) are
-# rendered from the op model, cropgrad/_ops, before anything is compiled: a
-# change to the model reaches every reader.  The files are committed, so a
-# build writes them only when the model changed.
-runpy.run_path(os.path.join("cropgrad", "_ops", "generate.py"), run_name="__build__")[
-    "main"
-]([])
 
 setup(
     ext_modules=cythonize(

@@ -1,20 +1,19 @@
 """cropgrad: exact, parallel box sampling and its gradients for NumPy.
 
-Three families of ops, without their frameworks:
+Three families of ops, without their frameworks, each a forward op, its
+gradients and the forward-mode derivative along its coordinates (the
+coordinates' gradient is its transpose), named after the forward op
+(``<op>``, ``<op>_grad_image``, ``<op>_grad_boxes`` or ``<op>_grad_grid``,
+``<op>_jvp_boxes`` or ``<op>_jvp_grid``):
 
-- TensorFlow's ``crop_and_resize`` family, bit for bit: `crop_and_resize`
-  (``CropAndResize``), `crop_and_resize_grad_image`
-  (``CropAndResizeGradImage``), `crop_and_resize_grad_boxes`
-  (``CropAndResizeGradBoxes``) and `crop_and_resize_jvp_boxes`, the
-  forward-mode derivative in the boxes (the boxes gradient is its
-  transpose);
+- TensorFlow's ``crop_and_resize`` family, bit for bit (``CropAndResize``,
+  ``CropAndResizeGradImage``, ``CropAndResizeGradBoxes``), and the boxes
+  JVP;
 - torchvision's and ONNX's RoIAlign (average pooling), bit for bit:
-  `roi_align`, `roi_align_grad_image` (torchvision's backward), and the
-  boxes derivatives neither has, `roi_align_grad_boxes` and
-  `roi_align_jvp_boxes`;
-- PyTorch's ``grid_sample`` (2-D), bit for bit: `grid_sample`, its image
-  and grid gradients `grid_sample_grad_image` and `grid_sample_grad_grid`,
-  and the grid JVP PyTorch does not have, `grid_sample_jvp_grid`.
+  `roi_align` and its image gradient (torchvision's backward), and the
+  boxes derivatives neither has;
+- PyTorch's ``grid_sample`` (2-D), bit for bit: `grid_sample` and its
+  image and grid gradients, and the grid JVP PyTorch does not have.
 
 Every call checks its arguments before any work and raises a Python
 exception for bad input (TensorFlow and torchvision crash on non-finite
@@ -55,45 +54,24 @@ with _wait_policy.loading():
     except ImportError as _exc:
         raise _unbuilt(_exc) from _exc
 
-from cropgrad import raw_ops  # noqa: E402
+import importlib as _importlib  # noqa: E402
+
+from cropgrad import _ops, raw_ops  # noqa: E402
 from cropgrad._api.config import show_config  # noqa: E402
-from cropgrad._api.crop_and_resize import (  # noqa: E402
-    crop_and_resize,
-    crop_and_resize_grad_boxes,
-    crop_and_resize_grad_image,
-    crop_and_resize_jvp_boxes,
-)
-from cropgrad._api.grid_sample import (  # noqa: E402
-    grid_sample,
-    grid_sample_grad_grid,
-    grid_sample_grad_image,
-    grid_sample_jvp_grid,
-)
-from cropgrad._api.roi_align import (  # noqa: E402
-    roi_align,
-    roi_align_grad_boxes,
-    roi_align_grad_image,
-    roi_align_jvp_boxes,
-)
 from cropgrad._version import __version__  # noqa: E402, F401  (public)
 
-__all__ = [
-    "crop_and_resize",
-    "crop_and_resize_grad_boxes",
-    "crop_and_resize_grad_image",
-    "crop_and_resize_jvp_boxes",
-    "get_include",
-    "grid_sample",
-    "grid_sample_grad_grid",
-    "grid_sample_grad_image",
-    "grid_sample_jvp_grid",
-    "raw_ops",
-    "roi_align",
-    "roi_align_grad_boxes",
-    "roi_align_grad_image",
-    "roi_align_jvp_boxes",
-    "show_config",
-]
+__all__ = ["get_include", "raw_ops", "show_config"]
+
+# Every op of the model is a function of the NumPy API, defined in its
+# family's module, cropgrad._api.<family>, and exported here by its name.
+for _family in _ops.FAMILIES.values():
+    _module = _importlib.import_module(f"cropgrad._api.{_family.name}")
+    for _op in _family.ops.values():
+        if "numpy" in _op.apis:
+            globals()[_op.name] = getattr(_module, _op.name)
+            __all__ += [_op.name]
+__all__.sort()
+del _family, _module, _op
 
 
 def get_include():

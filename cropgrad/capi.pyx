@@ -11,9 +11,7 @@ record into the exception the NumPy API documents.
 """
 
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int64_t, uintptr_t
 
-from cropgrad._capi cimport gate
 from cropgrad._runtime.parallel cimport resolve_threads
 
 

@@ -1,16 +1,15 @@
 """cropgrad for JAX: crop-and-resize, RoIAlign and their gradients as XLA calls.
 
-cropgrad's ops as JAX primitives: TensorFlow's crop-and-resize family
-(`crop_and_resize`, `crop_and_resize_grad_image`,
-`crop_and_resize_grad_boxes`), torchvision's RoIAlign family
-(`roi_align`, `roi_align_grad_image`, `roi_align_grad_boxes`,
-`roi_align_jvp_boxes`) and PyTorch's grid sampling (`grid_sample`,
-`grid_sample_grad_image`, `grid_sample_grad_grid`,
-`grid_sample_jvp_grid`).  They run eagerly and under `jax.jit`, `jax.vmap`,
-`jax.pmap`, `jax.shard_map`, `jax.lax.scan` and `jax.checkpoint` on CPU
-devices.  Each op is one XLA FFI call into the compiled kernels (through
-``cropgrad._jax.handlers``), which read and write XLA's buffers in place:
-no Python callback, no copy, no GIL.
+cropgrad's ops as JAX primitives, the NumPy API's names and families:
+TensorFlow's crop-and-resize family (`crop_and_resize`), torchvision's
+RoIAlign family (`roi_align`) and PyTorch's grid sampling (`grid_sample`),
+each the forward op, its image gradient (``<op>_grad_image``), its
+coordinates' gradient (``<op>_grad_boxes``, ``<op>_grad_grid``) and
+their JVP (``<op>_jvp_boxes``, ``<op>_jvp_grid``).  They run eagerly and
+under `jax.jit`, `jax.vmap`, `jax.pmap`, `jax.shard_map`, `jax.lax.scan`
+and `jax.checkpoint` on CPU devices.  Each op is one XLA FFI call into
+the compiled kernels (through ``cropgrad._jax.handlers``), which read and
+write XLA's buffers in place: no Python callback, no copy, no GIL.
 
 Derivatives: `crop_and_resize`, `roi_align` and `grid_sample` are
 differentiable in forward and reverse mode with respect to the image (any
@@ -21,9 +20,8 @@ for reverse mode, the transposes being cropgrad's gradient kernels:
 `jax.hessian` all work, and no result depends on which inputs are
 differentiated.  What has no kernel raises
 NotImplementedError: a second derivative along the boxes or the grid, and
-forward mode of `crop_and_resize_grad_image` or `roi_align_grad_image`
-along the boxes, or of `grid_sample_grad_image` along the grid (reverse
-mode of them works).
+forward mode of an image gradient (``<op>_grad_image``) along the boxes or
+the grid (reverse mode of them works).
 
 RoIAlign computes as the NumPy API does: float64 data in float64 (with
 ``jax_enable_x64``), everything else in float32, its results in the
@@ -88,41 +86,32 @@ else:
             f"{_jax.__version__}: upgrade it (pip install -U jax jaxlib)"
         )
 
+import importlib as _importlib
+
+from cropgrad import _ops as _model
 from cropgrad._jax import batching as _batching
 from cropgrad._jax import checks as _checks
 from cropgrad._jax import derivatives as _derivatives
 from cropgrad._jax import ops as _ops
 from cropgrad._jax import registration as _registration
-from cropgrad._jax.grid_sample import (
-    grid_sample,
-    grid_sample_grad_grid,
-    grid_sample_grad_image,
-    grid_sample_jvp_grid,
-)
 from cropgrad._jax.primitives import bind as _bind
-from cropgrad._jax.roi_align import (
-    roi_align,
-    roi_align_grad_boxes,
-    roi_align_grad_image,
-    roi_align_jvp_boxes,
-)
 
-__all__ = [
-    "DEFAULT_THREADS",
-    "FFI_TARGETS",
-    "crop_and_resize",
-    "crop_and_resize_grad_boxes",
-    "crop_and_resize_grad_image",
-    "crop_and_resize_jvp_boxes",
-    "grid_sample",
-    "grid_sample_grad_grid",
-    "grid_sample_grad_image",
-    "grid_sample_jvp_grid",
-    "roi_align",
-    "roi_align_grad_boxes",
-    "roi_align_grad_image",
-    "roi_align_jvp_boxes",
-]
+__all__ = ["DEFAULT_THREADS", "FFI_TARGETS"]
+
+# Every op of the model that JAX has is a function here, by its name: the
+# crop-and-resize family's are defined below, every other family's in its
+# own module, cropgrad._jax.<family>.
+for _family in _model.FAMILIES.values():
+    _module = None
+    if _family.name != "crop_and_resize":
+        _module = _importlib.import_module(f"cropgrad._jax.{_family.name}")
+    for _op in _family.ops.values():
+        if "jax" in _op.apis:
+            if _module is not None:
+                globals()[_op.name] = getattr(_module, _op.name)
+            __all__ += [_op.name]
+__all__.sort()
+del _family, _module, _op
 
 # num_threads=None's thread count: see its comment in cropgrad._jax.checks.
 DEFAULT_THREADS = _checks.DEFAULT_THREADS

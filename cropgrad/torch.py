@@ -71,23 +71,22 @@ below float32; its crops come back in bfloat16.
 RoIAlign: `roi_align` is ``torchvision.ops.roi_align`` (its signature,
 its conventions and its bits, as `cropgrad.roi_align` computes them),
 differentiable with respect to the boxes as well, through the custom
-operators ``torch.ops.cropgrad.roi_align``,
-``torch.ops.cropgrad.roi_align_grad_image``,
-``torch.ops.cropgrad.roi_align_grad_boxes`` and
-``torch.ops.cropgrad.roi_align_jvp_boxes``, which take torchvision's
-arguments (boxes ``Tensor[K, 5]``, the image index first) and work under
-the same transforms as the crop_and_resize family.  Its results are in the
+operators of its family, ``torch.ops.cropgrad.<op>`` for `roi_align`, its
+image and boxes gradients and its boxes JVP (named as the NumPy functions
+are), which take torchvision's arguments (boxes ``Tensor[K, 5]``, the
+image index first) and work under the same transforms as the
+crop_and_resize family.  Its results are in the
 input's dtype.  Second derivatives in the boxes raise
 ``NotImplementedError``.
 
 Grid sampling: `grid_sample` is ``torch.nn.functional.grid_sample`` for
 4-D inputs (its signature and its bits, as `cropgrad.grid_sample` computes
-them), through the custom operators ``torch.ops.cropgrad.grid_sample``,
-``torch.ops.cropgrad.grid_sample_grad_image``,
-``torch.ops.cropgrad.grid_sample_grad_grid`` and
-``torch.ops.cropgrad.grid_sample_jvp_grid`` (PyTorch's arguments), under
-the same transforms.  Second derivatives with respect to the grid, but for
-that of the input gradient in reverse mode, raise ``NotImplementedError``.
+them), through the custom operators of its family,
+``torch.ops.cropgrad.<op>`` for `grid_sample`, its image and grid
+gradients and its grid JVP (named as the NumPy functions are; PyTorch's
+arguments), under the same transforms.  Second derivatives with respect to
+the grid, but for that of the input gradient in reverse mode, raise
+``NotImplementedError``.
 
 Only CPU (and meta) tensors are accepted; a tensor on any other device is
 a ``ValueError``.  Install with ``pip install "cropgrad[torch]"``.

@@ -1,7 +1,9 @@
 """The C-level API's declarations are the op model's: capi.h, capi.pxd and
 the capsule's table (cropgrad/_ops/generate.py renders them from
-cropgrad/_ops through the templates beside them) are committed as rendered,
-and the table only ever grows at its end."""
+cropgrad/_ops through the templates beside them, with the FFI targets, the
+bridges and their stub); the public header and capi.pxd are committed as
+rendered, the others are build products that the built package agrees
+with, and the table only ever grows at its end."""
 
 import os
 import re
@@ -43,11 +45,39 @@ def test_committed_files_are_the_rendering():
 
 
 def test_the_installed_header_and_pxd_are_the_rendering():
-    # The package was built from the model it carries.
+    # The package was built from the model it carries: its public files and
+    # the stub of its bridges (a build product the wheel carries).
     package = os.path.dirname(cropgrad.__file__)
-    for path in ("capi.pxd", os.path.join("include", "cropgrad", "capi.h")):
+    for path in (*generate.COMMITTED, "_core.pyi"):
         with open(os.path.join(package, path), encoding="utf-8") as file:
             assert file.read() == generate.render(path), path
+
+
+def test_only_the_public_files_are_committed():
+    assert set(generate.COMMITTED) == {
+        "capi.pxd",
+        os.path.join("include", "cropgrad", "capi.h"),
+    }
+    assert set(generate.FILES) == set(generate.COMMITTED) | set(generate.BUILT)
+    assert not set(generate.COMMITTED) & set(generate.BUILT)
+    with open(os.path.join(ROOT, ".gitignore"), encoding="utf-8") as file:
+        ignored = file.read().splitlines()
+    for path in generate.BUILT:
+        assert f"cropgrad/{path.replace(os.sep, '/')}" in ignored, path
+    for path in generate.COMMITTED:
+        assert f"cropgrad/{path.replace(os.sep, '/')}" not in ignored, path
+
+
+def test_the_built_core_has_every_bridge():
+    # The build products render, and the compiled core was built from them.
+    from cropgrad import _core
+
+    bridges = generate.render("_bridges.pxi")
+    stub = generate.render("_core.pyi")
+    for op in _ops.C_OPS.values():
+        assert f"\ndef {op.name}(\n" in bridges, op.name
+        assert f"\ndef {op.name}(\n" in stub, op.name
+        assert callable(getattr(_core, op.name)), op.name
 
 
 def test_a_stale_file_is_found(tmp_path, monkeypatch):
@@ -62,6 +92,26 @@ def test_a_stale_file_is_found(tmp_path, monkeypatch):
     assert generate.main([]) == 0
     assert (package / "capi.pxd").read_text() == "rendered\n"
     assert generate.main(["--check"]) == 0
+
+
+def test_a_missing_build_product_is_written_but_not_stale(tmp_path, monkeypatch):
+    # A tree never built has no build products: --check passes there (a
+    # fresh clone), a build writes them; a missing committed file is stale.
+    package = tmp_path / "cropgrad"
+    rendered = {path: generate.render(path) for path in generate.FILES}
+    for path in generate.COMMITTED:
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / path).write_text(rendered[path])
+    for path in generate.BUILT:
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(generate, "_PACKAGE", str(package))
+    monkeypatch.setattr(generate, "render", rendered.__getitem__)
+    assert generate.main(["--check"]) == 0
+    assert generate.main([]) == 0
+    for path in generate.BUILT:
+        assert (package / path).read_text() == rendered[path], path
+    (package / "capi.pxd").unlink()
+    assert generate.main(["--check"]) == 1
 
 
 def _table_members(header):

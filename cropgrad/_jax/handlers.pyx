@@ -25,20 +25,23 @@ that hands XLA's frame and the row to `_handle`, and its entry in
 refer to them, so they never change), are generated from the op model
 (targets.pxi, cropgrad/_ops/generate.py).
 
-Targets and their operands (shapes in the layout's order, NHWC or NCHW):
+Targets and their operands (shapes in the layout's order, NHWC or NCHW).
+An op's target is ``cropgrad_`` and the op's name; each family's below is
+its forward op's, then its other ops' by what their names add to the
+forward op's:
 
 ``cropgrad_crop_and_resize``
     image (any image dtype, bfloat16 too) [batch, H, W, depth], boxes f32 [n, 4],
     box_ind s32/s64 [n] -> crops f32 [n, crop_h, crop_w, depth];
     attributes ``extrapolation_value`` f32, ``layout``, ``method``,
     ``num_threads`` s32.
-``cropgrad_crop_and_resize_grad_image``
+``_grad_image``
     grads f32 [n, crop_h, crop_w, depth], boxes, box_ind -> image gradient
     (f16/bf16/f32/f64) of the output's shape; attributes ``layout``, ``method``,
     ``num_threads``.
-``cropgrad_crop_and_resize_grad_boxes``
+``_grad_boxes``
     grads, image, boxes, box_ind -> f32 [n, 4]; attributes as above.
-``cropgrad_crop_and_resize_jvp_boxes``
+``_jvp_boxes``
     image, boxes, box_ind, boxes_tangent f32 [n, 4] -> f32 crops: the
     crops' derivative along the boxes tangent; attributes as above.
 
@@ -49,13 +52,13 @@ Targets and their operands (shapes in the layout's order, NHWC or NCHW):
     -> pooled output (f16/bf16/f32/f64) [n, C, out_h, out_w] or NHWC;
     attributes ``spatial_scale`` f64, ``sampling_ratio``, ``aligned``,
     ``layout``, ``num_threads`` s32.
-``cropgrad_roi_align_grad_image``
+``_grad_image``
     grads (the arithmetic type) of the pooled output's shape, boxes, box_ind
     -> image gradient (f16/bf16/f32/f64) of the output's shape; attributes
     as above.
-``cropgrad_roi_align_grad_boxes``
+``_grad_boxes``
     grads, image, boxes, box_ind -> [n, 4] in the boxes' dtype.
-``cropgrad_roi_align_jvp_boxes``
+``_jvp_boxes``
     image, boxes, box_ind, boxes_tangent [n, 4] in the boxes' dtype -> the
     pooled output's derivative along the tangent.
 
@@ -65,12 +68,12 @@ Targets and their operands (shapes in the layout's order, NHWC or NCHW):
     converts them and casts the result); attributes ``mode``,
     ``padding_mode``, ``align_corners``, ``layout`` (NCHW), ``num_threads``
     s32.
-``cropgrad_grid_sample_grad_image``
+``_grad_image``
     grads [N, C, H_out, W_out], grid -> the image gradient, of the output's
     shape; attributes as above.
-``cropgrad_grid_sample_grad_grid``
+``_grad_grid``
     grads, image, grid -> the grid's shape.
-``cropgrad_grid_sample_jvp_grid``
+``_jvp_grid``
     image, grid, grid_tangent (the grid's shape) -> the sampled output's
     derivative along the tangent.
 

@@ -12,9 +12,12 @@ a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
 its stub in ``cropgrad/_core.pyi``).  All are rendered here from the
 model (`Op.c_params` for the declarations) through Cython's Tempita
 templates beside them (``*.tp``), so that they cannot drift apart or miss
-an op.  The generated files are committed (the header is what C consumers read);
-setup.py renders them before compiling, and ``tests/test_generated.py``
-fails when a committed file differs from its rendering.
+an op.  Only the public files (`COMMITTED`: the header and capi.pxd, which
+C and Cython consumers read) are committed; ``tests/test_generated.py``
+fails when one differs from its rendering.  The others (`BUILT`: the
+table, the FFI targets, the bridges and their stub) are build products,
+ignored by git: setup.py renders every file before compiling (so an sdist
+or a clone builds as it is), and writes only those that differ.
 
 The table is append-only: an op's place is its family's, in the order of
 `FAMILIES`, which is the order the C-level API added them.
@@ -23,6 +26,11 @@ Run from the repository's root (no build needed)::
 
     python cropgrad/_ops/generate.py          # write the files
     python cropgrad/_ops/generate.py --check  # exit 1 if one is stale
+
+``--check`` renders every file; a committed file that differs (or is
+missing) is stale, and so is a build product that differs from its
+rendering (a build from an older model: build again); a missing build
+product is not (a tree never built).
 """
 
 import importlib
@@ -31,20 +39,24 @@ import os
 import sys
 import textwrap
 
-__all__ = ["FILES", "render", "main"]
+__all__ = ["BUILT", "COMMITTED", "FILES", "render", "main"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What is rendered: the output, relative to the package, and its template
-# (the output's path with ".tp" appended).
-FILES = (
+# (the output's path with ".tp" appended).  The public files are committed;
+# the internal ones are build products (listed in .gitignore).
+COMMITTED = (
     os.path.join("include", "cropgrad", "capi.h"),
     "capi.pxd",
+)
+BUILT = (
     os.path.join("_capi", "table.pxi"),
     os.path.join("_jax", "targets.pxi"),
     "_bridges.pxi",
     "_core.pyi",
 )
+FILES = COMMITTED + BUILT
 
 
 def _model():
@@ -307,7 +319,8 @@ def render(path):
 
 def main(argv=None):
     """Write every generated file that differs from its rendering, or, with
-    ``--check``, list them and return 1 if there is one."""
+    ``--check``, list the stale ones (every file rendered; a build product
+    not yet written is not stale) and return 1 if there is one."""
     check = "--check" in (sys.argv[1:] if argv is None else argv)
     stale = []
     for path in FILES:
@@ -318,14 +331,19 @@ def main(argv=None):
                 current = file.read()
         except FileNotFoundError:
             current = None
-        if current == text:
+        if current == text or (check and current is None and path in BUILT):
             continue
         stale.append(path)
         if not check:
             with open(target, "w", encoding="utf-8") as file:
                 file.write(text)
     for path in stale:
-        verb = "is stale" if check else "written"
+        if not check:
+            verb = "written"
+        elif path in BUILT:
+            verb = "is stale (a build product: build again)"
+        else:
+            verb = "is stale"
         print(f"cropgrad/{path}: {verb}", file=sys.stderr)
     return 1 if check and stale else 0
 
