@@ -101,6 +101,48 @@ def load_cases(filename):
     return cases
 
 
+def fixture_comparison(name):
+    """How a fixture case's result is compared with TensorFlow's: in cases
+    of NaN pixels, gradients or extrapolation values (named "nonfinite" or
+    "nan_"), NaN where TensorFlow has NaN, whatever its sign (see
+    assert_same_values); bits elsewhere."""
+    nan = "nonfinite" in name or "nan_" in name
+    return assert_same_values if nan else assert_same_bits
+
+
+def crop_fixture(case, image, **options):
+    """crop_and_resize of a forward.npz case on `image` (the case's image,
+    or that image in another layout), flushing denormals as TensorFlow."""
+    import cropgrad
+
+    return cropgrad.crop_and_resize(
+        image,
+        case["boxes"],
+        case["box_ind"],
+        case["crop_size"],
+        method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"],
+        flush_denormals=True,
+        **options,
+    )
+
+
+def grad_boxes_fixture(case, grads, image, **options):
+    """crop_and_resize_grad_boxes of a grad_boxes.npz case on `grads` and
+    `image` (the case's, or those in another layout), flushing denormals as
+    TensorFlow."""
+    import cropgrad
+
+    return cropgrad.crop_and_resize_grad_boxes(
+        grads,
+        image,
+        case["boxes"],
+        case["box_ind"],
+        flush_denormals=True,
+        **options,
+    )
+
+
 def as_image_dtype(values, dtype):
     """Float `values` as an image of `dtype`, the same on every platform.
 
