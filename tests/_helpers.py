@@ -143,6 +143,49 @@ def grad_boxes_fixture(case, grads, image, **options):
     )
 
 
+# roi_align.npz's cases with non-finite pixels, compared on their own
+# (assert_nan_places, assert_pixel0_unread).
+ROI_SPECIAL = ("special_values_f32", "nan_pixel0_f32")
+
+
+def assert_pixel0_unread(out, expected):
+    """The "nan_pixel0_f32" check: torchvision adds 0 * pixel 0 (NaN) for a
+    sample outside the image, where `out` reads no pixel; NaN in `out` only
+    where `expected` has NaN, some of those not NaN, the same bits elsewhere."""
+    differ = np.isnan(expected) & ~np.isnan(out)
+    # Inside samples that read pixel 0 give NaN in both.
+    assert differ.any() and np.all(np.isnan(expected)[np.isnan(out)])
+    assert_same_bits(out[~differ], expected[~differ])
+
+
+def roi_case_names(cases, kind="roi_align", exclude=()):
+    """The sorted names of the roi_align.npz `cases` of `kind`, but `exclude`."""
+    return sorted(
+        n for n, c in cases.items() if str(c["kind"]) == kind and n not in exclude
+    )
+
+
+def roi_case_options(case):
+    """A roi_align.npz case's spatial_scale, sampling_ratio and aligned, by
+    keyword (in torchvision's order)."""
+    return dict(
+        spatial_scale=float(case["spatial_scale"]),
+        sampling_ratio=int(case["sampling_ratio"]),
+        aligned=bool(case["aligned"]),
+    )
+
+
+def assert_nan_places(out, expected):
+    """The "special_values_f32" check: inside samples read their four
+    corners, so zero weight times an infinite pixel is NaN in torchvision's
+    `expected` and in `out` alike; NaN at the same places (payloads may
+    differ), the same bits elsewhere."""
+    nan = np.isnan(expected)
+    assert nan.any()
+    np.testing.assert_array_equal(np.isnan(out), nan)
+    assert_same_bits(out[~nan], expected[~nan])
+
+
 def as_image_dtype(values, dtype):
     """Float `values` as an image of `dtype`, the same on every platform.
 

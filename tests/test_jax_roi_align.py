@@ -11,7 +11,14 @@ fresh process, runs in a child process.
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing, run_child
+from _helpers import (
+    ROI_SPECIAL,
+    assert_same_bits,
+    load_cases,
+    missing,
+    roi_case_names,
+    run_child,
+)
 
 import cropgrad
 
@@ -24,11 +31,7 @@ except ImportError as exc:
 import cropgrad.jax as cgj
 
 CASES = load_cases("roi_align.npz")
-# Cases whose non-finite pixels test_roi_align.py compares on their own.
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-COMPUTED = sorted(
-    n for n, c in CASES.items() if str(c["kind"]) == "roi_align" and n not in SPECIAL
-)
+COMPUTED = roi_case_names(CASES, exclude=ROI_SPECIAL)
 LAYOUTS = ["NCHW", "NHWC"]
 IMAGE_DTYPES = ["uint8", "int16", "float16", "bfloat16", "float32", "float64"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]

@@ -11,7 +11,14 @@ import inspect
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing
+from _helpers import (
+    ROI_SPECIAL,
+    assert_same_bits,
+    load_cases,
+    missing,
+    roi_case_names,
+    roi_case_options,
+)
 
 import cropgrad
 
@@ -26,19 +33,13 @@ from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 import cropgrad.torch as cgt
 
 CASES = load_cases("roi_align.npz")
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-COMPUTED = sorted(
-    n for n, c in CASES.items() if str(c["kind"]) == "roi_align" and n not in SPECIAL
-)
+COMPUTED = roi_case_names(CASES, exclude=ROI_SPECIAL)
 MEMORY = ("contiguous", "channels_last")
 
 
 def _options(case):
-    return (
-        float(case["spatial_scale"]),
-        int(case["sampling_ratio"]),
-        bool(case["aligned"]),
-    )
+    """The case's options, positional (spatial_scale, sampling_ratio, aligned)."""
+    return tuple(roi_case_options(case).values())
 
 
 def _in_memory(t, memory):
