@@ -700,6 +700,58 @@ def assert_same_values(actual, expected, what=""):
     assert_same_bits(np.where(nan, 0, actual), np.where(nan, 0, expected), what)
 
 
+def run_exported_in_child(tmp_path, step, **inputs):
+    """Export jitted `step` (cropgrad.jax's custom calls allowed), serialize
+    it into `tmp_path` and call it on `inputs` (by name, in `step`'s order)
+    in a fresh interpreter; return its outputs' bytes as hex strings."""
+    import jax
+
+    import cropgrad.jax as cgj
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
+    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(
+        *inputs.values()
+    )
+    path = tmp_path / "step.jax"
+    path.write_bytes(exported.serialize())
+    data = tmp_path / "inputs.npz"
+    np.savez(data, **inputs)
+    args = ", ".join(f"inputs[{name!r}]" for name in inputs)
+    return run_child(
+        f"""
+        import json
+        import numpy as np
+        import jax
+        import cropgrad.jax  # registers the FFI targets
+
+        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
+        inputs = np.load({str(data)!r})
+        outs = exported.call({args})
+        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
+        """
+    )
+
+
+def run_python(*args, timeout, **kwargs):
+    """Run a fresh interpreter on `args` (with -P: the current folder off
+    sys.path), its output captured as text; `kwargs` go to subprocess.run.
+    Return the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-P", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
+
+
+def json_report(proc):
+    """The last stdout line of `proc`, a child that must have succeeded (its
+    output's ends in the failure's message), as JSON."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_child(code, env=None, timeout=300):
     """Run `code` in a fresh interpreter that imports this cropgrad (not one
     from the current folder); return its last stdout line as JSON."""
@@ -714,5 +766,4 @@ def run_child(code, env=None, timeout=300):
         env={**os.environ, "PYTHONPATH": root, **(env or {})},
         cwd=os.path.dirname(root) or "/",
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_report(proc)

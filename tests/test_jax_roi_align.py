@@ -18,6 +18,7 @@ from _helpers import (
     missing,
     roi_case_names,
     run_child,
+    run_exported_in_child,
 )
 
 import cropgrad
@@ -657,25 +658,7 @@ def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
         )
         return (out, *vjp(jnp.asarray(grads)))
 
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
-    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, boxes)
-    path = tmp_path / "step.jax"
-    path.write_bytes(exported.serialize())
-    data = tmp_path / "inputs.npz"
-    np.savez(data, image=image, boxes=boxes)
-    report = run_child(
-        f"""
-        import json
-        import numpy as np
-        import jax
-        import cropgrad.jax  # registers the FFI targets
-
-        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
-        inputs = np.load({str(data)!r})
-        outs = exported.call(inputs["image"], inputs["boxes"])
-        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
-        """
-    )
+    report = run_exported_in_child(tmp_path, step, image=image, boxes=boxes)
     expected = [
         np_op("roi_align", image, boxes, box_ind, (3, 2), sampling_ratio=0),
         np_op(
