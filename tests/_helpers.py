@@ -101,6 +101,91 @@ def load_cases(filename):
     return cases
 
 
+def fixture_comparison(name):
+    """How a fixture case's result is compared with TensorFlow's: in cases
+    of NaN pixels, gradients or extrapolation values (named "nonfinite" or
+    "nan_"), NaN where TensorFlow has NaN, whatever its sign (see
+    assert_same_values); bits elsewhere."""
+    nan = "nonfinite" in name or "nan_" in name
+    return assert_same_values if nan else assert_same_bits
+
+
+def crop_fixture(case, image, **options):
+    """crop_and_resize of a forward.npz case on `image` (the case's image,
+    or that image in another layout), flushing denormals as TensorFlow."""
+    import cropgrad
+
+    return cropgrad.crop_and_resize(
+        image,
+        case["boxes"],
+        case["box_ind"],
+        case["crop_size"],
+        method=str(case["method"]),
+        extrapolation_value=case["extrapolation_value"],
+        flush_denormals=True,
+        **options,
+    )
+
+
+def grad_boxes_fixture(case, grads, image, **options):
+    """crop_and_resize_grad_boxes of a grad_boxes.npz case on `grads` and
+    `image` (the case's, or those in another layout), flushing denormals as
+    TensorFlow."""
+    import cropgrad
+
+    return cropgrad.crop_and_resize_grad_boxes(
+        grads,
+        image,
+        case["boxes"],
+        case["box_ind"],
+        flush_denormals=True,
+        **options,
+    )
+
+
+# roi_align.npz's cases with non-finite pixels, compared on their own
+# (assert_nan_places, assert_pixel0_unread).
+ROI_SPECIAL = ("special_values_f32", "nan_pixel0_f32")
+
+
+def assert_pixel0_unread(out, expected):
+    """The "nan_pixel0_f32" check: torchvision adds 0 * pixel 0 (NaN) for a
+    sample outside the image, where `out` reads no pixel; NaN in `out` only
+    where `expected` has NaN, some of those not NaN, the same bits elsewhere."""
+    differ = np.isnan(expected) & ~np.isnan(out)
+    # Inside samples that read pixel 0 give NaN in both.
+    assert differ.any() and np.all(np.isnan(expected)[np.isnan(out)])
+    assert_same_bits(out[~differ], expected[~differ])
+
+
+def roi_case_names(cases, kind="roi_align", exclude=()):
+    """The sorted names of the roi_align.npz `cases` of `kind`, but `exclude`."""
+    return sorted(
+        n for n, c in cases.items() if str(c["kind"]) == kind and n not in exclude
+    )
+
+
+def roi_case_options(case):
+    """A roi_align.npz case's spatial_scale, sampling_ratio and aligned, by
+    keyword (in torchvision's order)."""
+    return dict(
+        spatial_scale=float(case["spatial_scale"]),
+        sampling_ratio=int(case["sampling_ratio"]),
+        aligned=bool(case["aligned"]),
+    )
+
+
+def assert_nan_places(out, expected):
+    """The "special_values_f32" check: inside samples read their four
+    corners, so zero weight times an infinite pixel is NaN in torchvision's
+    `expected` and in `out` alike; NaN at the same places (payloads may
+    differ), the same bits elsewhere."""
+    nan = np.isnan(expected)
+    assert nan.any()
+    np.testing.assert_array_equal(np.isnan(out), nan)
+    assert_same_bits(out[~nan], expected[~nan])
+
+
 def as_image_dtype(values, dtype):
     """Float `values` as an image of `dtype`, the same on every platform.
 
@@ -615,6 +700,58 @@ def assert_same_values(actual, expected, what=""):
     assert_same_bits(np.where(nan, 0, actual), np.where(nan, 0, expected), what)
 
 
+def run_exported_in_child(tmp_path, step, **inputs):
+    """Export jitted `step` (cropgrad.jax's custom calls allowed), serialize
+    it into `tmp_path` and call it on `inputs` (by name, in `step`'s order)
+    in a fresh interpreter; return its outputs' bytes as hex strings."""
+    import jax
+
+    import cropgrad.jax as cgj
+
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
+    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(
+        *inputs.values()
+    )
+    path = tmp_path / "step.jax"
+    path.write_bytes(exported.serialize())
+    data = tmp_path / "inputs.npz"
+    np.savez(data, **inputs)
+    args = ", ".join(f"inputs[{name!r}]" for name in inputs)
+    return run_child(
+        f"""
+        import json
+        import numpy as np
+        import jax
+        import cropgrad.jax  # registers the FFI targets
+
+        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
+        inputs = np.load({str(data)!r})
+        outs = exported.call({args})
+        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
+        """
+    )
+
+
+def run_python(*args, timeout, **kwargs):
+    """Run a fresh interpreter on `args` (with -P: the current folder off
+    sys.path), its output captured as text; `kwargs` go to subprocess.run.
+    Return the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-P", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
+
+
+def json_report(proc):
+    """The last stdout line of `proc`, a child that must have succeeded (its
+    output's ends in the failure's message), as JSON."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_child(code, env=None, timeout=300):
     """Run `code` in a fresh interpreter that imports this cropgrad (not one
     from the current folder); return its last stdout line as JSON."""
@@ -629,5 +766,4 @@ def run_child(code, env=None, timeout=300):
         env={**os.environ, "PYTHONPATH": root, **(env or {})},
         cwd=os.path.dirname(root) or "/",
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_report(proc)

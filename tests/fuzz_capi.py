@@ -48,6 +48,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import capi_ctypes  # noqa: E402
+from _helpers import IMAGE_DTYPES  # noqa: E402
 
 import cropgrad  # noqa: E402
 import cropgrad.capi  # noqa: E402
@@ -59,17 +60,6 @@ STATUS_OF = {
     TypeError: C["CG_ERR_TYPE"],
     MemoryError: C["CG_ERR_MEMORY"],
 }
-IMAGE_DTYPES = [
-    np.uint8,
-    np.int8,
-    np.uint16,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.float16,
-    np.float32,
-    np.float64,
-]
 DTYPE_CODE = {np.dtype(t): C["CG_" + np.dtype(t).name.upper()] for t in IMAGE_DTYPES}
 OUTPUT_DTYPES = [np.float16, np.float32, np.float64]
 METHODS = {0: "bilinear", 1: "nearest"}
@@ -806,6 +796,33 @@ def numpy_error_of(fn, *args, **kwargs):
     return ("ok", out)
 
 
+def judge_c_only_code(consumer, p, rng, c_call, c_only_code):
+    """Call with one code the NumPy API cannot pass (`c_only_code` draws it).
+
+    The call must return the documented status and message and leave the
+    output as it was; None, or what went wrong.
+    """
+    overrides, (status, message) = c_only_code(rng, p)
+    p["record"] = True
+    before = p["out"].copy()
+    result = c_call(consumer, p, rng, overrides)
+    if result[0] != status or result[2] != message:
+        return f"{overrides}: {result!r}, documented ({status}, {message!r})"
+    if not same_bits(p["out"], before):
+        return "a code error, yet the output was written"
+    return None
+
+
+def judge_against_numpy(consumer, p, rng, c_call, numpy_result):
+    """Call `p` in C and judge it against the NumPy API's result of it."""
+    before = p["out"].copy()
+    expected = numpy_result(p)
+    if expected[0] == "ok":
+        expected = ("ok", expected[1].copy())
+    p["out"][...] = before
+    return judge(c_call(consumer, p, rng), expected, p["out"], before)
+
+
 def execute(seed, consumer):
     """Run the case of `seed`; None, or what went wrong."""
     rng = random.Random(seed)
@@ -828,22 +845,8 @@ def execute(seed, consumer):
         p["box_ind"] = np.clip(p["box_ind"], 0, max(batch - 1, 0))
         if numpy_result(p)[0] != "ok":
             return None
-        overrides, (status, message) = _c_only_code(rng, p)
-        p["record"] = True
-        before = p["out"].copy()
-        result = c_call(consumer, p, rng, overrides)
-        if result[0] != status or result[2] != message:
-            return f"{overrides}: {result!r}, documented ({status}, {message!r})"
-        if not same_bits(p["out"], before):
-            return "a code error, yet the output was written"
-        return None
-    before = p["out"].copy()
-    expected = numpy_result(p)
-    if expected[0] == "ok":
-        expected = ("ok", expected[1].copy())
-    p["out"][...] = before
-    result = c_call(consumer, p, rng)
-    return judge(result, expected, p["out"], before)
+        return judge_c_only_code(consumer, p, rng, c_call, _c_only_code)
+    return judge_against_numpy(consumer, p, rng, c_call, numpy_result)
 
 
 def main(argv=None):

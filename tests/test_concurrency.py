@@ -11,13 +11,12 @@
 """
 
 import os
-import subprocess
 import sys
 import threading
 
 import numpy as np
 import pytest
-from _helpers import starting_teams
+from _helpers import run_python, starting_teams
 
 import cropgrad
 
@@ -426,13 +425,7 @@ def test_threads_that_cannot_be_created_do_not_end_the_process(tmp_path):
     # GNU OpenMP ends the process (exit 1, "libgomp: Thread creation failed")
     # when it cannot start the team it is asked for, so num_threads=1024 must
     # not become 512 thread stacks in a process with 3 GiB of address space.
-    proc = subprocess.run(
-        [sys.executable, "-P", "-c", THREAD_LIMIT_CHILD],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = run_python("-c", THREAD_LIMIT_CHILD, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0 and "libgomp" not in proc.stderr, (
         proc.returncode,
         proc.stdout[-500:],

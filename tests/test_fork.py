@@ -10,12 +10,10 @@ children started every way must finish within a timeout with the parent's
 bits.
 """
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from _helpers import json_report, run_python
 
 PARENT = textwrap.dedent(r"""
     import json, multiprocessing as mp, os, sys, time
@@ -105,15 +103,8 @@ PARENT = textwrap.dedent(r"""
 def test_children_finish_with_the_right_answer(scenario, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    proc = subprocess.run(
-        [sys.executable, "-P", str(script), scenario],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = run_python(str(script), scenario, timeout=400, cwd=tmp_path)
+    report = json_report(proc)
     print(report)
     for child in report["children"]:
         assert child["status"] == "ok", child

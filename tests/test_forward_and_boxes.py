@@ -9,6 +9,9 @@ from _helpers import (
     as_image_dtype,
     assert_same_bits,
     assert_same_values,
+    crop_fixture,
+    fixture_comparison,
+    grad_boxes_fixture,
     load_cases,
     starting_teams,
     team_of,
@@ -19,13 +22,6 @@ from cropgrad import _reference as reference
 
 FORWARD = load_cases("forward.npz")
 GRAD_BOXES = load_cases("grad_boxes.npz")
-
-
-def compare(name):
-    """NaN pixels, gradients or extrapolation values: NaN where TensorFlow
-    has NaN, whatever its sign (see assert_same_values); bits elsewhere."""
-    nan = "nonfinite" in name or "nan_" in name
-    return assert_same_values if nan else assert_same_bits
 
 
 def boxes_team_limit(case):
@@ -44,19 +40,10 @@ def test_forward_tensorflow_bits(name, num_threads):
     case = FORWARD[name]
     with starting_teams():
         out, team = team_of(
-            lambda: cropgrad.crop_and_resize(
-                case["image"],
-                case["boxes"],
-                case["box_ind"],
-                case["crop_size"],
-                method=str(case["method"]),
-                extrapolation_value=case["extrapolation_value"],
-                num_threads=num_threads,
-                flush_denormals=True,
-            )
+            lambda: crop_fixture(case, case["image"], num_threads=num_threads)
         )
     assert team == num_threads
-    compare(name)(out, case["out"], name)
+    fixture_comparison(name)(out, case["out"], name)
 
 
 @pytest.mark.parametrize("name", sorted(FORWARD))
@@ -71,7 +58,7 @@ def test_forward_raw_op(name):
         extrapolation_value=case["extrapolation_value"],
         name="crop",
     )
-    compare(name)(out, case["out"], name)
+    fixture_comparison(name)(out, case["out"], name)
 
 
 @pytest.mark.parametrize(
@@ -87,24 +74,19 @@ def test_grad_boxes_tensorflow_bits(name, num_threads):
     case = GRAD_BOXES[name]
     with starting_teams():
         out, team = team_of(
-            lambda: cropgrad.crop_and_resize_grad_boxes(
-                case["grads"],
-                case["image"],
-                case["boxes"],
-                case["box_ind"],
-                num_threads=num_threads,
-                flush_denormals=True,
+            lambda: grad_boxes_fixture(
+                case, case["grads"], case["image"], num_threads=num_threads
             )
         )
     assert team == num_threads
-    compare(name)(out, case["out"], name)
+    fixture_comparison(name)(out, case["out"], name)
     raw = cropgrad.raw_ops.CropAndResizeGradBoxes(
         grads=case["grads"],
         image=case["image"],
         boxes=case["boxes"],
         box_ind=case["box_ind"],
     )
-    compare(name)(raw, case["out"], name)
+    fixture_comparison(name)(raw, case["out"], name)
 
 
 def _random_case(rng, dtype, num_boxes=9, depth=3, crop=(4, 6), spread=0.3):

@@ -9,13 +9,11 @@ with); the CPU time idle workers burn is measured only on request
 """
 
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from _helpers import env_flag
+from _helpers import env_flag, run_python
 
 import cropgrad
 from cropgrad._runtime import parallel as _parallel
@@ -57,13 +55,7 @@ def test_the_runtime_loads_with_a_short_spin_count():
     # read under OMP_DISPLAY_ENV=verbose.
     env = {k: v for k, v in os.environ.items() if k not in _wait_policy.USER_VARIABLES}
     env["OMP_DISPLAY_ENV"] = "verbose"
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", THREADED_CALL],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    run = run_python("-c", THREADED_CALL, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "OPENMP DISPLAY ENVIRONMENT BEGIN" in run.stderr, run.stderr
     if "GOMP_SPINCOUNT" not in run.stderr:
@@ -98,13 +90,7 @@ def test_a_users_wait_policy_is_respected(variable, value):
         "import os, cropgrad; from cropgrad._runtime import parallel as _parallel; "
         f"print(_parallel.shortens_wait(), os.environ.get({variable!r}))"
     )
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    run = run_python("-c", code, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     # Not shortened, and the user's variable is still there.
     assert run.stdout.split() == ["False", value]
@@ -113,12 +99,6 @@ def test_a_users_wait_policy_is_respected(variable, value):
 def test_the_environment_is_left_as_it_was():
     code = "import os, cropgrad; print('GOMP_SPINCOUNT' in os.environ)"
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    run = run_python("-c", code, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"

@@ -20,7 +20,6 @@ interrupted call may use at most a few times the CPU time of a whole call;
 a child that hangs is stopped by its time limit.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -29,6 +28,7 @@ import textwrap
 import time
 
 import pytest
+from _helpers import json_report, run_python
 
 CHILD = textwrap.dedent(r"""
     import json, os, signal, sys, threading, time
@@ -144,15 +144,8 @@ CHILD = textwrap.dedent(r"""
 )
 @pytest.mark.parametrize("threads", [1, 2])
 def test_interrupt_during_a_long_call(op, dtype, threads, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-P", "-c", CHILD, op, dtype, str(threads)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = run_python("-c", CHILD, op, dtype, str(threads), timeout=300, cwd=tmp_path)
+    report = json_report(proc)
     print(report)
     assert report["outcome"] != "not raised", "the interrupt was lost"
     if report["outcome"] == "raised after return":

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, missing, run_child
+from _helpers import assert_same_bits, missing, run_child, run_exported_in_child
 
 import cropgrad
 
@@ -1131,25 +1131,7 @@ def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
         )
         return (crops, *vjp(jnp.asarray(grads)))
 
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
-    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, boxes)
-    path = tmp_path / "step.jax"
-    path.write_bytes(exported.serialize())
-    data = tmp_path / "inputs.npz"
-    np.savez(data, image=image, boxes=boxes)
-    report = run_child(
-        f"""
-        import json
-        import numpy as np
-        import jax
-        import cropgrad.jax  # registers the FFI targets
-
-        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
-        inputs = np.load({str(data)!r})
-        outs = exported.call(inputs["image"], inputs["boxes"])
-        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
-        """
-    )
+    report = run_exported_in_child(tmp_path, step, image=image, boxes=boxes)
     expected = [np.asarray(o).tobytes().hex() for o in step(image, boxes)]
     assert report == expected
     # Without the list, jax.export refuses the custom calls.

@@ -9,7 +9,7 @@ when JAX cannot be imported and CROPGRAD_REQUIRE_ADAPTERS is not 1.
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing, run_child
+from _helpers import assert_same_bits, load_cases, missing, run_exported_in_child
 
 import cropgrad
 
@@ -259,25 +259,7 @@ def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
         )
         return (out, *vjp(jnp.asarray(grads)))
 
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
-    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, grid)
-    path = tmp_path / "step.jax"
-    path.write_bytes(exported.serialize())
-    data = tmp_path / "inputs.npz"
-    np.savez(data, image=image, grid=grid)
-    report = run_child(
-        f"""
-        import json
-        import numpy as np
-        import jax
-        import cropgrad.jax  # registers the FFI targets
-
-        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
-        inputs = np.load({str(data)!r})
-        outs = exported.call(inputs["image"], inputs["grid"])
-        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
-        """
-    )
+    report = run_exported_in_child(tmp_path, step, image=image, grid=grid)
     kw = dict(mode="bicubic")
     expected = [
         np_op("grid_sample", image, grid, **kw),

@@ -11,7 +11,15 @@ fresh process, runs in a child process.
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing, run_child
+from _helpers import (
+    ROI_SPECIAL,
+    assert_same_bits,
+    load_cases,
+    missing,
+    roi_case_names,
+    run_child,
+    run_exported_in_child,
+)
 
 import cropgrad
 
@@ -24,11 +32,7 @@ except ImportError as exc:
 import cropgrad.jax as cgj
 
 CASES = load_cases("roi_align.npz")
-# Cases whose non-finite pixels test_roi_align.py compares on their own.
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-COMPUTED = sorted(
-    n for n, c in CASES.items() if str(c["kind"]) == "roi_align" and n not in SPECIAL
-)
+COMPUTED = roi_case_names(CASES, exclude=ROI_SPECIAL)
 LAYOUTS = ["NCHW", "NHWC"]
 IMAGE_DTYPES = ["uint8", "int16", "float16", "bfloat16", "float32", "float64"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
@@ -654,25 +658,7 @@ def test_export_serialize_and_call_in_a_fresh_process(tmp_path):
         )
         return (out, *vjp(jnp.asarray(grads)))
 
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in cgj.FFI_TARGETS]
-    exported = jax.export.export(jax.jit(step), disabled_checks=checks)(image, boxes)
-    path = tmp_path / "step.jax"
-    path.write_bytes(exported.serialize())
-    data = tmp_path / "inputs.npz"
-    np.savez(data, image=image, boxes=boxes)
-    report = run_child(
-        f"""
-        import json
-        import numpy as np
-        import jax
-        import cropgrad.jax  # registers the FFI targets
-
-        exported = jax.export.deserialize(open({str(path)!r}, "rb").read())
-        inputs = np.load({str(data)!r})
-        outs = exported.call(inputs["image"], inputs["boxes"])
-        print(json.dumps([np.asarray(o).tobytes().hex() for o in outs]))
-        """
-    )
+    report = run_exported_in_child(tmp_path, step, image=image, boxes=boxes)
     expected = [
         np_op("roi_align", image, boxes, box_ind, (3, 2), sampling_ratio=0),
         np_op(

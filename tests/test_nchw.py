@@ -32,9 +32,12 @@ from _helpers import (
     assert_same_values,
     big_problems,
     box_groups,
+    crop_fixture,
     crop_rows,
     examples,
+    fixture_comparison,
     forward_problems,
+    grad_boxes_fixture,
     grad_image_problems,
     grad_image_rows,
     grads_elements,
@@ -81,13 +84,6 @@ if cropgrad.show_config("dicts")["compiler"] == "gcc":
     same_layout_bits = assert_same_bits
 else:
     same_layout_bits = assert_same_values
-
-
-def compare(name):
-    """NaN inputs: NaN where TensorFlow has NaN, whatever its sign (see
-    assert_same_values); bits elsewhere."""
-    nan = "nonfinite" in name or "nan_" in name
-    return assert_same_values if nan else assert_same_bits
 
 
 # --------------------------------------------------------------------------
@@ -162,7 +158,7 @@ def test_grad_image_tensorflow_bits(name, dtype, num_threads):
         num_threads,
         GRAD_IMAGE_LIMIT.get(name, 4),
     )
-    compare(name)(out, nchw(case[f"out_{dtype}"]), name)
+    fixture_comparison(name)(out, nchw(case[f"out_{dtype}"]), name)
 
 
 @pytest.mark.parametrize(
@@ -199,21 +195,13 @@ def test_grad_image_float16_is_the_nhwc_result(name, num_threads):
 def test_forward_tensorflow_bits(name, num_threads):
     case = FORWARD[name]
     out = _run(
-        lambda: cropgrad.crop_and_resize(
-            nchw(case["image"]),
-            case["boxes"],
-            case["box_ind"],
-            case["crop_size"],
-            method=str(case["method"]),
-            extrapolation_value=case["extrapolation_value"],
-            num_threads=num_threads,
-            flush_denormals=True,
-            data_format="NCHW",
+        lambda: crop_fixture(
+            case, nchw(case["image"]), num_threads=num_threads, data_format="NCHW"
         ),
         num_threads,
         forward_limit(case),
     )
-    compare(name)(out, nchw(case["out"]), name)
+    fixture_comparison(name)(out, nchw(case["out"]), name)
 
 
 @pytest.mark.parametrize(
@@ -222,19 +210,17 @@ def test_forward_tensorflow_bits(name, num_threads):
 def test_grad_boxes_tensorflow_bits(name, num_threads):
     case = GRAD_BOXES[name]
     out = _run(
-        lambda: cropgrad.crop_and_resize_grad_boxes(
+        lambda: grad_boxes_fixture(
+            case,
             nchw(case["grads"]),
             nchw(case["image"]),
-            case["boxes"],
-            case["box_ind"],
             num_threads=num_threads,
-            flush_denormals=True,
             data_format="NCHW",
         ),
         num_threads,
         boxes_limit(case),
     )
-    compare(name)(out, case["out"], name)
+    fixture_comparison(name)(out, case["out"], name)
 
 
 # --------------------------------------------------------------------------

@@ -14,7 +14,15 @@ import doctest
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases
+from _helpers import (
+    ROI_SPECIAL,
+    assert_nan_places,
+    assert_pixel0_unread,
+    assert_same_bits,
+    load_cases,
+    roi_case_names,
+    roi_case_options,
+)
 
 from cropgrad._reference import roi_align as ref
 
@@ -22,21 +30,7 @@ CASES = load_cases("roi_align.npz")
 
 
 def _names(kind, exclude=()):
-    return sorted(
-        n for n, c in CASES.items() if str(c["kind"]) == kind and n not in exclude
-    )
-
-
-# Cases with non-finite pixels, compared on their own below.
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-
-
-def _args(case):
-    return dict(
-        spatial_scale=float(case["spatial_scale"]),
-        sampling_ratio=int(case["sampling_ratio"]),
-        aligned=bool(case["aligned"]),
-    )
+    return roi_case_names(CASES, kind, exclude)
 
 
 def _forward(case, **kw):
@@ -45,7 +39,7 @@ def _forward(case, **kw):
         case["boxes"],
         case["box_ind"],
         tuple(case["output_size"]),
-        **_args(case),
+        **roi_case_options(case),
         **kw,
     )
 
@@ -56,7 +50,7 @@ def _grad_image(case):
         case["boxes"],
         case["box_ind"],
         case["image"].shape,
-        **_args(case),
+        **roi_case_options(case),
     )
 
 
@@ -68,7 +62,7 @@ def test_fixture_file_covers_the_cases():
     assert dtypes == {"float32", "float64"}
 
 
-@pytest.mark.parametrize("name", _names("roi_align", SPECIAL))
+@pytest.mark.parametrize("name", _names("roi_align", ROI_SPECIAL))
 def test_forward_is_torchvision_bits(name):
     case = CASES[name]
     assert_same_bits(_forward(case), case["out"], name)
@@ -84,11 +78,7 @@ def test_nonfinite_pixels_read_as_torchvision_reads_them():
     # Inside samples read all four corners: a zero weight times an infinite
     # pixel is NaN in both.  NaN payloads may differ; the places may not.
     case = CASES["special_values_f32"]
-    out, expected = _forward(case), case["out"]
-    nan = np.isnan(expected)
-    assert nan.any()
-    np.testing.assert_array_equal(np.isnan(out), nan)
-    assert_same_bits(out[~nan], expected[~nan])
+    assert_nan_places(_forward(case), case["out"])
 
 
 def test_outside_samples_read_no_pixel():
@@ -96,11 +86,7 @@ def test_outside_samples_read_no_pixel():
     # pixel 0 is NaN or infinite; the reference reads nothing for it.
     case = CASES["nan_pixel0_f32"]
     assert "0 * pixel 0" in str(case["note"])
-    out, expected = _forward(case), case["out"]
-    differ = np.isnan(expected) & ~np.isnan(out)
-    # Inside samples that read pixel 0 give NaN in both.
-    assert differ.any() and np.all(np.isnan(expected)[np.isnan(out)])
-    assert_same_bits(out[~differ], expected[~differ])
+    assert_pixel0_unread(_forward(case), case["out"])
 
 
 @pytest.mark.parametrize("name", _names("error"))
@@ -113,7 +99,11 @@ def test_where_torchvision_raises_the_output_is_zero(name):
     assert out.shape == (1, 2, 2, 3) and not out.any()
     grads = np.ones_like(out)
     grad = ref.roi_align_grad_image(
-        grads, case["boxes"], case["box_ind"], case["image"].shape, **_args(case)
+        grads,
+        case["boxes"],
+        case["box_ind"],
+        case["image"].shape,
+        **roi_case_options(case),
     )
     assert not grad.any()
 
@@ -154,15 +144,15 @@ def test_float32_arithmetic_beats_torchvision_float16():
     # them in float32 and round once.  Against the float64 yardstick of the
     # same float16 inputs, the latter is never less accurate.
     compared = 0
-    for name in _names("roi_align", SPECIAL):
+    for name in _names("roi_align", ROI_SPECIAL):
         case = CASES[name]
         if "out_float16" not in case:
             continue
         image16 = case["image"].astype(np.float16)
         boxes = case["boxes"].astype(np.float16).astype(np.float32)
         args = (image16, boxes, case["box_ind"], tuple(case["output_size"]))
-        yardstick = ref.roi_align(*args, **_args(case), exact=False)
-        ours = ref.roi_align(*args, **_args(case)).astype(np.float16)
+        yardstick = ref.roi_align(*args, **roi_case_options(case), exact=False)
+        ours = ref.roi_align(*args, **roi_case_options(case)).astype(np.float16)
         ours_err = np.max(np.abs(ours - yardstick), initial=0)
         theirs_err = np.max(np.abs(case["out_float16"] - yardstick), initial=0)
         assert ours_err <= theirs_err, name
@@ -171,7 +161,7 @@ def test_float32_arithmetic_beats_torchvision_float16():
 
 
 def test_float64_yardstick_is_close_to_the_exact_bits():
-    for name in _names("roi_align", SPECIAL):
+    for name in _names("roi_align", ROI_SPECIAL):
         case = CASES[name]
         approx = _forward(case, exact=False)
         scale = max(1.0, float(np.max(np.abs(approx), initial=0)))

@@ -13,26 +13,24 @@ test_validation.py.
 import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing, starting_teams
+from _helpers import (
+    ROI_SPECIAL,
+    assert_nan_places,
+    assert_pixel0_unread,
+    assert_same_bits,
+    load_cases,
+    missing,
+    roi_case_names,
+    roi_case_options,
+    starting_teams,
+)
 
 import cropgrad
 from cropgrad._reference import roi_align as ref
 
 CASES = load_cases("roi_align.npz")
-# Cases whose non-finite pixels are compared on their own below.
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-COMPUTED = sorted(
-    n for n, c in CASES.items() if str(c["kind"]) == "roi_align" and n not in SPECIAL
-)
+COMPUTED = roi_case_names(CASES, exclude=ROI_SPECIAL)
 LAYOUTS = ("NCHW", "NHWC")
-
-
-def _options(case):
-    return dict(
-        spatial_scale=float(case["spatial_scale"]),
-        sampling_ratio=int(case["sampling_ratio"]),
-        aligned=bool(case["aligned"]),
-    )
 
 
 def _to(layout, a):
@@ -53,7 +51,7 @@ def forward(case, layout="NCHW", image=None, **kw):
         case["box_ind"],
         tuple(int(v) for v in case["output_size"]),
         data_format=layout,
-        **_options(case),
+        **roi_case_options(case),
         **kw,
     )
     return _back(layout, out)
@@ -70,7 +68,7 @@ def grad_image(case, layout="NCHW", grads=None, **kw):
         case["box_ind"],
         shape,
         data_format=layout,
-        **_options(case),
+        **roi_case_options(case),
         **kw,
     )
     return _back(layout, out)
@@ -138,11 +136,7 @@ def test_nonfinite_pixels_are_read_as_torchvision_reads_them():
     # is NaN in both (NaN payloads are compared on the same machine code
     # elsewhere; here the places).
     case = CASES["special_values_f32"]
-    out, expected = forward(case), case["out"]
-    nan = np.isnan(expected)
-    assert nan.any()
-    np.testing.assert_array_equal(np.isnan(out), nan)
-    assert_same_bits(out[~nan], expected[~nan])
+    assert_nan_places(forward(case), case["out"])
 
 
 def test_outside_samples_read_no_pixel():
@@ -150,9 +144,7 @@ def test_outside_samples_read_no_pixel():
     # pixel 0 is NaN); cropgrad reads nothing for it (docs/semantics.md).
     case = CASES["nan_pixel0_f32"]
     out, expected = forward(case), case["out"]
-    differ = np.isnan(expected) & ~np.isnan(out)
-    assert differ.any()
-    assert_same_bits(out[~differ], expected[~differ])
+    assert_pixel0_unread(out, expected)
     assert_same_bits(
         out,
         ref.roi_align(
@@ -160,7 +152,7 @@ def test_outside_samples_read_no_pixel():
             case["boxes"],
             case["box_ind"],
             tuple(case["output_size"]),
-            **_options(case),
+            **roi_case_options(case),
         ),
     )
 
@@ -311,7 +303,7 @@ def test_float16_is_no_less_accurate_than_torchvision(name):
         case["box_ind"],
         tuple(case["output_size"]),
         exact=False,
-        **_options(case),
+        **roi_case_options(case),
     )
     ours = forward(case, image=image16)
     assert ours.dtype == np.float16

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import run_python
 
 from cropgrad._runtime import simd as _simd
 
@@ -143,12 +144,6 @@ def test_chosen_whichever_module_is_imported_first(first):
 
 def test_unknown_target_is_refused_at_import():
     env = {**os.environ, "CROPGRAD_SIMD": "no-such-isa"}
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", "import cropgrad"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    run = run_python("-c", "import cropgrad", env=env, timeout=120)
     assert run.returncode != 0
     assert "CROPGRAD_SIMD" in run.stderr

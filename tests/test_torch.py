@@ -10,13 +10,11 @@ import functools
 import inspect
 import os
 import re
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, required, unrequired
+from _helpers import assert_same_bits, required, run_python, unrequired
 
 import cropgrad
 from cropgrad import _core
@@ -69,13 +67,7 @@ def test_import_without_torch_says_how_to_install():
         "else:\n"
         "    print('imported')\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", code, parent],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    run = run_python("-c", code, parent, timeout=120, check=True)
     assert 'pip install "cropgrad[torch]"' in run.stdout, run.stdout + run.stderr
 
 
@@ -89,13 +81,7 @@ def test_an_older_pytorch_is_refused_at_import():
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    run = run_python("-c", code, timeout=120, check=True)
     assert "needs PyTorch 2.5 or newer, found 2.4.1+cpu" in run.stdout, (
         run.stdout + run.stderr
     )

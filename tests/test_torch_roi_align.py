@@ -11,7 +11,15 @@ import inspect
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, load_cases, missing
+from _helpers import (
+    ROI_SPECIAL,
+    assert_same_bits,
+    load_cases,
+    missing,
+    roi_case_names,
+    roi_case_options,
+    run_python,
+)
 
 import cropgrad
 
@@ -26,19 +34,13 @@ from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 import cropgrad.torch as cgt
 
 CASES = load_cases("roi_align.npz")
-SPECIAL = ("special_values_f32", "nan_pixel0_f32")
-COMPUTED = sorted(
-    n for n, c in CASES.items() if str(c["kind"]) == "roi_align" and n not in SPECIAL
-)
+COMPUTED = roi_case_names(CASES, exclude=ROI_SPECIAL)
 MEMORY = ("contiguous", "channels_last")
 
 
 def _options(case):
-    return (
-        float(case["spatial_scale"]),
-        int(case["sampling_ratio"]),
-        bool(case["aligned"]),
-    )
+    """The case's options, positional (spatial_scale, sampling_ratio, aligned)."""
+    return tuple(roi_case_options(case).values())
 
 
 def _in_memory(t, memory):
@@ -311,20 +313,38 @@ def test_boxes_of_another_dtype_are_rounded_as_the_numpy_api_rounds_them():
         assert_same_bits(out.numpy(), expected, str(dtype))
 
 
-def test_bfloat16_without_ml_dtypes(tmp_path):
-    # PyTorch's bfloat16 reaches the kernels as its bits: the adapter needs
-    # no ml_dtypes.  Compared with the NumPy API (which does) afterwards.
-    import subprocess
-    import sys
-
-    image, boxes, box_ind = _problem(5, torch.bfloat16)
-    rois = _rois(boxes, box_ind, torch.bfloat16)
-    torch.save((image, rois), tmp_path / "inputs.pt")
-    code = (
+def _without_ml_dtypes(tmp_path, inputs, code):
+    """Run `code` in a fresh interpreter that cannot import ml_dtypes, with
+    sys, torch and cropgrad.torch (as cgt) imported, `inputs` saved to
+    sys.argv[1] and sys.argv[2] for its results; return its stdout and the
+    results it saved there."""
+    torch.save(inputs, tmp_path / "inputs.pt")
+    prelude = (
         "import sys\n"
         "sys.modules['ml_dtypes'] = None\n"
         "import torch\n"
         "import cropgrad.torch as cgt\n"
+    )
+    done = run_python(
+        "-c",
+        prelude + code,
+        tmp_path / "inputs.pt",
+        tmp_path / "out.pt",
+        check=False,
+        timeout=None,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, torch.load(tmp_path / "out.pt")
+
+
+def test_bfloat16_without_ml_dtypes(tmp_path):
+    # PyTorch's bfloat16 reaches the kernels as its bits: the adapter needs
+    # no ml_dtypes.  Compared with the NumPy API (which does) afterwards.
+    image, boxes, box_ind = _problem(5, torch.bfloat16)
+    rois = _rois(boxes, box_ind, torch.bfloat16)
+    stdout, (out, d_image, d_rois) = _without_ml_dtypes(
+        tmp_path,
+        (image, rois),
         "image, rois = torch.load(sys.argv[1])\n"
         "image.requires_grad_(); rois.requires_grad_()\n"
         "out = cgt.roi_align(image, rois, (3, 2), 0.5, 2, True)\n"
@@ -333,17 +353,9 @@ def test_bfloat16_without_ml_dtypes(tmp_path):
         "try:\n"
         "    import ml_dtypes\n"
         "except ImportError:\n"
-        "    print('no ml_dtypes')\n"
+        "    print('no ml_dtypes')\n",
     )
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "no ml_dtypes"
-    out, d_image, d_rois = torch.load(tmp_path / "out.pt")
+    assert stdout.strip() == "no ml_dtypes"
     kw = _numpy_options(0.5, 2, True)
     boxes = rois[:, 1:].float().numpy()  # as rounded to bfloat16
     assert out.dtype == d_image.dtype == d_rois.dtype == torch.bfloat16
@@ -854,18 +866,13 @@ def test_crop_and_resize_bfloat16_without_ml_dtypes(tmp_path):
     # ml_dtypes too: the bits of a process that has it (test_torch.py
     # compares those with the NumPy API's, which reads bfloat16 through
     # ml_dtypes).
-    import subprocess
-    import sys
-
     rng = np.random.default_rng(9)
     image = torch.from_numpy(rng.standard_normal((2, 3, 7, 6))).to(torch.bfloat16)
     boxes = torch.from_numpy(rng.uniform(-0.2, 1.2, (4, 4))).float()
     box_ind = torch.tensor([0, 1, 1, 0])
-    code = (
-        "import sys\n"
-        "sys.modules['ml_dtypes'] = None\n"
-        "import torch\n"
-        "import cropgrad.torch as cgt\n"
+    _, saved = _without_ml_dtypes(
+        tmp_path,
+        (image, boxes, box_ind),
         "image, boxes, box_ind = torch.load(sys.argv[1])\n"
         "image.requires_grad_(); boxes.requires_grad_()\n"
         "crops = cgt.crop_and_resize(image, boxes, box_ind, (3, 4))\n"
@@ -873,16 +880,8 @@ def test_crop_and_resize_bfloat16_without_ml_dtypes(tmp_path):
         "g = torch.ones(4, 3, 3, 4, dtype=torch.bfloat16)\n"
         "d = cgt.crop_and_resize_grad_image(g, boxes, box_ind, [2, 3, 7, 6], "
         "torch.bfloat16)\n"
-        "torch.save((crops, image.grad, boxes.grad, d), sys.argv[2])\n"
+        "torch.save((crops, image.grad, boxes.grad, d), sys.argv[2])\n",
     )
-    torch.save((image, boxes, box_ind), tmp_path / "inputs.pt")
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", code, tmp_path / "inputs.pt", tmp_path / "out.pt"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
     image.requires_grad_()
     b = boxes.clone().requires_grad_()
     crops = cgt.crop_and_resize(image, b, box_ind, (3, 4))
@@ -890,7 +889,7 @@ def test_crop_and_resize_bfloat16_without_ml_dtypes(tmp_path):
     g = torch.ones(4, 3, 3, 4, dtype=torch.bfloat16)
     d = cgt.crop_and_resize_grad_image(g, boxes, box_ind, [2, 3, 7, 6], torch.bfloat16)
     expected = (crops, image.grad, b.grad, d)
-    for got, want in zip(torch.load(tmp_path / "out.pt"), expected):
+    for got, want in zip(saved, expected):
         assert got.dtype == want.dtype
         assert torch.equal(
             got.view(-1).view(torch.uint8), want.view(-1).view(torch.uint8)
