@@ -10,6 +10,8 @@ C-level API through the bridge of cropgrad._core, which checks the data
 An error of the C-level API comes back as the exception documented here.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from cropgrad import _core
@@ -23,9 +25,18 @@ __all__ = [
 ]
 
 
+class _Options(NamedTuple):
+    """The codes of the options the ops share."""
+
+    method: int
+    layout: int
+    threads: int
+    flush: bool
+
+
 def _options(method, allowed, data_format, num_threads, flush_denormals):
     """The codes of the options the ops share, checked in this order."""
-    return (
+    return _Options(
         _v.method(method, allowed),
         _v.data_format(data_format),
         _v.threads(num_threads),
@@ -39,11 +50,23 @@ def _crop_size(crop_size):
     return _v.size_pair(crop_size, "crop_size", "[crop_height, crop_width]")
 
 
-def _index_and_crops(box_ind, out, layout, image, num_boxes, crop_h, crop_w):
-    """The native box_ind, its code, and the crops to write (of the forward
-    op and of its boxes JVP)."""
+def _gated_crops(check, image, image_code, boxes, box_ind, crop_h, crop_w, o, out):
+    """Run the gate `check` of the forward op or of its boxes JVP (both
+    check the same arguments), then return the native box_ind, its code,
+    and the crops to write."""
+    num_boxes = boxes.shape[0]
+    check(
+        image.shape,
+        image_code,
+        num_boxes,
+        crop_h,
+        crop_w,
+        o.method,
+        o.layout,
+        o.threads,
+    )
     index, index_code = _v.native_index(box_ind)
-    shape = _v.crops_shape(layout, image.shape, num_boxes, crop_h, crop_w)
+    shape = _v.crops_shape(o.layout, image.shape, num_boxes, crop_h, crop_w)
     return index, index_code, _v.output(out, shape, np.dtype(np.float32))
 
 
@@ -235,25 +258,13 @@ def crop_and_resize(
     array([[0., 2.],
            [6., 8.]], dtype=float32)
     """
-    method_code, layout, nthreads, flush = _options(
-        method, _v.METHODS, data_format, num_threads, flush_denormals
-    )
+    o = _options(method, _v.METHODS, data_format, num_threads, flush_denormals)
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _crop_size(crop_size)
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
-    _core.check_forward(
-        image.shape,
-        image_code,
-        boxes.shape[0],
-        crop_h,
-        crop_w,
-        method_code,
-        layout,
-        nthreads,
-    )
-    index, index_code, result = _index_and_crops(
-        box_ind, out, layout, image, boxes.shape[0], crop_h, crop_w
+    index, index_code, result = _gated_crops(
+        _core.check_forward, image, image_code, boxes, box_ind, crop_h, crop_w, o, out
     )
     _core.crop_and_resize(
         image,
@@ -263,12 +274,12 @@ def crop_and_resize(
         index_code,
         crop_h,
         crop_w,
-        method_code,
+        o.method,
         float(extrapolation),
-        layout,
+        o.layout,
         result,
-        nthreads,
-        flush,
+        o.threads,
+        o.flush,
     )
     return result
 
@@ -463,25 +474,13 @@ def crop_and_resize_jvp_boxes(
     array([[6., 6.],
            [6., 6.]], dtype=float32)
     """
-    method_code, layout, nthreads, flush = _options(
-        method, ("bilinear",), data_format, num_threads, flush_denormals
-    )
+    o = _options(method, ("bilinear",), data_format, num_threads, flush_denormals)
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
     crop_h, crop_w = _crop_size(crop_size)
-    _core.check_jvp_boxes(
-        image.shape,
-        image_code,
-        boxes.shape[0],
-        crop_h,
-        crop_w,
-        method_code,
-        layout,
-        nthreads,
-    )
-    index, index_code, result = _index_and_crops(
-        box_ind, out, layout, image, boxes.shape[0], crop_h, crop_w
+    index, index_code, result = _gated_crops(
+        _core.check_jvp_boxes, image, image_code, boxes, box_ind, crop_h, crop_w, o, out
     )
     _core.crop_and_resize_jvp_boxes(
         image,
@@ -492,10 +491,10 @@ def crop_and_resize_jvp_boxes(
         index_code,
         crop_h,
         crop_w,
-        method_code,
-        layout,
+        o.method,
+        o.layout,
         result,
-        nthreads,
-        flush,
+        o.threads,
+        o.flush,
     )
     return result

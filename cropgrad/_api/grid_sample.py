@@ -12,6 +12,8 @@ bridge, which checks the data (a finite grid) and runs the kernel, the GIL
 released.  docs/semantics.md ("Grid sampling") has every rounding.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from cropgrad import _core
@@ -43,6 +45,18 @@ def choice(value, name, choices):
     raise ValueError(f"{name} must be one of {listed}, got {value!r}")
 
 
+class _Options(NamedTuple):
+    """The options every op takes, as the C-level API's codes (`nchw`: the
+    caller's layout is NCHW)."""
+
+    mode: int
+    padding: int
+    aligned: bool
+    nchw: bool
+    threads: int
+    flush: bool
+
+
 def _options(mode, padding_mode, align_corners, data_format, num_threads, flush):
     """The options every op takes, checked in this order, as the C-level
     API's codes: (mode, padding, aligned, nchw, threads, flush)."""
@@ -50,13 +64,35 @@ def _options(mode, padding_mode, align_corners, data_format, num_threads, flush)
     padding = PADDING_CODES[choice(padding_mode, "padding_mode", PADDING_MODES)]
     aligned = _v.flag(align_corners, "align_corners")
     nchw = _v.data_format(data_format) == _NCHW
-    return (
+    return _Options(
         mode,
         padding,
         aligned,
         nchw,
         _v.threads(num_threads),
         _v.flag(flush, "flush_denormals"),
+    )
+
+
+def _run(bridge, arrays, arith, o, written, *image_shape):
+    """Call op `bridge` of the C-level API on its input `arrays` (NCHW, of
+    the arithmetic type `arith`, in the bridge's order) with the options
+    `o`, writing NCHW `written`.
+
+    Every op's bridge takes its arrays, the arithmetic type's code, the
+    options and the output in this order; the image gradient's also takes
+    the image's NCHW shape (`image_shape`) after the code."""
+    bridge(
+        *arrays,
+        _v.dtype_code(arith),
+        *image_shape,
+        o.mode,
+        o.padding,
+        o.aligned,
+        _NCHW,
+        written,
+        o.threads,
+        o.flush,
     )
 
 
@@ -198,10 +234,15 @@ def _output(out, shape_nchw, dtype, nchw, inputs):
     array, in the caller's layout."""
     n, c, h, w = shape_nchw
     shape = shape_nchw if nchw else (n, h, w, c)
-    result = _v.output(out, shape, dtype)
+    return _unshared(_v.output(out, shape, dtype), out, inputs)
+
+
+def _unshared(result, out, inputs):
+    """`result`, refused when it is the caller's `out` and shares memory
+    with one of the `inputs` (the kernel would read what it writes)."""
     if out is not None:
         for a in inputs:
-            if a is not None and np.may_share_memory(result, a):
+            if np.may_share_memory(result, a):
                 raise ValueError("out must not share memory with an input")
     return result
 
@@ -298,30 +339,19 @@ def grid_sample(
     >>> cropgrad.grid_sample(image, grid, align_corners=True)[0, 0]
     array([[0., 5., 3.]], dtype=float32)
     """
-    mode, padding, aligned, nchw, threads, flush = _options(
+    o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, nchw)
+    image, data_dtype, arith = _image(image, o.nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, nchw, (image, grid))
-    computed = _scratch(result, shape, arith, nchw)
-    _core.grid_sample(
-        image,
-        grid,
-        _v.dtype_code(arith),
-        mode,
-        padding,
-        aligned,
-        _NCHW,
-        computed,
-        threads,
-        flush,
-    )
-    return _deliver(result, computed, nchw)
+    result = _output(out, shape, result_dtype, o.nchw, (image, grid))
+    computed = _scratch(result, shape, arith, o.nchw)
+    _run(_core.grid_sample, (image, grid), arith, o, computed)
+    return _deliver(result, computed, o.nchw)
 
 
 def grid_sample_grad_image(
@@ -379,37 +409,25 @@ def grid_sample_grad_image(
     array([[0.25, 0.25],
            [0.25, 0.25]], dtype=float32)
     """
-    mode, padding, aligned, nchw, threads, flush = _options(
+    o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
     raw = _v.real_array(grads, "grads", bfloat16=True)
     arith = _grads_arithmetic(raw)
-    fmt = "NCHW" if nchw else "NHWC"
+    fmt = "NCHW" if o.nchw else "NHWC"
     size = _v.image_size(image_size, fmt)
     if min(size) < 0:
         raise ValueError(f"image_size must not be negative, got {size}")
-    n, c, h, w = size if nchw else (size[0], size[3], size[1], size[2])
+    n, c, h, w = size if o.nchw else (size[0], size[3], size[1], size[2])
     grid = _grid(grid, arith, n)
     spatial(h, w, "image_size")
-    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
+    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o.nchw)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
-    result = _output(out, shape, result_dtype, nchw, (raw, grid))
-    computed = _scratch(result, shape, arith, nchw)
-    _core.grid_sample_grad_image(
-        grads,
-        grid,
-        _v.dtype_code(arith),
-        shape,
-        mode,
-        padding,
-        aligned,
-        _NCHW,
-        computed,
-        threads,
-        flush,
-    )
-    return _deliver(result, computed, nchw)
+    result = _output(out, shape, result_dtype, o.nchw, (raw, grid))
+    computed = _scratch(result, shape, arith, o.nchw)
+    _run(_core.grid_sample_grad_image, (grads, grid), arith, o, computed, shape)
+    return _deliver(result, computed, o.nchw)
 
 
 def grid_sample_grad_grid(
@@ -460,32 +478,16 @@ def grid_sample_grad_grid(
     >>> cropgrad.grid_sample_grad_grid(grads, image, grid, align_corners=True)
     array([[[[0.5, 1. ]]]], dtype=float32)
     """
-    mode, padding, aligned, nchw, threads, flush = _options(
+    o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, _, arith = _image(image, nchw)
+    image, _, arith = _image(image, o.nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
-    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), nchw)
-    result = _v.output(out, grid.shape, arith)
-    if out is not None:
-        for a in (image, grid, grads):
-            if np.may_share_memory(result, a):
-                raise ValueError("out must not share memory with an input")
-    _core.grid_sample_grad_grid(
-        grads,
-        image,
-        grid,
-        _v.dtype_code(arith),
-        mode,
-        padding,
-        aligned,
-        _NCHW,
-        result,
-        threads,
-        flush,
-    )
+    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o.nchw)
+    result = _unshared(_v.output(out, grid.shape, arith), out, (image, grid, grads))
+    _run(_core.grid_sample_grad_grid, (grads, image, grid), arith, o, result)
     return result
 
 
@@ -542,10 +544,10 @@ num_threads, flush_denormals
     >>> cropgrad.grid_sample_jvp_grid(image, grid, tangent)
     array([[[[1., 1.]]]], dtype=float32)
     """
-    mode, padding, aligned, nchw, threads, flush = _options(
+    o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, nchw)
+    image, data_dtype, arith = _image(image, o.nchw)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
@@ -553,19 +555,7 @@ num_threads, flush_denormals
     tangent_shape(tangent.shape, grid.shape)
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, nchw, (image, grid, tangent))
-    computed = _scratch(result, shape, arith, nchw)
-    _core.grid_sample_jvp_grid(
-        image,
-        grid,
-        tangent,
-        _v.dtype_code(arith),
-        mode,
-        padding,
-        aligned,
-        _NCHW,
-        computed,
-        threads,
-        flush,
-    )
-    return _deliver(result, computed, nchw)
+    result = _output(out, shape, result_dtype, o.nchw, (image, grid, tangent))
+    computed = _scratch(result, shape, arith, o.nchw)
+    _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, computed)
+    return _deliver(result, computed, o.nchw)

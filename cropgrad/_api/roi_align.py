@@ -154,6 +154,35 @@ def _pooled(
     )
 
 
+def _run_pooled(bridge, a, o, *tangent):
+    """Call the pooled op's `bridge` on the prepared arguments `a` (a
+    `_Pooled`) and options `o`, and return the output it wrote.
+
+    The forward op's bridge and the boxes JVP's take the same arguments but
+    for the JVP's tangent, which follows the boxes: `tangent` is empty for
+    the forward op and ``(a.tangent,)`` for the JVP."""
+    bridge(
+        a.image,
+        a.image_code,
+        a.boxes,
+        *tangent,
+        a.arith_code,
+        a.index,
+        a.index_code,
+        a.out_h,
+        a.out_w,
+        o.scale,
+        o.ratio,
+        o.aligned,
+        o.layout,
+        a.result,
+        a.out_code,
+        o.threads,
+        o.flush,
+    )
+    return a.result
+
+
 def _result_dtype(dtype, data_dtype):
     """The output dtype: `dtype`, or the data's when it is a float dtype
     (float32 for integer data)."""
@@ -277,25 +306,7 @@ def roi_align(
         flush_denormals,
     )
     a = _pooled(image, boxes, box_ind, output_size, dtype, out, o, data_format)
-    _core.roi_align(
-        a.image,
-        a.image_code,
-        a.boxes,
-        a.arith_code,
-        a.index,
-        a.index_code,
-        a.out_h,
-        a.out_w,
-        o.scale,
-        o.ratio,
-        o.aligned,
-        o.layout,
-        a.result,
-        a.out_code,
-        o.threads,
-        o.flush,
-    )
-    return a.result
+    return _run_pooled(_core.roi_align, a, o)
 
 
 def roi_align_grad_image(
@@ -594,23 +605,4 @@ num_threads, flush_denormals
     a = _pooled(
         image, boxes, box_ind, output_size, dtype, out, o, data_format, boxes_tangent
     )
-    _core.roi_align_jvp_boxes(
-        a.image,
-        a.image_code,
-        a.boxes,
-        a.tangent,
-        a.arith_code,
-        a.index,
-        a.index_code,
-        a.out_h,
-        a.out_w,
-        o.scale,
-        o.ratio,
-        o.aligned,
-        o.layout,
-        a.result,
-        a.out_code,
-        o.threads,
-        o.flush,
-    )
-    return a.result
+    return _run_pooled(_core.roi_align_jvp_boxes, a, o, a.tangent)

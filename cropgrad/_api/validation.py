@@ -147,8 +147,9 @@ def flag(value, name):
     )
 
 
-def real_scalar(value, name):
-    """A real number (int or float, a 0-d array of one) as float32."""
+def _real_number(value, name):
+    """`value`, a real number (int or float, not bool; a 0-d array of one
+    is unwrapped), else TypeError: the check of the scalar options."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(
@@ -157,6 +158,12 @@ def real_scalar(value, name):
         raise TypeError(
             f"{name} must be a real number, got {type(value).__name__} {value!r}"
         )
+    return value
+
+
+def real_scalar(value, name):
+    """A real number (int or float, a 0-d array of one) as float32."""
+    value = _real_number(value, name)
     try:
         # A float beyond float32 becomes an infinity, as in TensorFlow's
         # float attributes: not worth NumPy's overflow warning.
@@ -554,14 +561,7 @@ def int_scalar(value, name, lo=-(2**31), hi=2**31 - 1):
 
 def float_scalar(value, name):
     """A real number (a 0-d array of one too) as a Python float."""
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(
-            f"{name} must be a real number, got {type(value).__name__} {value!r}"
-        )
+    value = _real_number(value, name)
     try:
         return float(value)
     except OverflowError:
