@@ -340,31 +340,45 @@ def box(draw, height, width):
     return coords
 
 
-@st.composite
-def grad_image_problems(
-    draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3, grads_elements=None
-):
-    # Empty problems (no batch, no depth, no boxes) about one time in six.
+def _draw_sizes(draw, max_boxes, max_size, max_depth):
+    """batch, height, width, depth and number of boxes of a problem."""
     batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
     height = draw(st.integers(1, max_size))
     width = draw(st.integers(1, max_size))
     depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
     num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
-    crop_h = draw(st.integers(1, max_crop))
-    crop_w = draw(st.integers(1, max_crop))
+    return batch, height, width, depth, num_boxes
+
+
+def _draw_boxes(draw, batch, height, width, num_boxes, index_dtype):
+    """`num_boxes` boxes (`box`) and their image indices, as `index_dtype`
+    or, for None, int32 or int64 (drawn after the indices)."""
     boxes = np.array(
         [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
     ).reshape(num_boxes, 4)
-    box_ind = np.array(
-        draw(
-            st.lists(
-                st.integers(0, max(batch - 1, 0)),
-                min_size=num_boxes,
-                max_size=num_boxes,
-            )
-        ),
-        dtype=draw(st.sampled_from([np.int32, np.int64])),
+    indices = draw(
+        st.lists(
+            st.integers(0, max(batch - 1, 0)),
+            min_size=num_boxes,
+            max_size=num_boxes,
+        )
     )
+    if index_dtype is None:
+        index_dtype = draw(st.sampled_from([np.int32, np.int64]))
+    return boxes, np.array(indices, index_dtype)
+
+
+@st.composite
+def grad_image_problems(
+    draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3, grads_elements=None
+):
+    # Empty problems (no batch, no depth, no boxes) about one time in six.
+    batch, height, width, depth, num_boxes = _draw_sizes(
+        draw, max_boxes, max_size, max_depth
+    )
+    crop_h = draw(st.integers(1, max_crop))
+    crop_w = draw(st.integers(1, max_crop))
+    boxes, box_ind = _draw_boxes(draw, batch, height, width, num_boxes, None)
     elements = f32(-100, 100) if grads_elements is None else grads_elements
     grads = draw(
         hnp.arrays(np.float32, (num_boxes, crop_h, crop_w, depth), elements=elements)
@@ -420,30 +434,16 @@ def grads_elements():
 @st.composite
 def forward_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3):
     dtype = draw(st.sampled_from(IMAGE_DTYPES))
-    batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
-    height = draw(st.integers(1, max_size))
-    width = draw(st.integers(1, max_size))
-    depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
-    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
+    batch, height, width, depth, num_boxes = _draw_sizes(
+        draw, max_boxes, max_size, max_depth
+    )
     crop = [draw(st.integers(1, max_crop)), draw(st.integers(1, max_crop))]
     image = draw(
         hnp.arrays(
             dtype, (batch, height, width, depth), elements=_image_elements(dtype)
         )
     )
-    boxes = np.array(
-        [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
-    ).reshape(num_boxes, 4)
-    box_ind = np.array(
-        draw(
-            st.lists(
-                st.integers(0, max(batch - 1, 0)),
-                min_size=num_boxes,
-                max_size=num_boxes,
-            )
-        ),
-        np.int64,
-    )
+    boxes, box_ind = _draw_boxes(draw, batch, height, width, num_boxes, np.int64)
     extrapolation = draw(f32(-1e6, 1e6) | st.sampled_from([0.0, -1.0, np.nan]))
     return image, boxes, box_ind, crop, extrapolation
 
