@@ -767,3 +767,42 @@ def run_child(code, env=None, timeout=300):
         cwd=os.path.dirname(root) or "/",
     )
     return json_report(proc)
+
+
+# What every child run on two (host CPU) JAX devices starts with: the
+# imports, the check that there are two devices, a mesh of the two,
+# `on_each_device(f, *args)`, f on each device's share (axis 0) of every
+# arg, and `two_problems`, random inputs with a leading device axis.
+TWO_DEVICES_PREAMBLE = """
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+import cropgrad, cropgrad.jax as cgj
+
+assert jax.device_count() == 2, jax.devices()
+mesh = Mesh(np.array(jax.devices()), ("d",))
+
+def on_each_device(f, *args):
+    return jax.jit(jax.shard_map(
+        f, mesh=mesh, in_specs=P("d"), out_specs=P("d")))(*args)
+
+def two_problems(image_shape, low, high, grads_shape):
+    # One problem a device (seed 0): images, boxes (5 each, coordinates
+    # from low to high), box_ind into the device's images, grads.
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((2, *image_shape)).astype(np.float32)
+    boxes = rng.uniform(low, high, (2, 5, 4)).astype(np.float32)
+    box_ind = rng.integers(0, 2, (2, 5)).astype(np.int32)
+    grads = rng.standard_normal((2, 5, *grads_shape)).astype(np.float32)
+    return images, boxes, box_ind, grads
+"""
+
+
+def run_on_two_devices(code):
+    """run_child(code) with JAX on two host CPU devices, after
+    `TWO_DEVICES_PREAMBLE`."""
+    return run_child(
+        TWO_DEVICES_PREAMBLE + textwrap.dedent(code),
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
