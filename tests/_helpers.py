@@ -806,3 +806,32 @@ def run_on_two_devices(code):
         TWO_DEVICES_PREAMBLE + textwrap.dedent(code),
         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
     )
+
+
+def assert_compiled_step_gives_eager_bits(op, *inputs):
+    """op(*inputs) and the gradients in every input of the sum of its
+    squares: the same bits from torch.compile(fullgraph=True) as eager."""
+    import torch
+
+    def step(*args):
+        out = op(*args)
+        return out, (out * out).sum()
+
+    compiled = torch.compile(step, fullgraph=True)
+    results = []
+    for fn in (step, compiled):
+        args = [x.clone().requires_grad_() for x in inputs]
+        out, loss = fn(*args)
+        loss.backward()
+        results.append((out.detach(), *(x.grad for x in args)))
+    for eager, traced in zip(*results):
+        assert torch.equal(eager, traced)
+
+
+def assert_opcheck_passes(name, args):
+    """torch.library.opcheck of torch.ops.cropgrad.<name> on `args`."""
+    import torch
+
+    op = getattr(torch.ops.cropgrad, name).default
+    result = torch.library.opcheck(op, args)
+    assert set(result.values()) == {"SUCCESS"}, result
