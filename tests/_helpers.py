@@ -340,31 +340,45 @@ def box(draw, height, width):
     return coords
 
 
-@st.composite
-def grad_image_problems(
-    draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3, grads_elements=None
-):
-    # Empty problems (no batch, no depth, no boxes) about one time in six.
+def _draw_sizes(draw, max_boxes, max_size, max_depth):
+    """batch, height, width, depth and number of boxes of a problem."""
     batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
     height = draw(st.integers(1, max_size))
     width = draw(st.integers(1, max_size))
     depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
     num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
-    crop_h = draw(st.integers(1, max_crop))
-    crop_w = draw(st.integers(1, max_crop))
+    return batch, height, width, depth, num_boxes
+
+
+def _draw_boxes(draw, batch, height, width, num_boxes, index_dtype):
+    """`num_boxes` boxes (`box`) and their image indices, as `index_dtype`
+    or, for None, int32 or int64 (drawn after the indices)."""
     boxes = np.array(
         [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
     ).reshape(num_boxes, 4)
-    box_ind = np.array(
-        draw(
-            st.lists(
-                st.integers(0, max(batch - 1, 0)),
-                min_size=num_boxes,
-                max_size=num_boxes,
-            )
-        ),
-        dtype=draw(st.sampled_from([np.int32, np.int64])),
+    indices = draw(
+        st.lists(
+            st.integers(0, max(batch - 1, 0)),
+            min_size=num_boxes,
+            max_size=num_boxes,
+        )
     )
+    if index_dtype is None:
+        index_dtype = draw(st.sampled_from([np.int32, np.int64]))
+    return boxes, np.array(indices, index_dtype)
+
+
+@st.composite
+def grad_image_problems(
+    draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3, grads_elements=None
+):
+    # Empty problems (no batch, no depth, no boxes) about one time in six.
+    batch, height, width, depth, num_boxes = _draw_sizes(
+        draw, max_boxes, max_size, max_depth
+    )
+    crop_h = draw(st.integers(1, max_crop))
+    crop_w = draw(st.integers(1, max_crop))
+    boxes, box_ind = _draw_boxes(draw, batch, height, width, num_boxes, None)
     elements = f32(-100, 100) if grads_elements is None else grads_elements
     grads = draw(
         hnp.arrays(np.float32, (num_boxes, crop_h, crop_w, depth), elements=elements)
@@ -420,30 +434,16 @@ def grads_elements():
 @st.composite
 def forward_problems(draw, max_boxes=5, max_crop=5, max_size=7, max_depth=3):
     dtype = draw(st.sampled_from(IMAGE_DTYPES))
-    batch = draw(st.sampled_from([1, 2, 3, 0, 1, 2]))
-    height = draw(st.integers(1, max_size))
-    width = draw(st.integers(1, max_size))
-    depth = draw(st.sampled_from([1, 2, 0, max_depth, 1, 2]))
-    num_boxes = draw(st.sampled_from([*range(1, max_boxes + 1), 0])) if batch else 0
+    batch, height, width, depth, num_boxes = _draw_sizes(
+        draw, max_boxes, max_size, max_depth
+    )
     crop = [draw(st.integers(1, max_crop)), draw(st.integers(1, max_crop))]
     image = draw(
         hnp.arrays(
             dtype, (batch, height, width, depth), elements=_image_elements(dtype)
         )
     )
-    boxes = np.array(
-        [draw(box(height, width)) for _ in range(num_boxes)], dtype=np.float32
-    ).reshape(num_boxes, 4)
-    box_ind = np.array(
-        draw(
-            st.lists(
-                st.integers(0, max(batch - 1, 0)),
-                min_size=num_boxes,
-                max_size=num_boxes,
-            )
-        ),
-        np.int64,
-    )
+    boxes, box_ind = _draw_boxes(draw, batch, height, width, num_boxes, np.int64)
     extrapolation = draw(f32(-1e6, 1e6) | st.sampled_from([0.0, -1.0, np.nan]))
     return image, boxes, box_ind, crop, extrapolation
 
@@ -767,3 +767,71 @@ def run_child(code, env=None, timeout=300):
         cwd=os.path.dirname(root) or "/",
     )
     return json_report(proc)
+
+
+# What every child run on two (host CPU) JAX devices starts with: the
+# imports, the check that there are two devices, a mesh of the two,
+# `on_each_device(f, *args)`, f on each device's share (axis 0) of every
+# arg, and `two_problems`, random inputs with a leading device axis.
+TWO_DEVICES_PREAMBLE = """
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+import cropgrad, cropgrad.jax as cgj
+
+assert jax.device_count() == 2, jax.devices()
+mesh = Mesh(np.array(jax.devices()), ("d",))
+
+def on_each_device(f, *args):
+    return jax.jit(jax.shard_map(
+        f, mesh=mesh, in_specs=P("d"), out_specs=P("d")))(*args)
+
+def two_problems(image_shape, low, high, grads_shape):
+    # One problem a device (seed 0): images, boxes (5 each, coordinates
+    # from low to high), box_ind into the device's images, grads.
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((2, *image_shape)).astype(np.float32)
+    boxes = rng.uniform(low, high, (2, 5, 4)).astype(np.float32)
+    box_ind = rng.integers(0, 2, (2, 5)).astype(np.int32)
+    grads = rng.standard_normal((2, 5, *grads_shape)).astype(np.float32)
+    return images, boxes, box_ind, grads
+"""
+
+
+def run_on_two_devices(code):
+    """run_child(code) with JAX on two host CPU devices, after
+    `TWO_DEVICES_PREAMBLE`."""
+    return run_child(
+        TWO_DEVICES_PREAMBLE + textwrap.dedent(code),
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+
+
+def assert_compiled_step_gives_eager_bits(op, *inputs):
+    """op(*inputs) and the gradients in every input of the sum of its
+    squares: the same bits from torch.compile(fullgraph=True) as eager."""
+    import torch
+
+    def step(*args):
+        out = op(*args)
+        return out, (out * out).sum()
+
+    compiled = torch.compile(step, fullgraph=True)
+    results = []
+    for fn in (step, compiled):
+        args = [x.clone().requires_grad_() for x in inputs]
+        out, loss = fn(*args)
+        loss.backward()
+        results.append((out.detach(), *(x.grad for x in args)))
+    for eager, traced in zip(*results):
+        assert torch.equal(eager, traced)
+
+
+def assert_opcheck_passes(name, args):
+    """torch.library.opcheck of torch.ops.cropgrad.<name> on `args`."""
+    import torch
+
+    op = getattr(torch.ops.cropgrad, name).default
+    result = torch.library.opcheck(op, args)
+    assert set(result.values()) == {"SUCCESS"}, result

@@ -155,6 +155,20 @@ def _round_bf16(x):
     return out.reshape(np.shape(x))
 
 
+def _check_rounded_once_on_team(op, args, options, threads):
+    """`op(*args)` in bfloat16, on a team of ``min(threads, 3)`` (3 tasks),
+    is its float32 result rounded once; that result holds infinities, NaN
+    and subnormals."""
+    kw = dict(options, num_threads=threads)
+    out32 = op(*args, dtype=np.float32, **kw)
+    out = on_team(threads, 3, lambda: op(*args, dtype="bfloat16", **kw))
+    assert out.dtype == BF16 and out.shape == out32.shape
+    assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
+    finite = out32[np.isfinite(out32)]
+    assert np.isinf(out32).any() and np.isnan(out32).any()
+    assert (np.abs(finite[finite != 0]) < 2.0**-126).any()  # subnormals
+
+
 def test_independent_rounding_agrees_with_ml_dtypes():
     # The test's own rounding against ml_dtypes' on finite values and
     # infinities (ml_dtypes makes every NaN the same quiet NaN instead).
@@ -458,15 +472,8 @@ def test_roi_align_bfloat16_results_are_float32_rounded_once(op, data_format, th
     tangent[0] = rng.standard_normal(4) * np.float32(1e-3)
     tangent[3, 2] = np.nan
     args = (op, data_format, image, boxes, box_ind, grads, tangent)
-    kw = dict(options, num_threads=threads)
-    out32 = _roi(*args, dtype=np.float32, **kw)
     # Three images, boxes on each: tasks for a team of 3 from every op.
-    out = on_team(threads, 3, lambda: _roi(*args, dtype="bfloat16", **kw))
-    assert out.dtype == BF16 and out.shape == out32.shape
-    assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
-    finite = out32[np.isfinite(out32)]
-    assert np.isinf(out32).any() and np.isnan(out32).any()
-    assert (np.abs(finite[finite != 0]) < 2.0**-126).any()  # subnormals
+    _check_rounded_once_on_team(_roi, args, options, threads)
 
 
 def test_roi_align_out_of_bfloat16():
@@ -600,16 +607,9 @@ def test_grid_sample_bfloat16_results_are_float32_rounded_once(
     tangent[0] = rng.standard_normal(grid.shape[1:]) * np.float32(1e-3)
     tangent[1, 3, 2, 0] = np.nan
     args = (op, data_format, image, grid, grads, tangent)
-    kw = dict(options, num_threads=threads)
-    out32 = _grid_op(*args, dtype=np.float32, **kw)
     # Three images, rows of points and channels on each: tasks for a team
     # of 3 from every op.
-    out = on_team(threads, 3, lambda: _grid_op(*args, dtype="bfloat16", **kw))
-    assert out.dtype == BF16 and out.shape == out32.shape
-    assert np.array_equal(out.view(np.uint16), _round_bf16(out32))
-    finite = out32[np.isfinite(out32)]
-    assert np.isinf(out32).any() and np.isnan(out32).any()
-    assert (np.abs(finite[finite != 0]) < 2.0**-126).any()  # subnormals
+    _check_rounded_once_on_team(_grid_op, args, options, threads)
 
 
 def test_grid_sample_bfloat16_results_need_float32_arithmetic():

@@ -289,19 +289,14 @@ def _half_written_copies(call, snapshot, final):
     return half_written
 
 
-def _grad_image_probe():
-    """A single-threaded image gradient into `out=` (a few ms per call)."""
-    rng = np.random.default_rng(7)
-    n = 2000
-    grads = rng.standard_normal((n, 14, 14, 16), dtype=np.float32)
-    boxes = rng.uniform(0, 1, (n, 4)).astype(np.float32)
-    box_ind = np.zeros(n, np.int64)
-    size = [1, 64, 64, 16]
-    final = bytes(G(grads, boxes, box_ind, size, num_threads=1).data)
+def _probe_into_out(op, inputs, size):
+    """call, reset, snapshot and final result of single-threaded `op(*inputs,
+    size)` writing into `out=`."""
+    final = bytes(op(*inputs, size, num_threads=1).data)
     out = np.empty(size, np.float32)
 
     def call():
-        G(grads, boxes, box_ind, size, num_threads=1, out=out)
+        op(*inputs, size, num_threads=1, out=out)
 
     def reset():
         out.fill(-12345.0)  # a value the result does not hold
@@ -309,6 +304,16 @@ def _grad_image_probe():
     # bytes() of a memoryview copies with the GIL held (NumPy's own copies
     # may release it, and could then run alongside the call).
     return call, reset, lambda: bytes(out.data), final
+
+
+def _grad_image_probe():
+    """A single-threaded image gradient into `out=` (a few ms per call)."""
+    rng = np.random.default_rng(7)
+    n = 2000
+    grads = rng.standard_normal((n, 14, 14, 16), dtype=np.float32)
+    boxes = rng.uniform(0, 1, (n, 4)).astype(np.float32)
+    box_ind = np.zeros(n, np.int64)
+    return _probe_into_out(G, (grads, boxes, box_ind), [1, 64, 64, 16])
 
 
 def _roi_align_grad_image_probe():
@@ -319,17 +324,7 @@ def _roi_align_grad_image_probe():
     corners = rng.uniform(0, 64, (n, 2, 2)).astype(np.float32)
     boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
     box_ind = np.zeros(n, np.int64)
-    size = [1, 16, 64, 64]
-    final = bytes(RG(grads, boxes, box_ind, size, num_threads=1).data)
-    out = np.empty(size, np.float32)
-
-    def call():
-        RG(grads, boxes, box_ind, size, num_threads=1, out=out)
-
-    def reset():
-        out.fill(-12345.0)
-
-    return call, reset, lambda: bytes(out.data), final
+    return _probe_into_out(RG, (grads, boxes, box_ind), [1, 16, 64, 64])
 
 
 def _grid_sample_grad_image_probe():
@@ -337,17 +332,7 @@ def _grid_sample_grad_image_probe():
     rng = np.random.default_rng(9)
     grads = rng.standard_normal((1, 16, 160, 160), dtype=np.float32)
     grid = rng.uniform(-1, 1, (1, 160, 160, 2)).astype(np.float32)
-    size = [1, 16, 64, 64]
-    final = bytes(GSI(grads, grid, size, num_threads=1).data)
-    out = np.empty(size, np.float32)
-
-    def call():
-        GSI(grads, grid, size, num_threads=1, out=out)
-
-    def reset():
-        out.fill(-12345.0)
-
-    return call, reset, lambda: bytes(out.data), final
+    return _probe_into_out(GSI, (grads, grid), [1, 16, 64, 64])
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,13 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, missing, run_child, run_exported_in_child
+from _helpers import (
+    assert_same_bits,
+    missing,
+    run_child,
+    run_exported_in_child,
+    run_on_two_devices,
+)
 
 import cropgrad
 
@@ -761,20 +767,10 @@ def test_run_time_errors_come_back_as_exceptions():
 
 
 def test_pmap_and_shard_map_match_the_serial_result():
-    report = run_child(
+    report = run_on_two_devices(
         """
-        import json
-        import numpy as np
-        import jax, jax.numpy as jnp
-        from jax.sharding import Mesh, PartitionSpec as P
-        import cropgrad, cropgrad.jax as cgj
-
-        assert jax.device_count() == 2, jax.devices()
-        rng = np.random.default_rng(0)
-        images = rng.standard_normal((2, 2, 9, 7, 3)).astype(np.float32)
-        boxes = rng.uniform(-0.2, 1.2, (2, 5, 4)).astype(np.float32)
-        box_ind = rng.integers(0, 2, (2, 5)).astype(np.int32)
-        grads = rng.standard_normal((2, 5, 4, 3, 3)).astype(np.float32)
+        images, boxes, box_ind, grads = two_problems(
+            (2, 9, 7, 3), -0.2, 1.2, (4, 3, 3))
 
         def step(image, boxes, box_ind, grads):
             crops, vjp = jax.vjp(
@@ -794,11 +790,9 @@ def test_pmap_and_shard_map_match_the_serial_result():
         report["pmap"] = all(
             np.asarray(pmapped[i][k]).tobytes() == serial[k][i].tobytes()
             for i in range(3) for k in range(2))
-        mesh = Mesh(np.array(jax.devices()), ("d",))
-        sharded = jax.jit(jax.shard_map(
+        sharded = on_each_device(
             lambda *a: tuple(x[None] for x in step(*(y[0] for y in a))),
-            mesh=mesh, in_specs=P("d"), out_specs=P("d")))(
-                images, boxes, box_ind, grads)
+            images, boxes, box_ind, grads)
         report["shard_map"] = all(
             np.asarray(sharded[i][k]).tobytes() == serial[k][i].tobytes()
             for i in range(3) for k in range(2))
@@ -806,16 +800,15 @@ def test_pmap_and_shard_map_match_the_serial_result():
             {str(s.device) for s in sharded[0].addressable_shards})
         # An operand closed over (the same on every device) varies over no
         # axis: the op casts it to vary like the others.
-        shared = jax.jit(jax.shard_map(
+        shared = on_each_device(
             lambda x, b: cgj.crop_and_resize(x[0], b[0], box_ind[0], (4, 3))[None],
-            mesh=mesh, in_specs=P("d"), out_specs=P("d")))(images, boxes)
+            images, boxes)
         report["closed_over"] = all(
             np.asarray(shared[k]).tobytes() == cropgrad.crop_and_resize(
                 images[k], boxes[k], box_ind[0], (4, 3)).tobytes()
             for k in range(2))
         print(json.dumps(report))
-        """,
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        """
     )
     assert report["pmap"] and report["shard_map"] and report["closed_over"], report
     assert len(report["devices"]) == 2

@@ -17,8 +17,8 @@ from _helpers import (
     load_cases,
     missing,
     roi_case_names,
-    run_child,
     run_exported_in_child,
+    run_on_two_devices,
 )
 
 import cropgrad
@@ -566,20 +566,9 @@ def test_scan_and_checkpoint():
 
 
 def test_pmap_and_shard_map_match_the_serial_result():
-    report = run_child(
+    report = run_on_two_devices(
         """
-        import json
-        import numpy as np
-        import jax, jax.numpy as jnp
-        from jax.sharding import Mesh, PartitionSpec as P
-        import cropgrad, cropgrad.jax as cgj
-
-        assert jax.device_count() == 2, jax.devices()
-        rng = np.random.default_rng(0)
-        images = rng.standard_normal((2, 2, 3, 9, 7)).astype(np.float32)
-        boxes = rng.uniform(-1, 8, (2, 5, 4)).astype(np.float32)
-        box_ind = rng.integers(0, 2, (2, 5)).astype(np.int32)
-        grads = rng.standard_normal((2, 5, 3, 2, 2)).astype(np.float32)
+        images, boxes, box_ind, grads = two_problems((2, 3, 9, 7), -1, 8, (3, 2, 2))
         kw = dict(flush_denormals=True)
 
         def step(image, boxes, box_ind, grads):
@@ -604,11 +593,9 @@ def test_pmap_and_shard_map_match_the_serial_result():
                     for k in range(2)]
         report["pmap"] = same(jax.pmap(step)(images, boxes, box_ind, grads),
                               expected)
-        mesh = Mesh(np.array(jax.devices()), ("d",))
-        sharded = jax.jit(jax.shard_map(
+        sharded = on_each_device(
             lambda *a: tuple(x[None] for x in step(*(y[0] for y in a))),
-            mesh=mesh, in_specs=P("d"), out_specs=P("d")))(
-                images, boxes, box_ind, grads)
+            images, boxes, box_ind, grads)
         report["shard_map"] = same(sharded, expected)
         report["devices"] = len({s.device for s in sharded[0].addressable_shards})
         # Either operand replicated (closed over, varying over no axis): the
@@ -621,22 +608,21 @@ def test_pmap_and_shard_map_match_the_serial_result():
                     total if i == summed else expected[k][i]).tobytes()
                 for i in range(3) for k in range(2))
 
-        replicated_boxes = jax.jit(jax.shard_map(
+        replicated_boxes = on_each_device(
             lambda x, g: tuple(
                 o[None] for o in step(x[0], boxes[0], box_ind[0], g[0])),
-            mesh=mesh, in_specs=P("d"), out_specs=P("d")))(images, grads)
+            images, grads)
         expected = [serial(images[k], boxes[0], box_ind[0], grads[k])
                     for k in range(2)]
         report["boxes_replicated"] = replicated(replicated_boxes, expected, 2)
-        replicated_image = jax.jit(jax.shard_map(
+        replicated_image = on_each_device(
             lambda b, k, g: tuple(o[None] for o in step(images[0], b[0], k[0], g[0])),
-            mesh=mesh, in_specs=P("d"), out_specs=P("d")))(boxes, box_ind, grads)
+            boxes, box_ind, grads)
         expected = [serial(images[0], boxes[k], box_ind[k], grads[k])
                     for k in range(2)]
         report["image_replicated"] = replicated(replicated_image, expected, 1)
         print(json.dumps(report))
-        """,
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        """
     )
     assert report == {
         "pmap": True,
