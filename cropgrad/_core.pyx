@@ -73,9 +73,9 @@ cdef inline void _shape4(int64_t* dst, shape) except *:
 # --------------------------------------------------------------------------
 # The gate
 
-def check_forward(image_shape, int image_dtype, int64_t num_boxes,
-                  int64_t crop_height, int64_t crop_width, int method, int layout,
-                  int num_threads):
+def check_crop_and_resize(image_shape, int image_dtype, int64_t num_boxes,
+                          int64_t crop_height, int64_t crop_width, int method,
+                          int layout, int num_threads):
     """Raise what `cg_crop_and_resize` would for these shapes and codes."""
     cdef cg_error err
     cdef int64_t s[4]
@@ -85,9 +85,10 @@ def check_forward(image_shape, int image_dtype, int64_t num_boxes,
         _raise(&err)
 
 
-def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
-                    int64_t crop_height, int64_t crop_width, int method,
-                    int layout, int num_threads):
+def check_crop_and_resize_jvp_boxes(image_shape, int image_dtype,
+                                    int64_t num_boxes, int64_t crop_height,
+                                    int64_t crop_width, int method, int layout,
+                                    int num_threads):
     """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
     cdef cg_error err
     cdef int64_t s[4]
@@ -97,8 +98,9 @@ def check_jvp_boxes(image_shape, int image_dtype, int64_t num_boxes,
         _raise(&err)
 
 
-def check_grad_image(grads_shape, image_size, int output_dtype, int method,
-                     int layout, int num_threads, str size_name="image_size"):
+def check_crop_and_resize_grad_image(grads_shape, image_size, int output_dtype,
+                                     int method, int layout, int num_threads,
+                                     str size_name="image_size"):
     """Raise what `cg_crop_and_resize_grad_image` would for these shapes
     (`size_name`: the caller's name of `image_size`, for the messages)."""
     cdef cg_error err
@@ -112,8 +114,8 @@ def check_grad_image(grads_shape, image_size, int output_dtype, int method,
         _raise(&err)
 
 
-def check_grad_boxes(grads_shape, image_shape, int image_dtype, int method,
-                     int layout, int num_threads):
+def check_crop_and_resize_grad_boxes(grads_shape, image_shape, int image_dtype,
+                                     int method, int layout, int num_threads):
     """Raise what `cg_crop_and_resize_grad_boxes` would for these shapes."""
     cdef cg_error err
     cdef int64_t g[4]

@@ -179,7 +179,9 @@ def crop_and_resize_grad_image(
     _v.same_num_boxes(boxes.shape[0], grads.shape)
     shape = _v.image_size(image_size, data_format)
     out_code = _v.dtype_code(out_dtype)
-    _core.check_grad_image(grads.shape, shape, out_code, method_code, layout, nthreads)
+    _core.check_crop_and_resize_grad_image(
+        grads.shape, shape, out_code, method_code, layout, nthreads
+    )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, shape, out_dtype)
     _core.crop_and_resize_grad_image(
@@ -264,7 +266,15 @@ def crop_and_resize(
     crop_h, crop_w = _crop_size(crop_size)
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
     index, index_code, result = _gated_crops(
-        _core.check_forward, image, image_code, boxes, box_ind, crop_h, crop_w, o, out
+        _core.check_crop_and_resize,
+        image,
+        image_code,
+        boxes,
+        box_ind,
+        crop_h,
+        crop_w,
+        o,
+        out,
     )
     _core.crop_and_resize(
         image,
@@ -357,7 +367,7 @@ def crop_and_resize_grad_boxes(
     image, image_code = _v.image_array(image, data_format)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     _v.same_num_boxes(boxes.shape[0], grads.shape)
-    _core.check_grad_boxes(
+    _core.check_crop_and_resize_grad_boxes(
         grads.shape, image.shape, image_code, method_code, layout, nthreads
     )
     index, index_code = _v.native_index(box_ind)
@@ -480,7 +490,15 @@ def crop_and_resize_jvp_boxes(
     tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
     crop_h, crop_w = _crop_size(crop_size)
     index, index_code, result = _gated_crops(
-        _core.check_jvp_boxes, image, image_code, boxes, box_ind, crop_h, crop_w, o, out
+        _core.check_crop_and_resize_jvp_boxes,
+        image,
+        image_code,
+        boxes,
+        box_ind,
+        crop_h,
+        crop_w,
+        o,
+        out,
     )
     _core.crop_and_resize_jvp_boxes(
         image,

@@ -399,15 +399,15 @@ def _crops(check, a, p):
 
 
 def _crop_and_resize(a, p):
-    _crops(_core.check_forward, a, p)
+    _crops(_core.check_crop_and_resize, a, p)
 
 
 def _jvp_boxes(a, p):
-    _crops(_core.check_jvp_boxes, a, p)
+    _crops(_core.check_crop_and_resize_jvp_boxes, a, p)
 
 
 def _grad_image(a, p):
-    _core.check_grad_image(
+    _core.check_crop_and_resize_grad_image(
         a["grads"].shape,
         p["image_shape"],
         _code(p["dtype"]),
@@ -419,7 +419,7 @@ def _grad_image(a, p):
 
 
 def _grad_boxes(a, p):
-    _core.check_grad_boxes(
+    _core.check_crop_and_resize_grad_boxes(
         a["grads"].shape,
         a["image"].shape,
         _code(a["image"].dtype),

@@ -331,7 +331,7 @@ def forward_plan(a, name="crop_and_resize"):
     _one_device(image=image, boxes=a.boxes, box_ind=a.box_ind)
     crop_h, crop_w = size("crop_size", a.crop_size, layout)
     if _concrete(image.shape, (n, crop_h, crop_w)):
-        _core.check_forward(
+        _core.check_crop_and_resize(
             tuple(image.shape),
             CODES[image.dtype],
             n,
@@ -359,7 +359,7 @@ def grad_image_plan(a):
     _one_device(grads=grads, boxes=a.boxes, box_ind=a.box_ind)
     image_size = size("image_size", a.image_size, layout)
     if _concrete(grads.shape, image_size):
-        _core.check_grad_image(
+        _core.check_crop_and_resize_grad_image(
             tuple(grads.shape),
             image_size,
             CODES[a.dtype],
@@ -382,7 +382,7 @@ def grad_boxes_plan(a):
     _v.same_num_boxes(n, tuple(grads.shape))
     _one_device(grads=grads, image=image, boxes=a.boxes, box_ind=a.box_ind)
     if _concrete(grads.shape, image.shape):
-        _core.check_grad_boxes(
+        _core.check_crop_and_resize_grad_boxes(
             tuple(grads.shape),
             tuple(image.shape),
             CODES[image.dtype],
