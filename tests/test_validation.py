@@ -355,82 +355,32 @@ def shaped(arg, nhwc, make, **changes):
 
 # Wrong dtypes for every array argument: complex, bool, object, strings,
 # bytes, datetimes, timedeltas, structured (the shapes are the op's, so
-# that only the dtype is wrong).
-for arg, (ops, nhwc) in _ARRAY_ARGS.items():
-    # raw_ops take booleans and object arrays of numbers as TensorFlow does,
-    # except for the image (TensorFlow refuses those images too).
-    converted = ops if arg == "image" else public(ops)
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.zeros(s, np.complex64)),
-        TypeError,
-        arg,
-        id=f"{arg}-complex",
-    )
-    case(
-        converted,
-        shaped(arg, nhwc, lambda s: np.ones(s, bool)),
-        TypeError,
-        arg,
-        id=f"{arg}-bool",
-    )
-    case(
-        converted,
-        shaped(arg, nhwc, lambda s: np.zeros(s, object)),
-        TypeError,
-        arg,
-        id=f"{arg}-object",
-    )
+# that only the dtype is wrong).  Each: its id, how to make it from a shape,
+# and whether raw_ops take it as TensorFlow does (booleans and object arrays
+# of numbers, except for the image: TensorFlow refuses those images too).
+_WRONG_DTYPES = [
+    ("complex", lambda s: np.zeros(s, np.complex64), False),
+    ("bool", lambda s: np.ones(s, bool), True),
+    ("object", lambda s: np.zeros(s, object), True),
     # (NumPy, and so TensorFlow, casts None to NaN.)
-    case(
-        converted,
-        shaped(arg, nhwc, lambda s: np.full(s, None, object)),
-        TypeError,
-        arg,
-        id=f"{arg}-object-None",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.full(s, "a", object)),
-        TypeError,
-        arg,
-        id=f"{arg}-object-str",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.full(s, "1")),
-        TypeError,
-        arg,
-        id=f"{arg}-str",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.full(s, b"1")),
-        TypeError,
-        arg,
-        id=f"{arg}-bytes",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, _datetimes),
-        TypeError,
-        arg,
-        id=f"{arg}-datetime",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.zeros(s, "timedelta64[s]")),
-        TypeError,
-        arg,
-        id=f"{arg}-timedelta",
-    )
-    case(
-        ops,
-        shaped(arg, nhwc, lambda s: np.zeros(s, [("a", "f4")])),
-        TypeError,
-        arg,
-        id=f"{arg}-structured",
-    )
+    ("object-None", lambda s: np.full(s, None, object), True),
+    ("object-str", lambda s: np.full(s, "a", object), False),
+    ("str", lambda s: np.full(s, "1"), False),
+    ("bytes", lambda s: np.full(s, b"1"), False),
+    ("datetime", _datetimes, False),
+    ("timedelta", lambda s: np.zeros(s, "timedelta64[s]"), False),
+    ("structured", lambda s: np.zeros(s, [("a", "f4")]), False),
+]
+for arg, (ops, nhwc) in _ARRAY_ARGS.items():
+    converted = ops if arg == "image" else public(ops)
+    for label, make, raw_takes in _WRONG_DTYPES:
+        case(
+            converted if raw_takes else ops,
+            shaped(arg, nhwc, make),
+            TypeError,
+            arg,
+            id=f"{arg}-{label}",
+        )
     case(ops, {arg: None}, TypeError, arg, id=f"{arg}-None")
     case(ops, {arg: "grads"}, TypeError, arg, id=f"{arg}-a-string")
     case(ops, {arg: _odd_ragged()}, ValueError, arg, id=f"{arg}-ragged")
