@@ -93,14 +93,17 @@ def _build_jobs():
         return os.cpu_count() or 1
 
 
+_JOBS = _build_jobs()
+
+
 class BuildExt(build_ext):
     """``build_ext`` that adds per-compiler flags, probes OpenMP and, unless
     told otherwise, compiles the modules in parallel."""
 
     def finalize_options(self):
         super().finalize_options()
-        if not self.parallel and _build_jobs() > 1:
-            self.parallel = _build_jobs()
+        if not self.parallel and _JOBS > 1:
+            self.parallel = _JOBS
 
     def _family(self):
         if self.compiler.compiler_type == "msvc":
@@ -287,7 +290,7 @@ setup(
     ext_modules=cythonize(
         extensions,
         compiler_directives=_directives(),
-        nthreads=_build_jobs() if _build_jobs() > 1 else 0,
+        nthreads=_JOBS if _JOBS > 1 else 0,
     ),
     cmdclass={"build_ext": BuildExt},
 )
