@@ -584,6 +584,31 @@ def test_a_grid_beyond_float32_is_refused_for_float32_data():
     assert cropgrad.grid_sample(image.astype(np.float64), grid).shape == (2, 3, 3, 3)
 
 
+def test_bands_of_rows_get_the_points_whose_lower_corners_reach_them():
+    # One plane, banded between the threads (image gradient).  Each block
+    # of 128 points (one output row here) lies between two image rows, r - 1
+    # and r, so a block's lower corners are in the next band where a band
+    # starts at row r: a band's task must not pass it over.
+    rng = np.random.default_rng(7)
+    h, w, ho, wo = 8, 16, 8, 128
+    px = rng.uniform(-0.5, w - 0.5, (ho, wo))
+    py = np.arange(ho)[:, None] - 0.5 + rng.uniform(0.01, 0.99, (ho, wo))
+    grid = np.stack([(2 * px + 1) / w - 1, (2 * py + 1) / h - 1], -1)
+    grid = grid[None].astype(np.float32)
+    grads = rng.standard_normal((1, 1, ho, wo)).astype(np.float32)
+    kw = dict(mode="bilinear", padding_mode="zeros", align_corners=False)
+    expected = ref.grid_sample_grad_image(grads, grid, (1, 1, h, w), *_ref_args(kw))
+    with starting_teams():
+        for threads in range(1, 8):
+            out, team = team_of(
+                lambda: cropgrad.grid_sample_grad_image(
+                    grads, grid, (1, 1, h, w), num_threads=threads, **kw
+                )
+            )
+            assert team == threads, (threads, team)
+            assert_same_bits(out, expected, f"{threads} threads")
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("width", [5, 9, 40])
 @pytest.mark.parametrize("stairs", [False, True])

@@ -287,6 +287,30 @@ GS_AVX2 static void gs_taps_bz8(
         }
     }
 }
+/* Whether any point of the vectors [q, q + 8 * GS_BLOCK) of batch b,
+ * up to `end`, has a corner in the rows [row_lo, row_hi): the rows of
+ * its corners are floor(y) and floor(y) + 1, with y worked out as
+ * gs_corners gets it.  A band's task skips a block that has none
+ * without working out its corners (a dense, smooth grid sends most
+ * blocks to one band).  NaN compares false: such a point has no
+ * corner inside the image. */
+GS_AVX2 static inline int gs_block_in_rows(
+        const float* grid, int64_t per, int64_t b, int64_t q, int64_t end,
+        float sy, int aligned, float row_lo, float row_hi) {
+    __m256 x, y, y_n, hit = _mm256_setzero_ps();
+    __m256 lo = _mm256_set1_ps(row_lo - 1.0f), hi = _mm256_set1_ps(row_hi);
+    int v;
+    for (v = 0; v < GS_BLOCK && q < end; v++, q += 8) {
+        gs_load8(grid + 2 * (b * per + q), (int)(end - q < 8 ? end - q : 8),
+                 &x, &y);
+        y_n = _mm256_floor_ps(gs_unnormalize8(y, sy, aligned));
+        hit = _mm256_or_ps(hit, _mm256_and_ps(
+            _mm256_cmp_ps(y_n, lo, _CMP_GE_OQ),
+            _mm256_cmp_ps(y_n, hi, _CMP_LT_OQ)));
+    }
+    return !_mm256_testz_ps(hit, hit);
+}
+
 /* The image gradient of batch b's channels [c0, c1), the pixels of
  * offsets [lo, hi) of each plane: per vector of points, per corner
  * nw, ne, sw, se, lane after lane, each addition ``dst += weight * g``
@@ -311,7 +335,13 @@ GS_AVX2 static void gs_scatter_bz8(
     float prod[8];
     int any[GS_BLOCK];
     int v, nv, i, k, some;
+    /* A band of rows [row_lo, row_hi) (lo and hi are whole rows). */
+    int banded = lo > 0 || hi < plane;
+    float row_lo = (float)(lo / w), row_hi = (float)(hi / w);
     for (q = 0; q < per; q += 8 * GS_BLOCK) {
+        if (banded && !gs_block_in_rows(grid, per, b, q, per, sy, aligned,
+                                        row_lo, row_hi))
+            continue;
         nv = gs_block_corners(grid, per, b, q, per, h, w, sx, sy, aligned,
                               cn, valid);
         some = 0;
