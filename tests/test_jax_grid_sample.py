@@ -7,6 +7,8 @@ no subnormal result, so the ops give their bits as they are.  Skipped only
 when JAX cannot be imported and CROPGRAD_REQUIRE_ADAPTERS is not 1.
 """
 
+import re
+
 import numpy as np
 import pytest
 from _helpers import assert_same_bits, load_cases, missing, run_exported_in_child
@@ -196,6 +198,26 @@ def test_vmap_folds_into_one_call(in_axes):
         assert_same_bits(
             bits(out[k]), np_op("grid_sample", xk, gk, padding_mode="reflection")
         )
+
+
+def test_vmap_messages_name_the_callers_indices():
+    # The folded call sees point (1 * 2 + 1, 2, 3) of a batch of 4 grids
+    # (and of 12 under two vmaps): the message names the caller's problem
+    # and batch.
+    image, grid, grads, _ = problem(6)
+    grids = np.stack([grid, grid])
+    grids[1, 1, 2, 3, 0] = np.nan
+    f = jax.vmap(lambda g: cgj.grid_sample(image, g))
+    expected = "ValueError: grid must be finite: grid[1, 1, 2, 3, 0] = nan"
+    with pytest.raises(Exception, match=re.escape(expected)):
+        np.asarray(f(grids))
+    nested = np.stack([grids] * 3)
+    nested[:, 1, 1, 2, 3, 0] = grid[1, 2, 3, 0]
+    nested[2, 0, 1, 0, 4, 1] = -np.inf
+    g = jax.vmap(jax.vmap(lambda g: cgj.grid_sample_grad_image(grads, g, image.shape)))
+    expected = "grid must be finite: grid[2, 0, 1, 0, 4, 1] = -inf"
+    with pytest.raises(Exception, match=re.escape(expected)):
+        np.asarray(g(nested))
 
 
 def test_vmap_of_the_gradients():

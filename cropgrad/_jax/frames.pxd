@@ -43,9 +43,11 @@ cdef struct Attributes:
 
 cdef struct Decoded:
     # What a handler decoded from its frame: its attributes, and what
-    # restates an error about a box in the caller's indices once the C-level
-    # API returns.
+    # restates an error about a box, or a grid's point (`grid`: `batch` is
+    # then the grid's), in the caller's indices once the C-level API
+    # returns.
     Attributes attrs
+    bint grid
     const void* boxes
     int boxes_dtype
     const void* box_ind
@@ -76,7 +78,8 @@ cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
                            Attributes* a, capi.cg_error* e) noexcept nogil
 cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
                                capi.cg_error* e) noexcept nogil
-cdef int decode_grid_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+cdef int decode_grid_attributes(const cg_ffi_call_frame* frame,
+                                const cg_ffi_buffer* grid, Decoded* d,
                                 capi.cg_error* e) noexcept nogil
 cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
                   capi.cg_error* e) noexcept nogil

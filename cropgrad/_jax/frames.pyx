@@ -272,12 +272,14 @@ cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
     return _layout_and_threads(&frame.attrs, a, e)
 
 
-cdef int decode_grid_attributes(const cg_ffi_call_frame* frame, Attributes* a,
+cdef int decode_grid_attributes(const cg_ffi_call_frame* frame,
+                                const cg_ffi_buffer* grid, Decoded* d,
                                 capi.cg_error* e) noexcept nogil:
     """Decode the grid-sampling family's attributes: ``mode``,
-    ``padding_mode`` and ``align_corners`` (s32), the layout, the threads.
-    A fold is not restated: a grid's message names its point by number,
-    which a fold along the batch keeps batch-major."""
+    ``padding_mode`` and ``align_corners`` (s32), the layout, the threads,
+    the fold; and keep the grid's batch, by which a message about a point
+    is restated."""
+    cdef Attributes* a = &d.attrs
     cdef void* v = _attr(&frame.attrs, "mode", CG_FFI_S32, e)
     if v == NULL:
         return -1
@@ -291,10 +293,9 @@ cdef int decode_grid_attributes(const cg_ffi_call_frame* frame, Attributes* a,
         return -1
     a.aligned = (<int32_t*>v)[0] != 0
     a.extrapolation_value = 0
-    if _layout_and_threads(&frame.attrs, a, e) < 0:
-        return -1
-    a.fold_rank = 0
-    return 0
+    d.grid = True
+    d.batch = grid.dims[0]
+    return _layout_and_threads(&frame.attrs, a, e)
 
 
 cdef int _layout_and_threads(const cg_ffi_attrs* attrs, Attributes* a,
@@ -403,7 +404,8 @@ cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,
 # The way back: messages in the caller's indices, errors for XLA
 
 cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
-    """Restate an error about box `e.position` in the caller's indices.
+    """Restate an error about box `e.position`, or about a grid's point
+    (`_restate_point`), in the caller's indices.
 
     Box ``i`` of a folded call is box ``j`` of problem ``k1, ..., kn``
     (``i`` in row-major order over ``fold_shape + (boxes per problem,)``).
@@ -415,10 +417,12 @@ cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
     cdef int64_t digits[33]
     cdef int64_t rest = e.position, per_problem = d.num_boxes, v, user_batch
     cdef int64_t level
-    cdef int n = 0
     if a.fold_rank <= 0 or a.fold_rank > 32 or e.position < 0:
         return
     if e.status != capi.CG_ERR_INDEX and e.status != capi.CG_ERR_VALUE:
+        return
+    if d.grid:
+        _restate_point(d, e)
         return
     for level in range(a.fold_rank):
         if a.fold_shape[level] <= 0:
@@ -431,12 +435,8 @@ cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
     for level in range(a.fold_rank - 1, -1, -1):
         digits[level] = rest % a.fold_shape[level]
         rest //= a.fold_shape[level]
-    where[0] = 0
-    for level in range(a.fold_rank + 1):
-        n += snprintf(where + n, sizeof(where) - n, "%s%lld",
-                      "" if level == 0 else ", ", <long long>digits[level])
-        if n >= <int>sizeof(where):
-            return
+    if _join(digits, a.fold_rank + 1, where, sizeof(where)) < 0:
+        return
     if e.status == capi.CG_ERR_INDEX:
         if d.index_dtype == capi.CG_INT32:
             v = (<const int32_t*>d.box_ind)[e.position]
@@ -451,6 +451,59 @@ cdef void unfold_message(const Decoded* d, capi.cg_error* e) noexcept nogil:
                  <long long>v)
     else:
         _restate_box(e, where)
+
+
+cdef int _join(const int64_t* digits, int64_t count, char* where,
+               size_t size) noexcept nogil:
+    """Write ``d0, d1, ...`` to `where`; -1 if it does not fit."""
+    cdef int n = 0
+    cdef int64_t i
+    where[0] = 0
+    for i in range(count):
+        n += snprintf(where + n, size - n, "%s%lld", "" if i == 0 else ", ",
+                      <long long>digits[i])
+        if n >= <int>size:
+            return -1
+    return 0
+
+
+cdef void _restate_point(const Decoded* d, capi.cg_error* e) noexcept nogil:
+    """Restate a message about a point of a folded grid (``grid[i, ...``,
+    ``i`` the folded batch index) in the caller's indices: batch
+    ``i % batch`` of problem ``k1, ..., kn`` (``i // batch`` in row-major
+    order over ``fold_shape``), ``batch`` the caller's."""
+    cdef const Attributes* a = &d.attrs
+    cdef char text[capi.CG_MESSAGE_SIZE]
+    cdef char where[256]
+    cdef int64_t digits[33]
+    cdef int64_t user_batch, folded = 0, level
+    cdef const char* start = strstr(e.message, "grid[")
+    cdef const char* end
+    if start == NULL or a.fold_images <= 0:
+        return
+    user_batch = d.batch // a.fold_images
+    if user_batch <= 0:
+        return
+    start += 5
+    end = start
+    # The index is below the folded batch, an int64_t: at most 18 digits.
+    while end[0] >= c'0' and end[0] <= c'9' and end - start < 18:
+        folded = 10 * folded + (end[0] - c'0')
+        end += 1
+    if end == start or end[0] != c',' or folded >= d.batch:
+        return
+    digits[a.fold_rank] = folded % user_batch
+    folded //= user_batch
+    for level in range(a.fold_rank - 1, -1, -1):
+        if a.fold_shape[level] <= 0:
+            return
+        digits[level] = folded % a.fold_shape[level]
+        folded //= a.fold_shape[level]
+    if _join(digits, a.fold_rank + 1, where, sizeof(where)) < 0:
+        return
+    snprintf(text, capi.CG_MESSAGE_SIZE, "%.*s%s%s",
+             <int>(start - e.message), e.message, where, end)
+    snprintf(e.message, capi.CG_MESSAGE_SIZE, "%s", text)
 
 
 cdef void _restate_box(capi.cg_error* e, const char* where) noexcept nogil:

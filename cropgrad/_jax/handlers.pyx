@@ -154,6 +154,7 @@ cdef cg_ffi_error* _handle(cg_ffi_call_frame* frame,
         return NULL
     # Nothing to restate until the op has decoded its fold.
     d.attrs.fold_rank = 0
+    d.grid = False
     if frames.check_frame(frame, target.nargs, 1, &e) == 0:
         target.run(target.name, frame, &d, &e)
         frames.unfold_message(&d, &e)

@@ -45,7 +45,7 @@ cdef void _run_grid_sample_forward(
     cdef cg_ffi_buffer* grid = frames.buffer(&frame.args, 1, 4, "grid", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
     if (image == NULL or grid == NULL or output == NULL
-            or frames.decode_grid_attributes(frame, &d.attrs, e) < 0):
+            or frames.decode_grid_attributes(frame, grid, d, e) < 0):
         return
     dtype = _grid_dtype(grid, "grid", -1, e)
     if (dtype < 0 or _grid_dtype(image, "image", dtype, e) < 0
@@ -68,7 +68,7 @@ cdef void _run_grid_sample_grad_image(
     cdef cg_ffi_buffer* grid = frames.buffer(&frame.args, 1, 4, "grid", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
     if (grads == NULL or grid == NULL or output == NULL
-            or frames.decode_grid_attributes(frame, &d.attrs, e) < 0):
+            or frames.decode_grid_attributes(frame, grid, d, e) < 0):
         return
     dtype = _grid_dtype(grid, "grid", -1, e)
     if (dtype < 0 or _grid_dtype(grads, "grads", dtype, e) < 0
@@ -92,7 +92,7 @@ cdef void _run_grid_sample_grad_coords(
     cdef cg_ffi_buffer* grid = frames.buffer(&frame.args, 2, 4, "grid", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
     if (grads == NULL or image == NULL or grid == NULL or output == NULL
-            or frames.decode_grid_attributes(frame, &d.attrs, e) < 0):
+            or frames.decode_grid_attributes(frame, grid, d, e) < 0):
         return
     dtype = _grid_dtype(grid, "grid", -1, e)
     if (dtype < 0 or _grid_dtype(grads, "grads", dtype, e) < 0
@@ -119,7 +119,7 @@ cdef void _run_grid_sample_jvp_coords(
                                                 "grid_tangent", e)
     cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
     if (image == NULL or grid == NULL or tangent == NULL or output == NULL
-            or frames.decode_grid_attributes(frame, &d.attrs, e) < 0):
+            or frames.decode_grid_attributes(frame, grid, d, e) < 0):
         return
     dtype = _grid_dtype(grid, "grid", -1, e)
     if (dtype < 0 or _grid_dtype(image, "image", dtype, e) < 0

@@ -23,9 +23,8 @@ int, ``aligned`` and ``align_corners`` bools, ``mode`` and
 ``padding_mode`` the C-level API's codes.  Every primitive also has ``fold``:
 how vmap folded mapped axes into the op's own, outermost first, as
 (size, whether box_ind was shifted) pairs, for the kernel's messages to
-name the caller's indices (``()`` when not folded; grid sampling records
-its folds too, so that the gate runs once, but its messages count a point
-over the folded batch).
+name the caller's indices (``()`` when not folded; grid sampling's
+folds grow the batch of every operand).
 
 Derivatives are defined in forward mode only, as other rows applied to the
 tangents, linearly; JAX derives reverse mode by transposing.  The linear

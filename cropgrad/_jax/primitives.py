@@ -119,9 +119,10 @@ def _attributes(*, data_format, num_threads, fold, **params):
         attrs["mode"] = np.int32(params["mode"])
         attrs["padding_mode"] = np.int32(params["padding_mode"])
         attrs["align_corners"] = np.int32(params["align_corners"])
-    elif fold:
-        # For messages: the caller's shape of box_ind's leading axes, and
-        # by how many times the batch grew.
+    if fold:
+        # For messages: the sizes of the mapped axes folded into the op's
+        # (box_ind's leading axes, or the grid's batch), and by how many
+        # times the batch grew.
         attrs["fold_shape"] = np.array([n for n, _ in fold], np.int64)
         attrs["fold_images"] = np.int64(np.prod([n for n, s in fold if s]))
     return attrs
