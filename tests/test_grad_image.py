@@ -64,6 +64,18 @@ def _call(case, dtype, **kwargs):
     )
 
 
+def _reference(case, **kwargs):
+    """The NumPy reference's gradient of a fixture case."""
+    return reference.grad_image(
+        case["grads"],
+        case["boxes"],
+        case["box_ind"],
+        case["image_size"],
+        str(case["method"]),
+        **kwargs,
+    )
+
+
 @pytest.mark.parametrize("name, num_threads", fixture_threads(GRAD_IMAGE, TEAM_LIMIT))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_tensorflow_bits_with_flush(name, dtype, num_threads):
@@ -90,15 +102,7 @@ def test_default_is_ieee_on_subnormal_cases(name):
     # Without flushing, subnormals count: the result is the IEEE serial sum,
     # which the NumPy reference computes in float32.
     case = GRAD_IMAGE[name]
-    expected = reference.grad_image(
-        case["grads"],
-        case["boxes"],
-        case["box_ind"],
-        case["image_size"],
-        str(case["method"]),
-        dtype=np.float32,
-        exact=True,
-    )
+    expected = _reference(case, dtype=np.float32, exact=True)
     assert_same_bits(_call(case, "float32"), expected.astype(np.float32))
 
 
@@ -170,13 +174,7 @@ def test_float16_is_float32_rounded_once(name):
 @pytest.mark.parametrize("name", sorted(set(NORMAL) - set(NONFINITE)))
 def test_float16_at_least_as_accurate_as_tensorflow(name):
     case = GRAD_IMAGE[name]
-    exact = reference.grad_image(
-        case["grads"],
-        case["boxes"],
-        case["box_ind"],
-        case["image_size"],
-        str(case["method"]),
-    )
+    exact = _reference(case)
     out16 = _call(case, "float16").astype(np.float64)
     ours = np.abs(out16 - exact)
     theirs = np.abs(case["out_float16"].astype(np.float64) - exact)
