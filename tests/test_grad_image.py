@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 from _helpers import (
+    SMALL_GRAD_IMAGE_TASKS,
     assert_same_bits,
     assert_same_values,
     load_cases,
@@ -25,16 +26,8 @@ NONFINITE = sorted(n for n in GRAD_IMAGE if "nonfinite" in n)
 
 # The largest team each case's tasks allow (4 unless listed): a task is a
 # band of rows of one image (and, for deep pixels, a range of channels), so
-# a one-pixel image has one task, two images of one row two; a call without
-# boxes writes zeros and runs no task.
-TEAM_LIMIT = {
-    "image_1x1_bilinear": 1,
-    "image_1x1_nearest": 1,
-    "image_h1_bilinear": 2,
-    "image_h1_nearest": 2,
-    "no_boxes_bilinear": 0,
-    "no_boxes_nearest": 0,
-}
+# only the small cases limit it.
+TEAM_LIMIT = SMALL_GRAD_IMAGE_TASKS
 
 
 def fixture_threads(cases, limits, counts=(1, 2, 3, 4)):

@@ -27,6 +27,7 @@ import pytest
 from _helpers import (
     METHODS,
     OUT_DTYPES,
+    SMALL_GRAD_IMAGE_TASKS,
     as_image_dtype,
     assert_same_bits,
     assert_same_values,
@@ -92,16 +93,10 @@ else:
 # asserting a team of n.  The largest team a case's tasks allow:
 
 # The image gradient: bands of rows of one image times channel groups (64
-# channels are one group); one-pixel images and one-row pairs of images
-# have 1 and 2 tasks, two rows of 64 channels 2; a call without boxes runs
-# no task.
+# channels are one group); the small cases as in NHWC, two rows of 64
+# channels 2.
 GRAD_IMAGE_LIMIT = {
-    "image_1x1_bilinear": 1,
-    "image_1x1_nearest": 1,
-    "image_h1_bilinear": 2,
-    "image_h1_nearest": 2,
-    "no_boxes_bilinear": 0,
-    "no_boxes_nearest": 0,
+    **SMALL_GRAD_IMAGE_TASKS,
     "threads_channels_bilinear": 2,
     "threads_channels_nearest": 2,
 }
