@@ -821,6 +821,18 @@ def run_on_two_devices(code):
     )
 
 
+def check_boxes_derivatives(f, boxes):
+    """JAX's check_grads of f's first derivatives at `boxes`, forward and
+    reverse: the ops compute in float32, so a step of 1e-3 (which float32
+    rounding does not swamp, for boxes away from whole pixels where a
+    sample's slope changes) and tolerances of 1e-2."""
+    from jax.test_util import check_grads
+
+    check_grads(
+        f, (boxes,), order=1, modes=["fwd", "rev"], eps=1e-3, atol=1e-2, rtol=1e-2
+    )
+
+
 def assert_compiled_step_gives_eager_bits(op, *inputs):
     """op(*inputs) and the gradients in every input of the sum of its
     squares: the same bits from torch.compile(fullgraph=True) as eager."""
