@@ -646,6 +646,19 @@ def grad_image_rows(grads, size):
     return batch * height
 
 
+# The image gradient's fixture cases (grad_image.npz) too small for a team
+# of 4, in either layout: a one-pixel image is one task, two images of one
+# row two; a call without boxes writes zeros and runs no task.
+SMALL_GRAD_IMAGE_TASKS = {
+    "image_1x1_bilinear": 1,
+    "image_1x1_nearest": 1,
+    "image_h1_bilinear": 2,
+    "image_h1_nearest": 2,
+    "no_boxes_bilinear": 0,
+    "no_boxes_nearest": 0,
+}
+
+
 def crop_rows(boxes, crop, depth):
     """The forward op's and the JVP's tasks: the boxes' crop rows."""
     return boxes.shape[0] * crop[0] if depth and boxes.shape[0] else 0
@@ -805,6 +818,18 @@ def run_on_two_devices(code):
     return run_child(
         TWO_DEVICES_PREAMBLE + textwrap.dedent(code),
         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+
+
+def check_boxes_derivatives(f, boxes):
+    """JAX's check_grads of f's first derivatives at `boxes`, forward and
+    reverse: the ops compute in float32, so a step of 1e-3 (which float32
+    rounding does not swamp, for boxes away from whole pixels where a
+    sample's slope changes) and tolerances of 1e-2."""
+    from jax.test_util import check_grads
+
+    check_grads(
+        f, (boxes,), order=1, modes=["fwd", "rev"], eps=1e-3, atol=1e-2, rtol=1e-2
     )
 
 

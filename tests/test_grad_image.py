@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 from _helpers import (
+    SMALL_GRAD_IMAGE_TASKS,
     assert_same_bits,
     assert_same_values,
     load_cases,
@@ -25,16 +26,8 @@ NONFINITE = sorted(n for n in GRAD_IMAGE if "nonfinite" in n)
 
 # The largest team each case's tasks allow (4 unless listed): a task is a
 # band of rows of one image (and, for deep pixels, a range of channels), so
-# a one-pixel image has one task, two images of one row two; a call without
-# boxes writes zeros and runs no task.
-TEAM_LIMIT = {
-    "image_1x1_bilinear": 1,
-    "image_1x1_nearest": 1,
-    "image_h1_bilinear": 2,
-    "image_h1_nearest": 2,
-    "no_boxes_bilinear": 0,
-    "no_boxes_nearest": 0,
-}
+# only the small cases limit it.
+TEAM_LIMIT = SMALL_GRAD_IMAGE_TASKS
 
 
 def fixture_threads(cases, limits, counts=(1, 2, 3, 4)):
@@ -60,6 +53,18 @@ def _call(case, dtype, **kwargs):
         case["image_size"],
         dtype=dtype,
         method=str(case["method"]),
+        **kwargs,
+    )
+
+
+def _reference(case, **kwargs):
+    """The NumPy reference's gradient of a fixture case."""
+    return reference.grad_image(
+        case["grads"],
+        case["boxes"],
+        case["box_ind"],
+        case["image_size"],
+        str(case["method"]),
         **kwargs,
     )
 
@@ -90,15 +95,7 @@ def test_default_is_ieee_on_subnormal_cases(name):
     # Without flushing, subnormals count: the result is the IEEE serial sum,
     # which the NumPy reference computes in float32.
     case = GRAD_IMAGE[name]
-    expected = reference.grad_image(
-        case["grads"],
-        case["boxes"],
-        case["box_ind"],
-        case["image_size"],
-        str(case["method"]),
-        dtype=np.float32,
-        exact=True,
-    )
+    expected = _reference(case, dtype=np.float32, exact=True)
     assert_same_bits(_call(case, "float32"), expected.astype(np.float32))
 
 
@@ -170,13 +167,7 @@ def test_float16_is_float32_rounded_once(name):
 @pytest.mark.parametrize("name", sorted(set(NORMAL) - set(NONFINITE)))
 def test_float16_at_least_as_accurate_as_tensorflow(name):
     case = GRAD_IMAGE[name]
-    exact = reference.grad_image(
-        case["grads"],
-        case["boxes"],
-        case["box_ind"],
-        case["image_size"],
-        str(case["method"]),
-    )
+    exact = _reference(case)
     out16 = _call(case, "float16").astype(np.float64)
     ours = np.abs(out16 - exact)
     theirs = np.abs(case["out_float16"].astype(np.float64) - exact)

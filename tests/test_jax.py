@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from _helpers import (
     assert_same_bits,
+    check_boxes_derivatives,
     missing,
     run_child,
     run_exported_in_child,
@@ -1098,15 +1099,7 @@ def test_float64_computes_in_float32_and_check_grads_needs_a_float32_step(x64):
     check_grads(
         lambda x: f64(x, boxes), (image,), order=1, modes=["fwd", "rev"], eps=1e-2
     )
-    check_grads(
-        lambda b: f64(image, b),
-        (boxes,),
-        order=1,
-        modes=["fwd", "rev"],
-        eps=1e-3,
-        atol=1e-2,
-        rtol=1e-2,
-    )
+    check_boxes_derivatives(lambda b: f64(image, b), boxes)
     d_image = jax.grad(lambda x: f64(x, boxes).sum())(image)
     assert d_image.dtype == jnp.float64
 

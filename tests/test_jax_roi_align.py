@@ -14,6 +14,7 @@ import pytest
 from _helpers import (
     ROI_SPECIAL,
     assert_same_bits,
+    check_boxes_derivatives,
     load_cases,
     missing,
     roi_case_names,
@@ -80,6 +81,12 @@ def to_layout(x, layout):
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if layout == "NHWC" else x
 
 
+def in_dtype(x, boxes, dtype, layout):
+    """An NCHW operand in `dtype` and `layout`, and the boxes in the
+    arithmetic type of `dtype`."""
+    return to_layout(as_dtype(x, dtype), layout), boxes.astype(arith(dtype))
+
+
 def shape_in(shape, layout):
     return (shape[0], shape[2], shape[3], shape[1]) if layout == "NHWC" else shape
 
@@ -98,14 +105,18 @@ def bits(x):
 # The four ops against the NumPy API
 
 
-@pytest.mark.parametrize("options", OPTIONS)
-@pytest.mark.parametrize("layout", LAYOUTS)
+def every_option_and_layout(test):
+    """`test` for both sets of options in both layouts."""
+    test = pytest.mark.parametrize("layout", LAYOUTS)(test)
+    return pytest.mark.parametrize("options", OPTIONS)(test)
+
+
+@every_option_and_layout
 @pytest.mark.parametrize("dtype", IMAGE_DTYPES)
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_forward_bits(dtype, layout, options, jit, x64):
     image, boxes, box_ind, _, _ = problem(1)
-    image = to_layout(as_dtype(image, dtype), layout)
-    boxes = boxes.astype(arith(dtype))
+    image, boxes = in_dtype(image, boxes, dtype, layout)
     expected = np_op(
         "roi_align", image, boxes, box_ind, (3, 2), data_format=layout, **options
     )
@@ -129,15 +140,13 @@ def test_forward_output_dtype(out_dtype, x64):
     assert_same_bits(bits(actual), expected)
 
 
-@pytest.mark.parametrize("options", OPTIONS)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@every_option_and_layout
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_grad_image_op_bits(dtype, layout, options, jit, x64):
     image, boxes, box_ind, grads, _ = problem(3)
     shape = shape_in(image.shape, layout)
-    grads = to_layout(as_dtype(grads, dtype), layout)
-    boxes = boxes.astype(arith(dtype))
+    grads, boxes = in_dtype(grads, boxes, dtype, layout)
     expected = np_op(
         "roi_align_grad_image",
         grads,
@@ -175,8 +184,7 @@ def test_grad_image_op_bits(dtype, layout, options, jit, x64):
     )
 
 
-@pytest.mark.parametrize("options", OPTIONS)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@every_option_and_layout
 @pytest.mark.parametrize("dtype", IMAGE_DTYPES)
 def test_grad_boxes_op_bits(dtype, layout, options, x64):
     image, boxes, box_ind, grads, _ = problem(4)
@@ -201,13 +209,11 @@ def test_grad_boxes_op_bits(dtype, layout, options, x64):
     assert_same_bits(bits(actual), expected)
 
 
-@pytest.mark.parametrize("options", OPTIONS)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@every_option_and_layout
 @pytest.mark.parametrize("dtype", IMAGE_DTYPES)
 def test_jvp_boxes_op_bits(dtype, layout, options, x64):
     image, boxes, box_ind, _, tangent = problem(5)
-    image = to_layout(as_dtype(image, dtype), layout)
-    boxes = boxes.astype(arith(dtype))
+    image, boxes = in_dtype(image, boxes, dtype, layout)
     expected = np_op(
         "roi_align_jvp_boxes",
         image,
@@ -308,8 +314,7 @@ def test_multi_scale_levels_are_torchvision_bits():
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_grad_is_the_gradient_kernels(dtype, layout, x64):
     image, boxes, box_ind, grads, _ = problem(7)
-    image = to_layout(as_dtype(image, dtype), layout)
-    boxes = boxes.astype(arith(dtype))
+    image, boxes = in_dtype(image, boxes, dtype, layout)
     grads = to_layout(as_dtype(grads, dtype), layout)
     options = dict(sampling_ratio=0, spatial_scale=0.75, data_format=layout)
 
@@ -460,14 +465,8 @@ def test_check_grads():
     )
     # Boxes away from whole pixels (where a sample's slope changes).
     inside = np.array([[1.3, 1.2, 5.6, 6.7], [2.1, 0.6, 6.2, 3.9]], np.float32)
-    check_grads(
-        lambda b: cgj.roi_align(image, b, [0, 1], 2, sampling_ratio=2),
-        (inside,),
-        order=1,
-        modes=["fwd", "rev"],
-        eps=1e-3,
-        atol=1e-2,
-        rtol=1e-2,
+    check_boxes_derivatives(
+        lambda b: cgj.roi_align(image, b, [0, 1], 2, sampling_ratio=2), inside
     )
 
 

@@ -27,6 +27,7 @@ import pytest
 from _helpers import (
     METHODS,
     OUT_DTYPES,
+    SMALL_GRAD_IMAGE_TASKS,
     as_image_dtype,
     assert_same_bits,
     assert_same_values,
@@ -92,16 +93,10 @@ else:
 # asserting a team of n.  The largest team a case's tasks allow:
 
 # The image gradient: bands of rows of one image times channel groups (64
-# channels are one group); one-pixel images and one-row pairs of images
-# have 1 and 2 tasks, two rows of 64 channels 2; a call without boxes runs
-# no task.
+# channels are one group); the small cases as in NHWC, two rows of 64
+# channels 2.
 GRAD_IMAGE_LIMIT = {
-    "image_1x1_bilinear": 1,
-    "image_1x1_nearest": 1,
-    "image_h1_bilinear": 2,
-    "image_h1_nearest": 2,
-    "no_boxes_bilinear": 0,
-    "no_boxes_nearest": 0,
+    **SMALL_GRAD_IMAGE_TASKS,
     "threads_channels_bilinear": 2,
     "threads_channels_nearest": 2,
 }
@@ -255,6 +250,52 @@ def grad_image_pair(
     return nchw(nhwc), out
 
 
+def forward_pair(
+    image, boxes, box_ind, crop, method, extrapolation, num_threads, tasks
+):
+    """(NHWC crops transposed, NCHW crops on a team of `num_threads` running
+    `tasks`)."""
+    nhwc = cropgrad.crop_and_resize(
+        image, boxes, box_ind, crop, method, extrapolation, num_threads=1
+    )
+    out = on_team(
+        num_threads,
+        tasks,
+        lambda: cropgrad.crop_and_resize(
+            nchw(image),
+            boxes,
+            box_ind,
+            crop,
+            method,
+            extrapolation,
+            num_threads=num_threads,
+            data_format="NCHW",
+        ),
+    )
+    return nchw(nhwc), out
+
+
+def grad_boxes_pair(grads, image, boxes, box_ind, crop, num_threads):
+    """(NHWC boxes gradient, NCHW one on a team of `num_threads`, a task per
+    group of boxes)."""
+    nhwc = cropgrad.crop_and_resize_grad_boxes(
+        grads, image, boxes, box_ind, num_threads=1
+    )
+    out = on_team(
+        num_threads,
+        box_groups(boxes, crop, image.shape),
+        lambda: cropgrad.crop_and_resize_grad_boxes(
+            nchw(grads),
+            nchw(image),
+            boxes,
+            box_ind,
+            num_threads=num_threads,
+            data_format="NCHW",
+        ),
+    )
+    return nhwc, out
+
+
 @examples(600)
 @given(
     problem=grad_image_problems(max_depth=6),
@@ -382,26 +423,12 @@ def test_tall_boxes_cross_every_tile(num_threads):
 )
 def test_forward_small_problems(problem, method, num_threads):
     image, boxes, box_ind, crop, extrapolation = problem
-    expected = cropgrad.crop_and_resize(
-        image, boxes, box_ind, crop, method, extrapolation, num_threads=1
-    )
     # A task per image (these planes fit one channel group and one band).
     tasks = image.shape[0] if crop_rows(boxes, crop, image.shape[3]) else 0
-    out = on_team(
-        num_threads,
-        tasks,
-        lambda: cropgrad.crop_and_resize(
-            nchw(image),
-            boxes,
-            box_ind,
-            crop,
-            method,
-            extrapolation,
-            num_threads=num_threads,
-            data_format="NCHW",
-        ),
+    expected, out = forward_pair(
+        image, boxes, box_ind, crop, method, extrapolation, num_threads, tasks
     )
-    same_layout_bits(out, nchw(expected))
+    same_layout_bits(out, expected)
 
 
 @examples(150)
@@ -416,21 +443,7 @@ def test_grad_boxes_small_problems(problem, num_threads, data):
         .standard_normal((boxes.shape[0], *crop, image.shape[3]))
         .astype(np.float32)
     )
-    expected = cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=1
-    )
-    out = on_team(
-        num_threads,
-        box_groups(boxes, crop, image.shape),
-        lambda: cropgrad.crop_and_resize_grad_boxes(
-            nchw(grads),
-            nchw(image),
-            boxes,
-            box_ind,
-            num_threads=num_threads,
-            data_format="NCHW",
-        ),
-    )
+    expected, out = grad_boxes_pair(grads, image, boxes, box_ind, crop, num_threads)
     # NaN pixels: NaN at the same boxes, not always of the same sign
     # (docs/semantics.md).
     assert_same_values(out, expected)
@@ -449,39 +462,11 @@ def test_forward_and_boxes_gradient_big_problems(seed, num_threads):
     grads = rng.standard_normal((80, *crop, depth)).astype(np.float32)
     # Three images (forward tasks) and 20 groups of boxes: teams of 1 to 3.
     for method in METHODS:
-        expected = cropgrad.crop_and_resize(
-            image, boxes, box_ind, crop, method, np.nan, num_threads=1
+        expected, out = forward_pair(
+            image, boxes, box_ind, crop, method, np.nan, num_threads, 3
         )
-        out = on_team(
-            num_threads,
-            3,
-            lambda m=method: cropgrad.crop_and_resize(
-                nchw(image),
-                boxes,
-                box_ind,
-                crop,
-                m,
-                np.nan,
-                num_threads=num_threads,
-                data_format="NCHW",
-            ),
-        )
-        assert_same_bits(out, nchw(expected))
-    expected = cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=1
-    )
-    out = on_team(
-        num_threads,
-        box_groups(boxes, crop, image.shape),
-        lambda: cropgrad.crop_and_resize_grad_boxes(
-            nchw(grads),
-            nchw(image),
-            boxes,
-            box_ind,
-            num_threads=num_threads,
-            data_format="NCHW",
-        ),
-    )
+        assert_same_bits(out, expected)
+    expected, out = grad_boxes_pair(grads, image, boxes, box_ind, crop, num_threads)
     assert_same_bits(out, expected)
 
 

@@ -122,6 +122,14 @@ def assert_within_rounding(out, grads, boxes, box_ind, size, method):
 # is checked against the tasks the work divides into.
 
 
+def on_team_as_alone(num_threads, tasks, call):
+    """call(num_threads) on a team (checked against `tasks`), and the same
+    bits on one thread; returns the team's result."""
+    out = on_team(num_threads, tasks, lambda: call(num_threads))
+    assert_same_bits(out, call(1), "one thread")
+    return out
+
+
 @examples(1500)
 @given(
     problem=grad_image_problems(),
@@ -187,19 +195,15 @@ def test_grad_image_nonfinite_gradients_follow_ieee(problem, method, num_threads
         expected = reference.grad_image(
             grads, boxes, box_ind, size, method, dtype=np.float32, exact=True
         ).astype(np.float32)
-    out = on_team(
+    # NaN bits included, the same on one thread.
+    out = on_team_as_alone(
         num_threads,
         grad_image_rows(grads, size),
-        lambda: cropgrad.crop_and_resize_grad_image(
-            grads, boxes, box_ind, size, np.float32, method, num_threads=num_threads
+        lambda n: cropgrad.crop_and_resize_grad_image(
+            grads, boxes, box_ind, size, np.float32, method, num_threads=n
         ),
     )
     assert_same_values(out, expected)
-    # NaN bits included, the same on one thread.
-    one = cropgrad.crop_and_resize_grad_image(
-        grads, boxes, box_ind, size, np.float32, method, num_threads=1
-    )
-    assert_same_bits(out, one)
 
 
 @examples(150)
@@ -285,21 +289,17 @@ def test_boxes_gradient_matches_reference(problem, num_threads, data):
             elements=grads_elements(),
         )
     )
-    out = on_team(
+    out = on_team_as_alone(
         num_threads,
         box_groups(boxes, crop, image.shape),
-        lambda: cropgrad.crop_and_resize_grad_boxes(
-            grads, image, boxes, box_ind, num_threads=num_threads
+        lambda n: cropgrad.crop_and_resize_grad_boxes(
+            grads, image, boxes, box_ind, num_threads=n
         ),
     )
     assert out.shape == (boxes.shape[0], 4) and out.dtype == np.float32
     with np.errstate(all="ignore"):
         expected = reference.grad_boxes(grads, image, boxes, box_ind, exact=True)
     assert_same_values(out, expected)
-    one = cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=1
-    )
-    assert_same_bits(out, one, "one thread")
 
 
 @examples(400)
@@ -311,21 +311,17 @@ def test_boxes_gradient_matches_reference(problem, num_threads, data):
 def test_boxes_jvp_matches_reference(problem, num_threads, data):
     image, boxes, box_ind, crop, _ = problem
     tangent = data.draw(hnp.arrays(np.float32, boxes.shape, elements=grads_elements()))
-    out = on_team(
+    out = on_team_as_alone(
         num_threads,
         crop_rows(boxes, crop, image.shape[3]),
-        lambda: cropgrad.crop_and_resize_jvp_boxes(
-            image, boxes, box_ind, tangent, crop, num_threads=num_threads
+        lambda n: cropgrad.crop_and_resize_jvp_boxes(
+            image, boxes, box_ind, tangent, crop, num_threads=n
         ),
     )
     assert out.shape == (boxes.shape[0], *crop, image.shape[3])
     with np.errstate(all="ignore"):
         expected = reference.jvp_boxes(image, boxes, box_ind, tangent, crop, exact=True)
     assert_same_values(out, expected)
-    one = cropgrad.crop_and_resize_jvp_boxes(
-        image, boxes, box_ind, tangent, crop, num_threads=1
-    )
-    assert_same_bits(out, one, "one thread")
 
 
 @st.composite
@@ -442,9 +438,7 @@ def roi_on_team(num_threads, problem, call):
     """call(num_threads) on a team (checked), and the same bits on one
     thread; returns the team's result."""
     image, boxes = problem[:2]
-    out = on_team(num_threads, roi_tasks(image, boxes), lambda: call(num_threads))
-    assert_same_bits(out, call(1), "one thread")
-    return out
+    return on_team_as_alone(num_threads, roi_tasks(image, boxes), call)
 
 
 @examples(250)
@@ -607,14 +601,6 @@ def grid_problems(draw):
     return image, grid, grads, tangent, options
 
 
-def grid_on_team(num_threads, tasks, call):
-    """call(num_threads) on a team (checked against `tasks`), and the same
-    bits on one thread; returns the team's result."""
-    out = on_team(num_threads, tasks, lambda: call(num_threads))
-    assert_same_bits(out, call(1), "one thread")
-    return out
-
-
 def _grid_simd(grid, options):
     """Whether grid sampling's SIMD clone takes the problem: float32
     bilinear sampling with zeros padding, on a CPU that has the clone."""
@@ -652,7 +638,7 @@ def _ref(options):
 @given(problem=grid_problems(), num_threads=st.integers(1, 4))
 def test_grid_sample_matches_reference(problem, num_threads):
     image, grid, _, _, options = problem
-    out = grid_on_team(
+    out = on_team_as_alone(
         num_threads,
         grid_point_tasks(grid, options),
         lambda t: cropgrad.grid_sample(image, grid, num_threads=t, **options),
@@ -674,7 +660,7 @@ def test_grid_sample_grad_image_matches_reference(problem, num_threads, out_dtyp
     image, grid, grads, _, options = problem
     if out_dtype == np.float16 and grads.dtype == np.float64:
         out_dtype = None  # float16 results from float32 arithmetic only
-    out = grid_on_team(
+    out = on_team_as_alone(
         num_threads,
         grid_scatter_tasks(grid, image.shape, num_threads, options),
         lambda t: cropgrad.grid_sample_grad_image(
@@ -693,7 +679,7 @@ def test_grid_sample_grad_image_matches_reference(problem, num_threads, out_dtyp
 @given(problem=grid_problems(), num_threads=st.integers(1, 4))
 def test_grid_sample_grad_grid_matches_reference(problem, num_threads):
     image, grid, grads, _, options = problem
-    out = grid_on_team(
+    out = on_team_as_alone(
         num_threads,
         grid_point_tasks(grid, options),
         lambda t: cropgrad.grid_sample_grad_grid(
@@ -721,7 +707,7 @@ def test_grid_sample_jvp_grid_of_unit_tangents_is_the_grid_gradient(
     # from +0).  Any other tangent: one thread's bits on teams.
     image, grid, _, tangent, options = problem
     n, ho = grid.shape[:2]
-    out = grid_on_team(
+    out = on_team_as_alone(
         num_threads,
         n * ho,
         lambda t: cropgrad.grid_sample_jvp_grid(
