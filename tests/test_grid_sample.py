@@ -558,12 +558,14 @@ def test_arrays_are_checked(no_work):
         cropgrad.grid_sample_jvp_grid(image, grid, grid[:, :1])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("where", [(1, 2, 0, 1), (1, 2, 2, 1)])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
-def test_non_finite_grids_are_refused_naming_the_value(value, no_work):
-    image, grid, grads = _calls()
-    grid = grid.copy()
-    grid[1, 2, 0, 1] = value
-    match = rf"grid must be finite: grid\[1, 2, 0, 1\] = {value!r}"
+def test_non_finite_grids_are_refused_naming_the_value(value, where, dtype, no_work):
+    # Inside the grid and its last value (past the check's vectors).
+    image, grid, grads = (x.astype(dtype) for x in _calls())
+    grid[where] = value
+    match = rf"grid must be finite: grid\[{', '.join(map(str, where))}\] = {value!r}"
     for call in (
         lambda: cropgrad.grid_sample(image, grid),
         lambda: cropgrad.grid_sample_grad_image(grads, grid, image.shape),
@@ -585,24 +587,27 @@ def test_a_grid_beyond_float32_is_refused_for_float32_data():
 
 
 def test_bands_of_rows_get_the_points_whose_lower_corners_reach_them():
-    # One plane, banded between the threads (image gradient).  Each block
-    # of 128 points (one output row here) lies between two image rows, r - 1
-    # and r, so a block's lower corners are in the next band where a band
-    # starts at row r: a band's task must not pass it over.
+    # One image of two channels, its planes banded between the threads
+    # (image gradient).  Each block of 128 points (one output row here) lies
+    # between two image rows, r - 1 and r, so a block's lower corners are in
+    # the next band where a band starts at row r: a band's task must not
+    # pass it over.  Into an `out=` of NaN: every band zeroes its pixels.
     rng = np.random.default_rng(7)
     h, w, ho, wo = 8, 16, 8, 128
     px = rng.uniform(-0.5, w - 0.5, (ho, wo))
     py = np.arange(ho)[:, None] - 0.5 + rng.uniform(0.01, 0.99, (ho, wo))
     grid = np.stack([(2 * px + 1) / w - 1, (2 * py + 1) / h - 1], -1)
     grid = grid[None].astype(np.float32)
-    grads = rng.standard_normal((1, 1, ho, wo)).astype(np.float32)
+    grads = rng.standard_normal((1, 2, ho, wo)).astype(np.float32)
+    size = (1, 2, h, w)
     kw = dict(mode="bilinear", padding_mode="zeros", align_corners=False)
-    expected = ref.grid_sample_grad_image(grads, grid, (1, 1, h, w), *_ref_args(kw))
+    expected = ref.grid_sample_grad_image(grads, grid, size, *_ref_args(kw))
     with starting_teams():
         for threads in range(1, 8):
-            out, team = team_of(
+            out = np.full(size, np.nan, np.float32)
+            _, team = team_of(
                 lambda: cropgrad.grid_sample_grad_image(
-                    grads, grid, (1, 1, h, w), num_threads=threads, **kw
+                    grads, grid, size, out=out, num_threads=threads, **kw
                 )
             )
             assert team == threads, (threads, team)

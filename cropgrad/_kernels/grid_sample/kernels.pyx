@@ -24,9 +24,9 @@ the serial order.
 Float32 bilinear sampling with zeros padding has an AVX2 + FMA clone
 (src/cg_grid_simd.h), eight points a vector with the portable loops' operations
 lane for lane: the forward op and the grid gradient in spans of points,
-the image gradient in one run of tasks that work out their own points'
-corners (a batch each, or a band of its rows when batches are fewer than
-threads).
+the image gradient in one run of tasks that zero their own pixels and
+work out their own points' corners (a batch each, or a band of its rows
+when batches are fewer than threads).
 """
 
 from libc.math cimport floor
@@ -438,6 +438,12 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef int64_t c0 = group * p.taps, c1 = min(c0 + p.taps, p.c)
     cdef int64_t lo = (p.h * band) // p.bands * p.w
     cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
+    cdef int64_t ch, plane = p.h * p.w
+    # The task's pixels are its own: it zeroes them (on its thread, in
+    # parallel) before it adds to them.
+    for ch in range(c0, c1):
+        memset(<float*>p.out + (b * p.c + ch) * plane + lo, 0,
+               <size_t>(hi - lo) * sizeof(float))
     gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid, <float*>p.out,
                    p.c, c0, c1, <int32_t>p.h, <int32_t>p.w, p.ho * p.wo, b, lo,
                    hi, <float>ax.scale, <float>ay.scale, p.aligned)
@@ -506,20 +512,21 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
     cdef Py_ssize_t per = p.ho * p.wo, b, start, size
     cdef size_t itemsize = 8 if p.wide else 4
     cdef size_t offs_bytes, wts_bytes
-    if p.n * p.c * p.h * p.w > 0:
-        memset(p.out, 0, <size_t>(p.n * p.c * p.h * p.w) * itemsize)
-    if p.n * p.c * p.h * p.w * per == 0:
-        return 0
-    if simd_bilinear_zeros(p):
+    if p.n * p.c * p.h * p.w * per > 0 and simd_bilinear_zeros(p):
         # One run: a task per batch and band of rows, every channel of it
         # (the field `taps` holds the channels of a task), bands only where
-        # the batches are fewer than the threads: each task works out all
-        # its batch's corners itself, once for all the channels.
+        # the batches are fewer than the threads: each task zeroes its
+        # pixels, then works out its batch's corners itself, once for all
+        # the channels.
         p.taps = p.c
         if p.n < threads:
             p.bands = min((threads + p.n - 1) // p.n, p.h)
         run_tasks(_scatter8_task, p, p.n * p.bands, threads,
                   p.n * p.c * per * 4, flush, SCHEDULE_DYNAMIC)
+        return 0
+    if p.n * p.c * p.h * p.w > 0:
+        memset(p.out, 0, <size_t>(p.n * p.c * p.h * p.w) * itemsize)
+    if p.n * p.c * p.h * p.w * per == 0:
         return 0
     # Fewer channels than threads: cut each plane into bands of rows, as
     # many as make a task per thread (a band of at least one row).
