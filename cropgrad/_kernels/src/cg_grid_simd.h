@@ -287,6 +287,7 @@ GS_AVX2 static void gs_taps_bz8(
         }
     }
 }
+
 /* Whether any point of the vectors [q, q + 8 * GS_BLOCK) of batch b,
  * up to `end`, has a corner in the rows [row_lo, row_hi): the rows of
  * its corners are floor(y) and floor(y) + 1, with y worked out as
@@ -309,6 +310,54 @@ GS_AVX2 static inline int gs_block_in_rows(
             _mm256_cmp_ps(y_n, hi, _CMP_LT_OQ)));
     }
     return !_mm256_testz_ps(hit, hit);
+}
+
+/* The additions of a row's two corners of eight points that are runs
+ * (side by side, inside the image and the band): the west corner's
+ * products to pixels [at, at + 8), then the east one's to [at + 1,
+ * at + 9), each pixel's two in that order, as the scatter makes them.
+ * Both in registers, with one load and one store of the eight pixels:
+ * two overlapping stores and loads would stall (a load of pixels that
+ * the store before it wrote only in part is not forwarded).  The
+ * ninth pixel's addition is left pending (`gs_tail`) for the next pair
+ * of the row, which takes it in its first lane where it starts there
+ * (a smooth grid's next vector) instead of reading it back from
+ * memory. */
+typedef struct {
+    float* at;      /* the pixel, or NULL */
+    float value;
+} gs_tail;
+
+GS_AVX2 static inline void gs_flush(gs_tail* t) {
+    if (t->at) *t->at += t->value;
+    t->at = NULL;
+}
+
+/* Flush `t` if pixel range [at, at + 8] holds its pixel. */
+GS_AVX2 static inline void gs_flush_in(gs_tail* t, const float* at) {
+    if (t->at && t->at >= at && t->at <= at + 8) gs_flush(t);
+}
+
+GS_AVX2 static inline void gs_add_pair8(float* at, __m256 west, __m256 east,
+                                        gs_tail* tail) {
+    /* east's lane i to pixel i + 1; lane 0 gets lane 7, pixel 8's. */
+    __m256 up = _mm256_permutevar8x32_ps(
+        east, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6));
+    __m256 t;
+    /* Another pending pixel gets its addition first: it may be one of
+     * these (a jump back). */
+    if (tail->at != at) gs_flush(tail);
+    t = _mm256_loadu_ps(at);
+    if (tail->at == at) {
+        /* The row's last pair's ninth pixel is this one's first, whose
+         * additions come after it. */
+        t = _mm256_blend_ps(
+            t, _mm256_add_ps(t, _mm256_set1_ps(tail->value)), 0x01);
+    }
+    t = _mm256_add_ps(t, west);
+    _mm256_storeu_ps(at, _mm256_blend_ps(_mm256_add_ps(t, up), t, 0x01));
+    tail->at = at + 8;
+    tail->value = _mm256_cvtss_f32(up);
 }
 
 /* The image gradient of batch b's channels [c0, c1), the pixels of
@@ -335,8 +384,9 @@ GS_AVX2 static void gs_scatter_bz8(
     float prod[8];
     int any[GS_BLOCK];
     int v, nv, i, k, some;
-    /* A band of rows [row_lo, row_hi) (lo and hi are whole rows). */
-    int banded = lo > 0 || hi < plane;
+    /* A band of rows [row_lo, row_hi) (lo and hi are whole rows), which
+     * passes blocks over where its rows are exact in float. */
+    int banded = (lo > 0 || hi < plane) && h <= (1 << 24);
     float row_lo = (float)(lo / w), row_hi = (float)(hi / w);
     for (q = 0; q < per; q += 8 * GS_BLOCK) {
         if (banded && !gs_block_in_rows(grid, per, b, q, per, sy, aligned,
@@ -367,9 +417,28 @@ GS_AVX2 static void gs_scatter_bz8(
         for (ch = c0; ch < c1; ch++) {
             const float* gr = grads + (b * c + ch) * per + q;
             float* dst = out + (b * c + ch) * plane;
+            /* The north and south rows' pending additions. */
+            gs_tail tails[2] = {{NULL, 0.0f}, {NULL, 0.0f}};
             for (v = 0; v < nv; v++) {
                 if (!any[v]) continue;
                 for (k = 0; k < 4; k++) {
+                    if (k % 2 == 0 && run[v][k] && run[v][k + 1]) {
+                        /* nw and ne (or sw and se): nine pixels, after
+                         * the other row's pending addition if it is one
+                         * of them. */
+                        float* at = dst + off[v][k][0];
+                        __m256 g8 = _mm256_loadu_ps(gr + 8 * v);
+                        gs_flush_in(&tails[1 - k / 2], at);
+                        gs_add_pair8(
+                            at, _mm256_mul_ps(_mm256_loadu_ps(wt[v][k]), g8),
+                            _mm256_mul_ps(_mm256_loadu_ps(wt[v][k + 1]), g8),
+                            &tails[k / 2]);
+                        k++;
+                        continue;
+                    }
+                    /* Any other addition comes after the pending ones. */
+                    gs_flush(&tails[0]);
+                    gs_flush(&tails[1]);
                     if (run[v][k]) {
                         /* Eight different pixels: the same additions
                          * at once. */
@@ -389,6 +458,8 @@ GS_AVX2 static void gs_scatter_bz8(
                     }
                 }
             }
+            gs_flush(&tails[0]);
+            gs_flush(&tails[1]);
         }
     }
 }
