@@ -152,6 +152,19 @@ GS_AVX2 static inline void gs_store8(float* dst, __m256 v, int valid) {
     for (i = 0; i < valid; i++) dst[i] = tmp[i];
 }
 
+/* A hint to fetch the pixels one row below a vector's south corners,
+ * where the next row of a smooth grid's points goes: the CPU's own
+ * prefetchers stop at the end of a page, and each row of a wide image
+ * is a page or more (1024 float32 pixels), so each new row would start
+ * with misses.  A prefetch never faults; the address is worked out in
+ * integers, as a point outside the image has no pixel there. */
+GS_AVX2 static inline void gs_prefetch_below(const float* plane,
+                                             int32_t south, int32_t w) {
+    _mm_prefetch((const char*)((uintptr_t)plane +
+                               sizeof(float) * ((intptr_t)south + w)),
+                 _MM_HINT_T0);
+}
+
 /* Points a block: their corners are worked out first, then each
  * channel's plane is read for all of them, while it is in the cache. */
 #define GS_BLOCK 16
@@ -191,6 +204,7 @@ GS_AVX2 static void gs_forward_bz8(
             float* dst = out + (b * c + ch) * per + q;
             for (v = 0; v < nv; v++) {
                 const gs_corners8* k = &cn[v];
+                gs_prefetch_below(img, _mm256_cvtsi256_si32(k->off[2]), w);
                 acc = _mm256_fmadd_ps(gs_read8(img, k, 3), k->wt[3],
                       _mm256_fmadd_ps(gs_read8(img, k, 2), k->wt[2],
                       _mm256_fmadd_ps(gs_read8(img, k, 1), k->wt[1],
@@ -227,6 +241,7 @@ GS_AVX2 static void gs_grad_grid_bz8(
             const float* gr = grads + (b * c + ch) * per + q;
             for (v = 0; v < nv; v++) {
                 const gs_corners8* k = &cn[v];
+                gs_prefetch_below(img, _mm256_cvtsi256_si32(k->off[2]), w);
                 gc = gs_part8(gr + 8 * v, valid[v]);
                 nw = gs_read8(img, k, 0);
                 ne = gs_read8(img, k, 1);
@@ -421,6 +436,7 @@ GS_AVX2 static void gs_scatter_bz8(
             gs_tail tails[2] = {{NULL, 0.0f}, {NULL, 0.0f}};
             for (v = 0; v < nv; v++) {
                 if (!any[v]) continue;
+                gs_prefetch_below(dst, off[v][2][0], w);
                 for (k = 0; k < 4; k++) {
                     if (k % 2 == 0 && run[v][k] && run[v][k + 1]) {
                         /* nw and ne (or sw and se): nine pixels, after
