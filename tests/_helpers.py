@@ -659,6 +659,19 @@ SMALL_GRAD_IMAGE_TASKS = {
 }
 
 
+def benchmarks_on_path(inside):
+    """The source tree's ``benchmarks/`` folder, put on ``sys.path``; the
+    calling module is skipped where `inside` (a path in that folder) is not
+    beside the tests (the wheels' runs, a copy of tests/ alone)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folder = os.path.join(root, "benchmarks")
+    if not os.path.exists(os.path.join(folder, inside)):
+        pytest.skip("the source tree is not beside the tests", allow_module_level=True)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return folder
+
+
 def crop_rows(boxes, crop, depth):
     """The forward op's and the JVP's tasks: the boxes' crop rows."""
     return boxes.shape[0] * crop[0] if depth and boxes.shape[0] else 0

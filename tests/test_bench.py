@@ -18,16 +18,12 @@ import types
 
 import numpy as np
 import pytest
-from _helpers import assert_same_bits, missing, required
+from _helpers import assert_same_bits, benchmarks_on_path, missing, required
 
 import cropgrad
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
+BENCHMARKS = benchmarks_on_path("bench.py")
 BENCH = os.path.join(BENCHMARKS, "bench.py")
-if not os.path.isfile(BENCH):
-    pytest.skip("the source tree is not beside the tests", allow_module_level=True)
-if BENCHMARKS not in sys.path:
-    sys.path.insert(0, BENCHMARKS)
 
 from cropgrad_bench import (  # noqa: E402
     cli,

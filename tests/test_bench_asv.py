@@ -5,18 +5,12 @@ suite broken until someone next runs asv.  Skipped where ``benchmarks/``
 is not beside the tests."""
 
 import inspect
-import os
-import sys
 
 import numpy as np
 import pytest
+from _helpers import benchmarks_on_path
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
-SUITE = os.path.join(BENCHMARKS, "asv_benchmarks")
-if not os.path.isdir(SUITE):
-    pytest.skip("the source tree is not beside the tests", allow_module_level=True)
-if BENCHMARKS not in sys.path:
-    sys.path.insert(0, BENCHMARKS)
+benchmarks_on_path("asv_benchmarks")
 
 from asv_benchmarks import crop_and_resize, grid_sample, roi_align  # noqa: E402
 
