@@ -29,6 +29,7 @@ typedef struct {
     __m256i off[4];
     __m256i in[4];
     int run[4];     /* all inside, at 8 consecutive offsets */
+    int pair[2];    /* rows n and s: both corners inside for all eight */
 } gs_corners8;
 
 /* Whether `off` is 8 consecutive offsets, each lane's `keep` set. */
@@ -40,15 +41,21 @@ GS_AVX2 static inline int gs_run8(__m256i off, __m256i keep) {
     return _mm256_movemask_epi8(same) == -1;
 }
 
-/* x of eight interleaved (x, y) points in *x, y in *y. */
-GS_AVX2 static inline void gs_split8(const float* g, __m256* x, __m256* y) {
-    __m256 lo = _mm256_loadu_ps(g), hi = _mm256_loadu_ps(g + 8);
+/* The firsts of eight interleaved pairs (lo: pairs 0-3, hi: 4-7) in
+ * *x, the seconds in *y. */
+GS_AVX2 static inline void gs_unzip8(__m256 lo, __m256 hi, __m256* x,
+                                     __m256* y) {
     /* Per 128-bit half: x0 x1 x4 x5 | x2 x3 x6 x7; the permute puts
      * the 64-bit pairs back in order. */
     __m256 xs = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
     __m256 ys = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
     *x = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs), 0xD8));
     *y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ys), 0xD8));
+}
+
+/* x of eight interleaved (x, y) points in *x, y in *y. */
+GS_AVX2 static inline void gs_split8(const float* g, __m256* x, __m256* y) {
+    gs_unzip8(_mm256_loadu_ps(g), _mm256_loadu_ps(g + 8), x, y);
 }
 
 GS_AVX2 static inline __m256 gs_unnormalize8(__m256 g, float scale,
@@ -103,6 +110,10 @@ GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
     c->run[1] = gs_run8(c->off[1], c->in[1]);
     c->run[2] = gs_run8(c->off[2], c->in[2]);
     c->run[3] = gs_run8(c->off[3], c->in[3]);
+    c->pair[0] = _mm256_movemask_epi8(
+        _mm256_and_si256(c->in[0], c->in[1])) == -1;
+    c->pair[1] = _mm256_movemask_epi8(
+        _mm256_and_si256(c->in[2], c->in[3])) == -1;
 }
 
 /* A corner's pixels, +0 where it is outside (the portable read); one
@@ -113,6 +124,27 @@ GS_AVX2 static inline __m256 gs_read8(const float* plane,
         return _mm256_loadu_ps(plane + _mm256_cvtsi256_si32(c->off[k]));
     return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, c->off[k],
                                     _mm256_castsi256_ps(c->in[k]), 4);
+}
+
+/* Row r's two corners (r = 0: nw, ne; 1: sw, se) of eight points: where
+ * both are inside for all eight and not side by side, each point's two
+ * pixels (x, x + 1) as one 64-bit element, in two gathers of four
+ * instead of two of eight (a gather's cost grows with its elements). */
+GS_AVX2 static inline void gs_read_row8(const float* plane,
+                                        const gs_corners8* c, int r,
+                                        __m256* west, __m256* east) {
+    __m256i at = c->off[2 * r];
+    if (c->pair[r] && !c->run[2 * r]) {
+        gs_unzip8(
+            _mm256_castsi256_ps(_mm256_i32gather_epi64(
+                (const long long*)plane, _mm256_castsi256_si128(at), 4)),
+            _mm256_castsi256_ps(_mm256_i32gather_epi64(
+                (const long long*)plane, _mm256_extracti128_si256(at, 1), 4)),
+            west, east);
+        return;
+    }
+    *west = gs_read8(plane, c, 2 * r);
+    *east = gs_read8(plane, c, 2 * r + 1);
 }
 
 /* Eight points from `g` (interleaved x, y), the last of them `valid`
@@ -195,7 +227,7 @@ GS_AVX2 static void gs_forward_bz8(
     gs_corners8 cn[GS_BLOCK];
     int valid[GS_BLOCK];
     int v, nv;
-    __m256 acc;
+    __m256 acc, nw, ne, sw, se;
     for (q = first; q < end; q += 8 * GS_BLOCK) {
         nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
                               cn, valid);
@@ -205,10 +237,12 @@ GS_AVX2 static void gs_forward_bz8(
             for (v = 0; v < nv; v++) {
                 const gs_corners8* k = &cn[v];
                 gs_prefetch_below(img, _mm256_cvtsi256_si32(k->off[2]), w);
-                acc = _mm256_fmadd_ps(gs_read8(img, k, 3), k->wt[3],
-                      _mm256_fmadd_ps(gs_read8(img, k, 2), k->wt[2],
-                      _mm256_fmadd_ps(gs_read8(img, k, 1), k->wt[1],
-                      _mm256_mul_ps(gs_read8(img, k, 0), k->wt[0]))));
+                gs_read_row8(img, k, 0, &nw, &ne);
+                gs_read_row8(img, k, 1, &sw, &se);
+                acc = _mm256_fmadd_ps(se, k->wt[3],
+                      _mm256_fmadd_ps(sw, k->wt[2],
+                      _mm256_fmadd_ps(ne, k->wt[1],
+                      _mm256_mul_ps(nw, k->wt[0]))));
                 gs_store8(dst + 8 * v, acc, valid[v]);
             }
         }
@@ -243,10 +277,8 @@ GS_AVX2 static void gs_grad_grid_bz8(
                 const gs_corners8* k = &cn[v];
                 gs_prefetch_below(img, _mm256_cvtsi256_si32(k->off[2]), w);
                 gc = gs_part8(gr + 8 * v, valid[v]);
-                nw = gs_read8(img, k, 0);
-                ne = gs_read8(img, k, 1);
-                sw = gs_read8(img, k, 2);
-                se = gs_read8(img, k, 3);
+                gs_read_row8(img, k, 0, &nw, &ne);
+                gs_read_row8(img, k, 1, &sw, &se);
                 /* frac: n, s, w, e */
                 dx = _mm256_fmadd_ps(
                     _mm256_sub_ps(se, sw), k->frac[0],
