@@ -189,7 +189,8 @@ cat "$work/sdist.txt"
 if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
     expected=$(git -C "$repo" ls-files cropgrad tests docs README.md LICENSE CHANGELOG.md \
         DEVELOPING.md pyproject.toml setup.py MANIFEST.in benchmarks/README.md \
-        'benchmarks/*.py' benchmarks/cropgrad_bench)
+        'benchmarks/*.py' benchmarks/cropgrad_bench benchmarks/asv.conf.json \
+        benchmarks/asv_benchmarks)
 else
     expected=$(cd "$repo" && find cropgrad tests -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' \
         -o -name '*.pxi' -o -name '*.h' -o -name '*.pyi' -o -name '*.npz' -o -name 'py.typed' \) -not -path '*/__pycache__/*')
