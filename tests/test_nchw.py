@@ -534,21 +534,7 @@ def test_boxes_gradient_staged_whole_or_by_rows(num_boxes, num_threads):
     boxes = np.stack([y1, x1, y1 + 0.35, x1 + 0.3], 1).astype(np.float32)
     box_ind = rng.integers(0, 2, num_boxes)
     grads = rng.standard_normal((num_boxes, 7, 5, size[3])).astype(np.float32)
-    expected = cropgrad.crop_and_resize_grad_boxes(
-        grads, image, boxes, box_ind, num_threads=1
-    )
-    out = on_team(
-        num_threads,
-        box_groups(boxes, (7, 5), size),
-        lambda: cropgrad.crop_and_resize_grad_boxes(
-            nchw(grads),
-            nchw(image),
-            boxes,
-            box_ind,
-            num_threads=num_threads,
-            data_format="NCHW",
-        ),
-    )
+    expected, out = grad_boxes_pair(grads, image, boxes, box_ind, (7, 5), num_threads)
     assert_same_bits(out, expected)
 
 
