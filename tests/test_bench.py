@@ -890,6 +890,21 @@ def test_grid_workloads_are_the_issue_sizes(name):
     assert np.isfinite(coords).all() and np.abs(coords).max() <= 2
 
 
+def test_grid_op_calls_compute_their_op_and_idle_takes_their_names():
+    from cropgrad_bench import grid, idle
+
+    image, coords, grads = grid.make_problem("stn")
+    expected = {
+        "forward": cropgrad.grid_sample(image, coords),
+        "grad-image": cropgrad.grid_sample_grad_image(grads, coords, image.shape),
+        "grad-grid": cropgrad.grid_sample_grad_grid(grads, image, coords),
+    }
+    assert set(expected) == set(grid.OPS)
+    for op, want in expected.items():
+        assert f"stn-{op}" in idle.KNOWN
+        np.testing.assert_array_equal(grid.op_call(f"stn-{op}")(2), want)
+
+
 def test_the_pure_jax_grid_sample_is_cropgrads_up_to_rounding():
     # The benchmark's pure-JAX rival computes the same thing, gradients too.
     try:
@@ -947,11 +962,14 @@ def test_grid_command_line_reports_every_column(tmp_path):
 
 
 def test_idle_default_workloads_each_run_once_into_their_output():
-    from cropgrad_bench import columns, idle
+    from cropgrad_bench import columns, grid, idle
 
     for name in idle.DEFAULT_WORKLOADS:
-        workload = workloads.WORKLOADS[name]
-        shape, dtype = workload.output()
-        out = np.zeros(shape, dtype)
-        columns.cropgrad_call(workload, workload.problem(), out)(1)
+        if name in grid.OP_NAMES:
+            out = grid.op_call(name)(1)
+        else:
+            workload = workloads.WORKLOADS[name]
+            shape, dtype = workload.output()
+            out = np.zeros(shape, dtype)
+            columns.cropgrad_call(workload, workload.problem(), out)(1)
         assert np.any(out != 0), name

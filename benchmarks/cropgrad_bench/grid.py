@@ -78,6 +78,35 @@ def make_problem(name, seed=SEED):
     return image, grid, grads
 
 
+# One op of a workload, as ``<workload>-<op>`` (``warp-flow-grad-image``):
+# what benchmarks/idle.py times.
+OPS = ("forward", "grad-image", "grad-grid")
+OP_NAMES = tuple(f"{w}-{op}" for w in WORKLOADS for op in OPS)
+
+
+def op_call(name):
+    """``call(num_threads)``: op ``<workload>-<op>`` (one of `OP_NAMES`) on
+    the workload's problem, into a reused output."""
+    import cropgrad
+
+    workload, op = next(
+        (w, name[len(w) + 1 :]) for w in WORKLOADS if name.startswith(w + "-")
+    )
+    image, grid, grads = make_problem(workload)
+    if op == "forward":
+        out = np.empty(grads.shape, np.float32)
+        return lambda nt: cropgrad.grid_sample(image, grid, out=out, num_threads=nt)
+    if op == "grad-image":
+        out = np.empty(image.shape, np.float32)
+        return lambda nt: cropgrad.grid_sample_grad_image(
+            grads, grid, image.shape, out=out, num_threads=nt
+        )
+    out = np.empty(grid.shape, np.float32)
+    return lambda nt: cropgrad.grid_sample_grad_grid(
+        grads, image, grid, out=out, num_threads=nt
+    )
+
+
 def _median_time(fn, rounds, inner):
     samples = []
     for _ in range(rounds):

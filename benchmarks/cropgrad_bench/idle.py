@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from . import grid
 from .columns import cropgrad_call
 from .workloads import WORKLOADS
 
@@ -40,7 +41,12 @@ DEFAULT_WORKLOADS = (
     "detector-forward",
     "roi-fpn-grad-image",
     "roi-fpn-forward",
+    "warp-flow-grad-image",
+    "warp-flow-forward",
 )
+# Every name --workloads takes: the full benchmark's, and grid sampling's
+# ops (benchmarks/grid.py's workloads, one op each).
+KNOWN = tuple(WORKLOADS) + grid.OP_NAMES
 # What comes before each timed call in each situation (seconds).
 SLEEP = 0.05
 WORK = 0.005
@@ -156,10 +162,12 @@ def run(names=DEFAULT_WORKLOADS, rounds=15, progress=print):
     scale = compile_reference(_REFERENCE_C, "cg_bench_scale", 4)
     rows = []
     for name in names:
-        workload = WORKLOADS[name]
-        problem = workload.problem()
-        shape, dtype = workload.output()
-        call = cropgrad_call(workload, problem, np.zeros(shape, dtype))
+        if name in grid.OP_NAMES:
+            call = grid.op_call(name)
+        else:
+            workload = WORKLOADS[name]
+            shape, dtype = workload.output()
+            call = cropgrad_call(workload, workload.problem(), np.zeros(shape, dtype))
         call(1)
         one = statistics.median(_timed(call, 1) for _ in range(5))
         reference = Reference.lasting(scale, one)
@@ -201,10 +209,12 @@ def format_table(report):
     return "\n".join(lines)
 
 
-def command_line(argv, prog, doc, default_workloads, run, format_table):
-    """The command line these timing scripts share: ``--workloads``,
-    ``--rounds``, ``--json``; the CPU to stderr, `run`'s report formatted
-    to stdout (and whole, with the machine, to the JSON file)."""
+def command_line(
+    argv, prog, doc, default_workloads, run, format_table, known=tuple(WORKLOADS)
+):
+    """The command line these timing scripts share: ``--workloads`` (of
+    `known`), ``--rounds``, ``--json``; the CPU to stderr, `run`'s report
+    formatted to stdout (and whole, with the machine, to the JSON file)."""
     import argparse
     import json
 
@@ -216,9 +226,9 @@ def command_line(argv, prog, doc, default_workloads, run, format_table):
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     names = [n for n in args.workloads.split(",") if n]
-    unknown = [n for n in names if n not in WORKLOADS]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+        parser.error(f"unknown workloads {unknown}; known: {', '.join(known)}")
     machine = machine_info()
     print(
         "machine: {cpu_model} (family {cpu_family}, model {cpu_model_number}), "
@@ -236,5 +246,11 @@ def command_line(argv, prog, doc, default_workloads, run, format_table):
 
 def main(argv=None):
     return command_line(
-        argv, "python benchmarks/idle.py", __doc__, DEFAULT_WORKLOADS, run, format_table
+        argv,
+        "python benchmarks/idle.py",
+        __doc__,
+        DEFAULT_WORKLOADS,
+        run,
+        format_table,
+        KNOWN,
     )
