@@ -243,6 +243,7 @@ _MODULES = [
     "_kernels.roi_align.grad_boxes",
     "_kernels.roi_align.jvp_boxes",
     "_kernels.grid_sample.kernels",
+    "_kernels.layout",
     # Thin wrappers of the kernels' inline helpers, for the tests.  Kept in
     # the wheel on purpose: the installed wheel's tests (on every platform
     # cibuildwheel builds, and aarch64 under emulation) check the sampling

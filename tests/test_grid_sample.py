@@ -159,6 +159,56 @@ def test_nhwc_is_nchw_transposed(mode, dtype):
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 1, 70, 3), (1, 65, 65, 33)])
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_layout_changes_copy_every_element_on_any_team(dtype, shape, num_threads):
+    # Tiles of 64 pixels and tasks of 4096: sizes astride both, every
+    # itemsize, on teams of 1 to 3 threads.
+    from cropgrad._kernels.layout import change_layout
+
+    nhwc = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    nchw = np.full(nhwc.transpose(0, 3, 1, 2).shape, np.nan, dtype)
+    back = np.full_like(nhwc, np.nan)
+    with starting_teams() as parallel:
+        _, team = team_of(lambda: change_layout(nhwc, nchw, True, num_threads))
+        assert team == min(num_threads, shape[0] * -(-shape[1] * shape[2] // 4096))
+        change_layout(nchw, back, False, num_threads)
+    assert_same_bits(nchw, nhwc.transpose(0, 3, 1, 2), "to NCHW")
+    assert_same_bits(back, nhwc, "back to NHWC")
+    assert parallel.last_team() <= num_threads
+
+
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_nhwc_on_a_team_is_nchw_transposed(mode):
+    # Images of several layout tasks, on two threads: the layout changes
+    # on the team give the bits of NumPy's.
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((2, 5, 70, 80)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (2, 60, 70, 2)).astype(np.float32)
+    grads = rng.standard_normal((2, 5, 60, 70)).astype(np.float32)
+    kw = dict(mode=mode, num_threads=2)
+    nhwc = dict(kw, data_format="NHWC")
+    with starting_teams():
+        assert_same_bits(
+            cropgrad.grid_sample(_nhwc(image), grid, **nhwc),
+            _nhwc(cropgrad.grid_sample(image, grid, **kw)),
+            "forward",
+        )
+        assert_same_bits(
+            cropgrad.grid_sample_grad_image(
+                _nhwc(grads), grid, _nhwc(image).shape, **nhwc
+            ),
+            _nhwc(cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw)),
+            "grad_image",
+        )
+        assert_same_bits(
+            cropgrad.grid_sample_grad_grid(_nhwc(grads), _nhwc(image), grid, **nhwc),
+            cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
+            "grad_grid",
+        )
+
+
 def test_other_image_dtypes_are_read_in_float32():
     image, grid, grads, _ = _problem(np.float32, 5)
     half = image.astype(np.float16)

@@ -18,6 +18,7 @@ import numpy as np
 
 from cropgrad import _core
 from cropgrad._api import validation as _v
+from cropgrad._kernels.layout import change_layout
 from cropgrad._ops.grid_sample import MODES, PADDING_MODES
 
 __all__ = [
@@ -104,7 +105,7 @@ def _to_nchw(a, nchw):
     return a if nchw else a.transpose(0, 3, 1, 2)
 
 
-def _image(image, nchw):
+def _image(image, nchw, threads):
     """The image as C-contiguous NCHW in its arithmetic type."""
     raw = _v.real_array(image, "image", bfloat16=True)
     if raw.ndim == 5:
@@ -115,10 +116,16 @@ def _image(image, nchw):
     fmt = "NCHW" if nchw else "NHWC"
     raw, _ = _v.image_array(raw, fmt)
     arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
-    return _nchw_array(raw, arith, nchw), raw.dtype, arith
+    return _nchw_array(raw, arith, nchw, threads), raw.dtype, arith
 
 
-def _nchw_array(raw, arith, nchw):
+def _nchw_array(raw, arith, nchw, threads):
+    if not nchw and raw.dtype == arith and raw.flags.c_contiguous:
+        # The usual NHWC array: its layout changed on the call's threads.
+        n, h, w, c = raw.shape
+        converted = np.empty((n, c, h, w), arith)
+        change_layout(raw, converted, True, threads)
+        return converted
     # Every image dtype widens to float32 exactly but int32 and int64,
     # rounded to nearest as RoIAlign's integer images are.
     with np.errstate(over="ignore"):
@@ -187,11 +194,12 @@ def _finite(converted, raw, name):
         )
 
 
-def _grads(grads, arith, shape, nchw):
-    """`grads` as C-contiguous NCHW `arith` of NCHW `shape`."""
+def _grads(grads, arith, shape, o):
+    """`grads` as C-contiguous NCHW `arith` of NCHW `shape`, for a call of
+    options `o`."""
     raw = _v.real_array(grads, "grads", bfloat16=True)
-    grads_shape(raw.shape, shape, nchw)
-    return _nchw_array(raw, arith, nchw)
+    grads_shape(raw.shape, shape, o.nchw)
+    return _nchw_array(raw, arith, o.nchw, o.threads)
 
 
 def _grads_arithmetic(raw):
@@ -247,12 +255,16 @@ def _unshared(result, out, inputs):
     return result
 
 
-def _deliver(result, computed, nchw, transposed=True):
-    """Write `computed` (NCHW, the arithmetic type) into `result` unless the
-    kernel wrote there itself."""
+def _deliver(result, computed, o):
+    """Write `computed` (NCHW, the arithmetic type) into `result` (in the
+    layout of the call's options `o`) unless the kernel wrote there
+    itself."""
     if computed is result:
         return result
-    view = computed if nchw or not transposed else computed.transpose(0, 2, 3, 1)
+    if not o.nchw and result.dtype == computed.dtype:
+        change_layout(computed, result, False, o.threads)
+        return result
+    view = computed if o.nchw else computed.transpose(0, 2, 3, 1)
     # Values beyond float16 round to infinity, as documented: not a warning.
     with np.errstate(over="ignore"):
         result[...] = view
@@ -342,7 +354,7 @@ def grid_sample(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, o.nchw)
+    image, data_dtype, arith = _image(image, o.nchw, o.threads)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
@@ -351,7 +363,7 @@ def grid_sample(
     result = _output(out, shape, result_dtype, o.nchw, (image, grid))
     computed = _scratch(result, shape, arith, o.nchw)
     _run(_core.grid_sample, (image, grid), arith, o, computed)
-    return _deliver(result, computed, o.nchw)
+    return _deliver(result, computed, o)
 
 
 def grid_sample_grad_image(
@@ -421,13 +433,13 @@ def grid_sample_grad_image(
     n, c, h, w = size if o.nchw else (size[0], size[3], size[1], size[2])
     grid = _grid(grid, arith, n)
     spatial(h, w, "image_size")
-    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o.nchw)
+    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
     result = _output(out, shape, result_dtype, o.nchw, (raw, grid))
     computed = _scratch(result, shape, arith, o.nchw)
     _run(_core.grid_sample_grad_image, (grads, grid), arith, o, computed, shape)
-    return _deliver(result, computed, o.nchw)
+    return _deliver(result, computed, o)
 
 
 def grid_sample_grad_grid(
@@ -481,11 +493,11 @@ def grid_sample_grad_grid(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, _, arith = _image(image, o.nchw)
+    image, _, arith = _image(image, o.nchw, o.threads)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
-    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o.nchw)
+    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o)
     result = _unshared(_v.output(out, grid.shape, arith), out, (image, grid, grads))
     _run(_core.grid_sample_grad_grid, (grads, image, grid), arith, o, result)
     return result
@@ -547,7 +559,7 @@ num_threads, flush_denormals
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, o.nchw)
+    image, data_dtype, arith = _image(image, o.nchw, o.threads)
     n, c, h, w = image.shape
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
@@ -558,4 +570,4 @@ num_threads, flush_denormals
     result = _output(out, shape, result_dtype, o.nchw, (image, grid, tangent))
     computed = _scratch(result, shape, arith, o.nchw)
     _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, computed)
-    return _deliver(result, computed, o.nchw)
+    return _deliver(result, computed, o)
