@@ -207,6 +207,12 @@ def test_nhwc_on_a_team_is_nchw_transposed(mode):
             cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
             "grad_grid",
         )
+        # NCHW views of NHWC memory (PyTorch's channels_last) likewise.
+        assert_same_bits(
+            cropgrad.grid_sample(_nhwc(image).transpose(0, 3, 1, 2), grid, **kw),
+            cropgrad.grid_sample(image, grid, **kw),
+            "forward, NCHW view",
+        )
 
 
 def test_other_image_dtypes_are_read_in_float32():

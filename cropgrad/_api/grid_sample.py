@@ -120,11 +120,18 @@ def _image(image, nchw, threads):
 
 
 def _nchw_array(raw, arith, nchw, threads):
-    if not nchw and raw.dtype == arith and raw.flags.c_contiguous:
-        # The usual NHWC array: its layout changed on the call's threads.
-        n, h, w, c = raw.shape
+    # NHWC memory of the arithmetic type (an NHWC array, or an NCHW view of
+    # one such as PyTorch's channels_last tensors): its layout changed on
+    # the call's threads.
+    nhwc = raw.transpose(0, 2, 3, 1) if nchw else raw
+    if (
+        raw.dtype == arith
+        and nhwc.flags.c_contiguous
+        and not (nchw and raw.flags.c_contiguous)
+    ):
+        n, h, w, c = nhwc.shape
         converted = np.empty((n, c, h, w), arith)
-        change_layout(raw, converted, True, threads)
+        change_layout(nhwc, converted, True, threads)
         return converted
     # Every image dtype widens to float32 exactly but int32 and int64,
     # rounded to nearest as RoIAlign's integer images are.
