@@ -179,6 +179,21 @@ def test_layout_changes_copy_every_element_on_any_team(dtype, shape, num_threads
     assert parallel.last_team() <= num_threads
 
 
+def test_layout_changes_refuse_what_does_not_fit():
+    from cropgrad._kernels.layout import change_layout
+
+    src = np.zeros((2, 3, 4, 5), np.float32)
+    for dst in (
+        np.zeros((2, 5, 3, 3), np.float32),  # another shape
+        np.zeros((2, 5, 3, 4), np.int16),  # another itemsize
+        np.zeros((4, 3, 5, 2), np.float32).T,  # not C-contiguous
+    ):
+        with pytest.raises(ValueError, match="cannot copy"):
+            change_layout(src, dst, True, 2)
+    with pytest.raises(ValueError, match="cannot copy"):
+        change_layout(src.astype(np.int8), np.zeros((2, 5, 3, 4), np.int8), True, 2)
+
+
 @pytest.mark.parametrize("mode", ref.MODES)
 def test_nhwc_on_a_team_is_nchw_transposed(mode):
     # Images of several layout tasks, on two threads: the layout changes

@@ -73,11 +73,18 @@ cdef void _task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
 
 
 def change_layout(src, dst, bint to_channels, int num_threads):
-    """Copy C-contiguous `src` into C-contiguous `dst` of the same dtype
-    (an itemsize of 2, 4 or 8), the axes of each image moved: ``[N, H, W,
+    """Copy C-contiguous `src` into C-contiguous `dst` of the same itemsize
+    (2, 4 or 8: the bits are copied), the axes of each image moved: ``[N, H, W,
     C]`` to ``[N, C, H, W]`` when `to_channels`, else back.  `num_threads`
-    as the ops take it (0: the default).  The caller checks the shapes."""
+    as the ops take it (0: the default)."""
     cdef Job j
+    n, a, b, c = src.shape
+    moved = (n, c, a, b) if to_channels else (n, b, c, a)
+    if (dst.shape != moved or dst.dtype.itemsize != src.dtype.itemsize
+            or src.dtype.itemsize not in (2, 4, 8) or not src.flags.c_contiguous
+            or not dst.flags.c_contiguous):
+        raise ValueError(f"cannot copy {src.dtype} {src.shape} to {dst.dtype} "
+                         f"{dst.shape} with its axes moved")
     cdef const unsigned char[::1] s = src.reshape(-1).view("u1")
     cdef unsigned char[::1] d = dst.reshape(-1).view("u1")
     cdef int threads = resolve_threads(num_threads)
