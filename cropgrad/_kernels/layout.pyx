@@ -15,6 +15,12 @@ tile channel after channel, so that the strided side of the copy stays
 within a few kilobytes.
 """
 
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 
 from cropgrad._runtime.parallel cimport (
@@ -74,10 +80,12 @@ cdef void _task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
 
 def change_layout(src, dst, bint to_channels, int num_threads):
     """Copy C-contiguous `src` into C-contiguous `dst` of the same itemsize
-    (2, 4 or 8: the bits are copied), the axes of each image moved: ``[N, H, W,
-    C]`` to ``[N, C, H, W]`` when `to_channels`, else back.  `num_threads`
-    as the ops take it (0: the default)."""
+    (2, 4 or 8: the bits are copied), the axes of each image moved: ``[N,
+    H, W, C]`` to ``[N, C, H, W]`` when `to_channels`, else back.
+    `num_threads` as the ops take it (0: the default)."""
     cdef Job j
+    cdef Py_buffer s, d
+    cdef int threads = resolve_threads(num_threads)
     n, a, b, c = src.shape
     moved = (n, c, a, b) if to_channels else (n, b, c, a)
     if (dst.shape != moved or dst.dtype.itemsize != src.dtype.itemsize
@@ -85,15 +93,20 @@ def change_layout(src, dst, bint to_channels, int num_threads):
             or not dst.flags.c_contiguous):
         raise ValueError(f"cannot copy {src.dtype} {src.shape} to {dst.dtype} "
                          f"{dst.shape} with its axes moved")
-    cdef const unsigned char[::1] s = src.reshape(-1).view("u1")
-    cdef unsigned char[::1] d = dst.reshape(-1).view("u1")
-    cdef int threads = resolve_threads(num_threads)
-    if s.shape[0] == 0:
+    if src.size == 0:
         return
-    j.src = &s[0]
-    j.dst = &d[0]
-    j.n = src.shape[0]
-    j.c = src.shape[3] if to_channels else src.shape[1]
+    # Raw buffers, not typed memoryviews: their support code would double
+    # this module's compile time.
+    PyObject_GetBuffer(src, &s, PyBUF_C_CONTIGUOUS)
+    try:
+        PyObject_GetBuffer(dst, &d, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    except BaseException:
+        PyBuffer_Release(&s)
+        raise
+    j.src = s.buf
+    j.dst = d.buf
+    j.n = n
+    j.c = c if to_channels else a
     j.p = src.size // (j.n * j.c)
     j.spans = (j.p + SPAN - 1) // SPAN
     j.to_channels = to_channels
@@ -101,3 +114,5 @@ def change_layout(src, dst, bint to_channels, int num_threads):
     with nogil:
         run_tasks(_task, &j, j.n * j.spans, threads, j.n * j.p * j.c, False,
                   SCHEDULE_STATIC)
+    PyBuffer_Release(&d)
+    PyBuffer_Release(&s)
