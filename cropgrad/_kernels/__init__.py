@@ -15,6 +15,8 @@ stands here:
 - ``cdefs.pxd`` and ``src/cg_*.h``: the hand-written C (innermost loops with
   their SIMD clones, float16 and bfloat16 conversions, NCHW plane moves, the
   flush-to-zero mode, build facts), declared once;
+- `layout`: NHWC arrays to NCHW and back for the NumPy functions of a
+  family whose kernels read NCHW only (grid sampling), on the call's team;
 - `testing`: thin wrappers of inline helpers, for the tests.
 
 The call path, from the C-level API's call (cropgrad/_capi/<family>.pyx:
