@@ -131,11 +131,7 @@ def _nhwc(a):
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mode", ref.MODES)
-def test_nhwc_is_nchw_transposed(mode, dtype):
-    kw = dict(mode=mode, padding_mode="reflection", align_corners=False)
-    image, grid, grads, tangent = _problem(dtype, 3)
+def _assert_nhwc_is_nchw_transposed(image, grid, grads, tangent, **kw):
     nhwc = dict(kw, data_format="NHWC")
     assert_same_bits(
         cropgrad.grid_sample(_nhwc(image), grid, **nhwc),
@@ -157,6 +153,19 @@ def test_nhwc_is_nchw_transposed(mode, dtype):
         _nhwc(cropgrad.grid_sample_jvp_grid(image, grid, tangent, **kw)),
         "jvp_grid",
     )
+    # NCHW views of NHWC memory (PyTorch's channels_last) likewise.
+    assert_same_bits(
+        cropgrad.grid_sample(_nhwc(image).transpose(0, 3, 1, 2), grid, **kw),
+        cropgrad.grid_sample(image, grid, **kw),
+        "forward, NCHW view",
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_nhwc_is_nchw_transposed(mode, dtype):
+    kw = dict(mode=mode, padding_mode="reflection", align_corners=False)
+    _assert_nhwc_is_nchw_transposed(*_problem(dtype, 3), **kw)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
@@ -198,36 +207,9 @@ def test_layout_changes_refuse_what_does_not_fit():
 def test_nhwc_on_a_team_is_nchw_transposed(mode):
     # Images of several layout tasks, on two threads: the layout changes
     # on the team give the bits of NumPy's.
-    rng = np.random.default_rng(3)
-    image = rng.standard_normal((2, 5, 70, 80)).astype(np.float32)
-    grid = rng.uniform(-1.1, 1.1, (2, 60, 70, 2)).astype(np.float32)
-    grads = rng.standard_normal((2, 5, 60, 70)).astype(np.float32)
-    kw = dict(mode=mode, num_threads=2)
-    nhwc = dict(kw, data_format="NHWC")
+    problem = _problem(np.float32, 3, c=5, h=70, w=80, ho=60, wo=70)
     with starting_teams():
-        assert_same_bits(
-            cropgrad.grid_sample(_nhwc(image), grid, **nhwc),
-            _nhwc(cropgrad.grid_sample(image, grid, **kw)),
-            "forward",
-        )
-        assert_same_bits(
-            cropgrad.grid_sample_grad_image(
-                _nhwc(grads), grid, _nhwc(image).shape, **nhwc
-            ),
-            _nhwc(cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw)),
-            "grad_image",
-        )
-        assert_same_bits(
-            cropgrad.grid_sample_grad_grid(_nhwc(grads), _nhwc(image), grid, **nhwc),
-            cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
-            "grad_grid",
-        )
-        # NCHW views of NHWC memory (PyTorch's channels_last) likewise.
-        assert_same_bits(
-            cropgrad.grid_sample(_nhwc(image).transpose(0, 3, 1, 2), grid, **kw),
-            cropgrad.grid_sample(image, grid, **kw),
-            "forward, NCHW view",
-        )
+        _assert_nhwc_is_nchw_transposed(*problem, mode=mode, num_threads=2)
 
 
 def test_other_image_dtypes_are_read_in_float32():
