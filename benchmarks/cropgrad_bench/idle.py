@@ -157,17 +157,24 @@ def measure(calls, rounds):
     }
 
 
+def workload_call(name):
+    """``call(num_threads)``: workload `name` (one of `KNOWN`) into a reused
+    output, which the call returns."""
+    if name in grid.OP_NAMES:
+        return grid.op_call(name)
+    workload = WORKLOADS[name]
+    shape, dtype = workload.output()
+    out = np.zeros(shape, dtype)
+    call = cropgrad_call(workload, workload.problem(), out)
+    return lambda num_threads: (call(num_threads), out)[1]
+
+
 def run(names=DEFAULT_WORKLOADS, rounds=15, progress=print):
     """Each workload beside its reference loop: ``{"rows": [...]}``."""
     scale = compile_reference(_REFERENCE_C, "cg_bench_scale", 4)
     rows = []
     for name in names:
-        if name in grid.OP_NAMES:
-            call = grid.op_call(name)
-        else:
-            workload = WORKLOADS[name]
-            shape, dtype = workload.output()
-            call = cropgrad_call(workload, workload.problem(), np.zeros(shape, dtype))
+        call = workload_call(name)
         call(1)
         one = statistics.median(_timed(call, 1) for _ in range(5))
         reference = Reference.lasting(scale, one)
