@@ -214,8 +214,38 @@ def test_machine_info_names_the_caches_and_simd_target():
     for key in ("l2_bytes", "l3_bytes"):
         assert info[key] is None or info[key] > 0
     json.dumps(info)
-    line = report._caches(dict(info, l2_bytes=1 << 20, l3_bytes=32 << 20))
-    assert line == f", L2 1 MiB, L3 32 MiB, {info['simd_target']}"
+    line = report._caches(
+        dict(info, l2_bytes=1 << 20, l3_bytes=32 << 20, compute_scaling=1.08)
+    )
+    assert line == (
+        f", L2 1 MiB, L3 32 MiB, {info['simd_target']}, "
+        "arithmetic scales 1.08x to 2 threads"
+    )
+
+
+def test_machine_arithmetic_loop_computes_and_its_scaling_is_measured():
+    from cropgrad_bench import machine
+
+    # The loop's result: each of the 96 floats after `rounds` of
+    # a <- 0.999 a + 0.5 (a float32 recurrence), summed, added to out.
+    function = machine.compile_reference(
+        machine.COMPUTE_C, "cg_bench_compute", 3, "-O3"
+    )
+    sink = np.zeros(1, np.float32)
+    function(sink.ctypes.data, 10, 1)
+    a = np.arange(96, dtype=np.float32)
+    for _ in range(10):
+        a = a * np.float32(0.999) + np.float32(0.5)
+    np.testing.assert_allclose(sink[0], a.sum(dtype=np.float32), rtol=1e-5)
+    # On two threads each thread adds its own floats: with no rounds,
+    # twice 0 + 1 + ... + 95.
+    sink[0] = 0
+    function(sink.ctypes.data, 0, 2)
+    assert sink[0] == 2 * 4560
+    scaling = machine.compute_scaling(seconds=0.005, repeats=1)
+    # Between one core's two hardware threads (about 1) and two cores
+    # (about 2), with room for a noisy machine.
+    assert scaling is None or 0.3 < scaling < 3
 
 
 @pytest.mark.parametrize("name", nchw_rows.WORKLOADS)
@@ -633,6 +663,45 @@ def test_a_target_missed_on_a_busy_machine_is_not_judged():
     assert busy.rstrip().endswith("not judged: other programs used 0.9 CPUs")
 
 
+def test_a_scaling_target_beyond_the_machines_arithmetic_is_not_judged():
+    row = {
+        "workload": "augment",
+        "target": "scaling 1 thread -> default >= 1.6",
+        "measured": 1.3,
+        "bound": 1.6,
+        "sense": ">=",
+        "met": False,
+        "unit": "ratio",
+        "other_cpus": 0.0,
+    }
+
+    def verdict(**changes):
+        return report.format_targets({"targets": [{**row, **changes}]}).rstrip()
+
+    assert verdict(machine_scaling=None).endswith("missed")
+    assert verdict(machine_scaling=1.95).endswith("missed")
+    assert verdict(machine_scaling=1.08).endswith(
+        "not judged: the machine's arithmetic scales 1.08x"
+    )
+    assert verdict(machine_scaling=1.08, measured=1.7, met=True).endswith("met")
+    # check_targets gives the figure to the scaling targets only.
+    results = [
+        {
+            "name": "augment",
+            "ratios": {
+                "scaling_1thread_over_default": 1.3,
+                "tf_default_over_cropgrad_default": 5.0,
+            },
+            "median_s": {},
+            "load": {"other_cpus": 0.0},
+        }
+    ]
+    rows = targets.check_targets(results, machine_scaling=1.08)
+    scaling = {r["target"]: r["machine_scaling"] for r in rows}
+    assert scaling["scaling 1 thread -> default >= 1.6"] == 1.08
+    assert scaling["TF default / cropgrad default >= 4"] is None
+
+
 def test_explain_says_what_every_column_of_the_tables_means():
     result = run_bench("--explain")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -836,16 +905,18 @@ def test_idle_table_times_every_situation_and_thread_count(tmp_path):
 
 def test_idle_reference_loop_computes_and_command_line_reports(tmp_path):
     from cropgrad_bench import idle
+    from cropgrad_bench.machine import compile_reference
 
-    scale = idle.compile_reference(idle._REFERENCE_C, "cg_bench_scale", 4)
+    scale = compile_reference(idle._REFERENCE_C, "cg_bench_scale", 4)
     ref = idle.Reference(scale, 1000)
     ref.x[:] = np.arange(1000, dtype=np.float32)
     ref(2)
     np.testing.assert_array_equal(ref.y, 2 * ref.x)
     stdout, row = _tiny_row("idle.py", tmp_path)
-    assert "OpenMP static loop" in stdout and "tiny" in stdout
-    assert row["workload"] == "tiny"
-    for who in ("cropgrad", "reference"):
+    assert "OpenMP static loop" in stdout and "OpenMP arithmetic" in stdout
+    assert "tiny" in stdout and row["workload"] == "tiny"
+    assert row["compute_rounds"] > 0
+    for who in ("cropgrad", "reference", "compute"):
         for situation in idle.SITUATIONS:
             assert all(v > 0 for v in row["median_s"][who][situation].values())
 

@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from .columns import cropgrad_call
-from .idle import command_line, compile_reference
+from .idle import command_line
+from .machine import compile_reference
 from .workloads import CROP_AND_RESIZE, FORWARD, GRAD_IMAGE, WORKLOADS
 
 THREADS = (1, 2)

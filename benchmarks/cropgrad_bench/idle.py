@@ -10,26 +10,25 @@ thread a fixed share then waits for the late share.
 
 Each workload is timed in the three situations on 1 and 2 threads, the
 calls of one round interleaved, with the medians and the 2-thread /
-1-thread ratio side by side.  Below each, the machine's own reference: an
-OpenMP ``schedule(static)`` loop (``y = 2 x`` over float32, compiled here
-with the C compiler, as an elementwise op of PyTorch or NumPy built with
-OpenMP would be) sized to take about as long as the workload's 1-thread
-call, in the same situations and the same rounds.
+1-thread ratio side by side.  Below each, the machine's own references,
+compiled here with the C compiler, each sized to take about as long as the
+workload's 1-thread call, in the same situations and the same rounds: an
+OpenMP ``schedule(static)`` loop over memory (``y = 2 x`` over float32, as
+an elementwise op of PyTorch or NumPy built with OpenMP would be), and one
+of arithmetic alone (`machine.COMPUTE_C`), which tells whether the two
+CPUs are two cores or one core's two hardware threads.
 """
 
 import collections
-import ctypes
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from . import grid
 from .columns import cropgrad_call
+from .machine import compile_reference, compute_loop
 from .workloads import WORKLOADS
 
 SITUATIONS = ("warm", "after_sleep", "after_work")
@@ -62,26 +61,6 @@ void cg_bench_scale(const float* x, float* y, long n, int threads) {
 """
 
 
-def compile_reference(source, name, nargs):
-    """The C function `name` of `source` (`nargs` arguments: pointers and
-    integers, the last the thread count), compiled with the C compiler and
-    ``-fopenmp``."""
-    folder = tempfile.mkdtemp(prefix="cropgrad-bench-")
-    path = os.path.join(folder, "reference.c")
-    library = os.path.join(folder, "reference.so")
-    with open(path, "w") as f:
-        f.write(source)
-    compiler = os.environ.get("CC", "cc")
-    subprocess.run(
-        [compiler, "-O2", "-fopenmp", "-fPIC", "-shared", path, "-o", library],
-        check=True,
-    )
-    function = getattr(ctypes.CDLL(library), name)
-    function.argtypes = [ctypes.c_void_p] * (nargs - 2) + [ctypes.c_long, ctypes.c_int]
-    function.restype = None
-    return function
-
-
 class Reference:
     """``call(num_threads)``: the OpenMP loop over `n` floats."""
 
@@ -96,16 +75,27 @@ class Reference:
         self._scale(self.x.ctypes.data, self.y.ctypes.data, self.n, num_threads)
 
     @classmethod
-    def lasting(cls, scale, seconds):
+    def lasting(cls, loop, seconds):
         """The loop sized to take about `seconds` on one thread."""
         n = 1 << 16
         while True:
-            ref = cls(scale, n)
+            ref = cls(loop, n)
             ref(1)
             took = min(_timed(ref, 1) for _ in range(3))
             if took >= seconds or n >= 1 << 30:
-                return cls(scale, max(1 << 12, int(n * seconds / max(took, 1e-9))))
+                return cls(loop, max(1 << 12, int(n * seconds / max(took, 1e-9))))
             n *= 4
+
+
+class ComputeReference(Reference):
+    """``call(num_threads)``: `n` rounds of the machine's arithmetic loop."""
+
+    def __init__(self, loop, n):
+        self.n = n
+        self._loop = loop
+
+    def __call__(self, num_threads):
+        self._loop(self.n, num_threads)
 
 
 def _timed(call, threads):
@@ -172,19 +162,26 @@ def workload_call(name):
 def run(names=DEFAULT_WORKLOADS, rounds=15, progress=print):
     """Each workload beside its reference loop: ``{"rows": [...]}``."""
     scale = compile_reference(_REFERENCE_C, "cg_bench_scale", 4)
+    arithmetic = compute_loop()
     rows = []
     for name in names:
         call = workload_call(name)
         call(1)
         one = statistics.median(_timed(call, 1) for _ in range(5))
         reference = Reference.lasting(scale, one)
+        compute = ComputeReference.lasting(arithmetic, one)
         progress(
-            f"{name}: about {one * 1e3:.2f} ms on 1 thread; reference loop over "
-            f"{reference.n} floats"
+            f"{name}: about {one * 1e3:.2f} ms on 1 thread; reference loops over "
+            f"{reference.n} floats and of {compute.n} rounds"
         )
-        medians = measure({"cropgrad": call, "reference": reference}, rounds)
+        calls = {"cropgrad": call, "reference": reference, "compute": compute}
         rows.append(
-            {"workload": name, "reference_floats": reference.n, "median_s": medians}
+            {
+                "workload": name,
+                "reference_floats": reference.n,
+                "compute_rounds": compute.n,
+                "median_s": measure(calls, rounds),
+            }
         )
     return {
         "situations": {
@@ -203,9 +200,12 @@ def format_table(report):
         f"{s + ' 1 / 2 thr':>24}{'2/1':>6}" for s in SITUATIONS
     )
     lines = [head, "-" * len(head)]
+    labels = {"reference": "  OpenMP static loop", "compute": "  OpenMP arithmetic"}
     for row in report["rows"]:
-        for who in ("cropgrad", "reference"):
-            label = row["workload"] if who == "cropgrad" else "  OpenMP static loop"
+        for who in ("cropgrad", "reference", "compute"):
+            if who not in row["median_s"]:
+                continue  # a report from before the arithmetic loop
+            label = labels.get(who, row["workload"])
             cells = []
             for s in SITUATIONS:
                 m = row["median_s"][who][s]
@@ -239,7 +239,8 @@ def command_line(
     machine = machine_info()
     print(
         "machine: {cpu_model} (family {cpu_family}, model {cpu_model_number}), "
-        "{usable_cpus} CPUs".format_map(collections.defaultdict(str, machine)),
+        "{usable_cpus} CPUs; arithmetic scales {compute_scaling}x to 2 "
+        "threads".format_map(collections.defaultdict(str, machine)),
         file=sys.stderr,
     )
     report = run(names, args.rounds, lambda m: print(m, file=sys.stderr))

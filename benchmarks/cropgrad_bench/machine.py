@@ -1,7 +1,11 @@
 """The machine: what it is, and how busy other processes keep it."""
 
+import ctypes
 import os
 import platform
+import statistics
+import subprocess
+import tempfile
 import time
 
 # Other processes using more CPUs than this during a workload make it noisy.
@@ -41,7 +45,85 @@ def machine_info():
     if info["cpu_model"] is None:
         info["cpu_model"] = platform.processor() or None
     info.update(cache_info())
+    info["compute_scaling"] = compute_scaling()
     return info
+
+
+def compile_reference(source, name, nargs, optimize="-O2"):
+    """The C function `name` of `source` (`nargs` arguments: pointers and
+    integers, the last the thread count), compiled with the C compiler and
+    ``-fopenmp``: the machine's own loops, yardsticks for cropgrad's."""
+    folder = tempfile.mkdtemp(prefix="cropgrad-bench-")
+    path = os.path.join(folder, "reference.c")
+    library = os.path.join(folder, "reference.so")
+    with open(path, "w") as f:
+        f.write(source)
+    compiler = os.environ.get("CC", "cc")
+    subprocess.run(
+        [compiler, optimize, "-fopenmp", "-fPIC", "-shared", path, "-o", library],
+        check=True,
+    )
+    function = getattr(ctypes.CDLL(library), name)
+    function.argtypes = [ctypes.c_void_p] * (nargs - 2) + [ctypes.c_long, ctypes.c_int]
+    function.restype = None
+    return function
+
+
+# Arithmetic without memory traffic: each thread's 96 floats stay in
+# registers, every multiply-add independent of the others of its round, so
+# the loop runs at the vector units' throughput (compiled with -O3, which
+# vectorises it).  Two CPUs that are one core's two hardware threads share
+# those units: the loop then takes as long on 2 threads as on 1.
+COMPUTE_C = r"""
+void cg_bench_compute(float* out, long rounds, int threads) {
+    #pragma omp parallel num_threads(threads)
+    {
+        float a[96], s = 0.0f;
+        for (int j = 0; j < 96; j++) a[j] = (float)j;
+        #pragma omp for schedule(static)
+        for (long i = 0; i < rounds; i++)
+            for (int j = 0; j < 96; j++) a[j] = a[j] * 0.999f + 0.5f;
+        for (int j = 0; j < 96; j++) s += a[j];
+        #pragma omp atomic
+        out[0] += s;
+    }
+}
+"""
+
+
+def compute_loop():
+    """``call(rounds, num_threads)``: `COMPUTE_C`'s loop, compiled here."""
+    function = compile_reference(COMPUTE_C, "cg_bench_compute", 3, "-O3")
+    sink = (ctypes.c_float * 1)()
+    return lambda rounds, threads: function(ctypes.addressof(sink), rounds, threads)
+
+
+def compute_scaling(seconds=0.05, repeats=5):
+    """How much faster the compute loop runs on 2 threads than on 1, the
+    same rounds split: about 2 where the CPUs are two cores, about 1 where
+    they are one core's two hardware threads (a kernel bound by arithmetic
+    cannot scale beyond this).  None without a C compiler or 2 CPUs."""
+    if (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        loop = compute_loop()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+    def timed(rounds, threads):
+        start = time.perf_counter()
+        loop(rounds, threads)
+        return time.perf_counter() - start
+
+    rounds = 1 << 14
+    while timed(rounds, 1) < seconds / 4 and rounds < 1 << 34:
+        rounds *= 4
+    rounds = int(rounds * seconds / max(timed(rounds, 1), 1e-9))
+    times = {1: [], 2: []}
+    for _ in range(repeats):
+        for threads in times:
+            times[threads].append(timed(rounds, threads))
+    return round(statistics.median(times[1]) / statistics.median(times[2]), 3)
 
 
 def cache_info():

@@ -287,6 +287,10 @@ def _caches(machine):
     ]
     if machine.get("simd_target"):
         parts.append(machine["simd_target"])
+    if machine.get("compute_scaling"):
+        parts.append(
+            f"arithmetic scales {machine['compute_scaling']:.2f}x to 2 threads"
+        )
     return "".join(", " + p for p in parts)
 
 
@@ -334,8 +338,13 @@ def format_targets(report):
             shown, bound = format_ratio(value), f"{row['bound']:g}"
         verdict = "n/a" if row["met"] is None else ("met" if row["met"] else "missed")
         busy = row.get("other_cpus")
+        ceiling = row.get("machine_scaling")
         if row["met"] is False and busy is not None and busy > NOISY:
             verdict = f"not judged: other programs used {busy:.1f} CPUs"
+        elif row["met"] is False and ceiling is not None and ceiling < row["bound"]:
+            # Two hardware threads of one core: no kernel bound by its
+            # arithmetic can scale to the bound here.
+            verdict = f"not judged: the machine's arithmetic scales {ceiling:.2f}x"
         out.append(
             f"  {row['workload']:<19} {row['target']:<44} {shown:>9} "
             f"({row['sense']} {bound}) {verdict}"

@@ -30,7 +30,13 @@ from .columns import (
     cropgrad_columns,
     roofline_columns,
 )
-from .machine import NOISY, CpuMeter, machine_info, wait_until_quiet
+from .machine import (
+    NOISY,
+    CpuMeter,
+    compute_scaling,
+    machine_info,
+    wait_until_quiet,
+)
 from .roi_worker import References, write_problem
 from .rows import adapter_rows, load_adapters
 from .targets import check_targets
@@ -366,6 +372,10 @@ def run(
     modules, adapter_status = load_adapters(adapters)
     results, extra_targets = [], []
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    # A virtual machine's two CPUs can be two cores at one moment and one
+    # core's two hardware threads the next: the arithmetic's scaling is
+    # measured at both ends of the run (machine_info gives the end's).
+    scaling_at_start = compute_scaling()
     chosen = [WORKLOADS[name] for name in names]
     try:
         if any(w.family == CROP_AND_RESIZE and w.kind == "op" for w in chosen):
@@ -402,10 +412,17 @@ def run(
                 extra_targets += [(row["name"], *t) for t in row.get("targets", ())]
     finally:
         state.close()
+    machine = machine_info()
+    machine["compute_scaling_at_start"] = scaling_at_start
+    # A scaling target is judged if the machine reached it at either end.
+    best_scaling = max(
+        (s for s in (scaling_at_start, machine["compute_scaling"]) if s),
+        default=None,
+    )
     return {
         "format": "cropgrad-bench-1",
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine_info(),
+        "machine": machine,
         "versions": {
             "cropgrad": cropgrad.__version__,
             "numpy": np.__version__,
@@ -444,6 +461,6 @@ def run(
         },
         "workloads": results,
         "relative": _relative(results),
-        "targets": check_targets(results, extra_targets),
+        "targets": check_targets(results, extra_targets, best_scaling),
         "total_seconds": time.perf_counter() - started,
     }

@@ -100,10 +100,17 @@ def _roi_targets(workload):
 TARGETS += tuple(t for w in ROI_ROWS for t in _roi_targets(w))
 
 
-def check_targets(results, extra=()):
+# The targets that ask a second thread for a speed-up: beside them, how
+# much the machine's own arithmetic loop gains from one
+# (machine.compute_scaling).
+SCALING = (_SCALING, _TVD)
+
+
+def check_targets(results, extra=(), machine_scaling=None):
     """Each performance target with its measured figure: a list of dicts.
 
-    `extra` holds targets that adapter rows bring, in the same form.
+    `extra` holds targets that adapter rows bring, in the same form;
+    `machine_scaling` is `machine.compute_scaling`'s figure.
     """
     by_name = {r["name"]: r for r in results}
     position = {r["name"]: i for i, r in enumerate(results)}
@@ -134,6 +141,7 @@ def check_targets(results, extra=()):
                 # Other programs' CPU use while the row ran: a target missed
                 # then says more about the machine than about cropgrad.
                 "other_cpus": other,
+                "machine_scaling": machine_scaling if key in SCALING else None,
             }
         )
     return rows
