@@ -296,10 +296,11 @@ def test_empty_problems():
 @pytest.mark.parametrize("mode", ref.MODES)
 def test_every_thread_count_gives_the_same_bits(mode, dtype):
     kw = dict(mode=mode, padding_mode="border", align_corners=True)
-    # 8 rows of points (forward, grid gradient, JVP); 3 channels a batch,
-    # their planes cut into bands of rows when there are more threads (image
-    # gradient): every call has a task for each thread.
-    image, grid, grads, tangent = _problem(dtype, 11, ho=4, wo=7)
+    # 8 rows of points (forward, grid gradient, JVP), 8 spans of 256 in
+    # the SIMD clone; 3 channels a batch, their planes cut into bands of
+    # rows when there are more threads (image gradient): every call has a
+    # task for each thread.
+    image, grid, grads, tangent = _problem(dtype, 11, ho=4, wo=256)
     # One plane of 9 rows: the image gradient's tasks are bands of rows.
     image1, grid1, grads1, _ = _problem(dtype, 12, n=1, c=1, h=9, w=4, ho=6, wo=9)
     calls = {
@@ -670,10 +671,15 @@ def test_bands_of_rows_get_the_points_whose_lower_corners_reach_them():
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("width", [5, 9, 40])
 @pytest.mark.parametrize("stairs", [False, True])
-def test_smooth_grids_with_jumps_give_the_portable_bits(threads, width, stairs):
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+def test_smooth_grids_with_jumps_give_the_portable_bits(
+    threads, width, stairs, padding_mode
+):
     # Mostly one pixel a point (corners side by side, which the SIMD clone
     # adds eight at a time), with jumps back, forward and to other rows, and
-    # crowded points: every pixel's additions in the portable order.
+    # crowded points: every pixel's additions in the portable order.  Some
+    # points fall outside the image, where border padding clips them (the
+    # clone takes both paddings).
     rng = np.random.default_rng(width)
     n, c, h, w, ho, wo = 2, 3, 7, width, 5, 3 * width + 5
     steps = np.where(rng.random((ho, wo)) < 0.9, 1.0, rng.integers(-9, 9, (ho, wo)))
@@ -696,14 +702,11 @@ def test_smooth_grids_with_jumps_give_the_portable_bits(threads, width, stairs):
         before = _kernels.use_simd(path)
         try:
             with starting_teams():
+                kw = dict(num_threads=threads, padding_mode=padding_mode)
                 results[path] = (
-                    cropgrad.grid_sample_grad_image(
-                        grads, grid, image.shape, num_threads=threads
-                    ),
-                    cropgrad.grid_sample(image, grid, num_threads=threads),
-                    cropgrad.grid_sample_grad_grid(
-                        grads, image, grid, num_threads=threads
-                    ),
+                    cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw),
+                    cropgrad.grid_sample(image, grid, **kw),
+                    cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
                 )
         finally:
             _kernels.use_simd(before)

@@ -21,7 +21,7 @@ channels than threads, and replays the chunk's points in PyTorch's order
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
 
-Float32 bilinear sampling with zeros padding has an AVX2 + FMA clone
+Float32 bilinear sampling with zeros or border padding has an AVX2 + FMA clone
 (src/cg_grid_simd.h), eight points a vector with the portable loops' operations
 lane for lane: the forward op and the grid gradient in spans of points,
 the image gradient in one run of tasks that zero their own pixels and
@@ -36,6 +36,7 @@ from libc.string cimport memset, strcmp
 
 from cropgrad._kernels.grid_sample.points cimport (
     BILINEAR,
+    BORDER,
     NEAREST,
     ZEROS,
     Axis,
@@ -61,25 +62,25 @@ from cropgrad._runtime.parallel cimport (
 from cropgrad._runtime.simd cimport chosen_target
 
 cdef extern from "cg_grid_simd.h":
+    ctypedef struct gs_axes:
+        float scale[2]
+        float top[2]
+        int aligned
+        int border
     int gs_simd_supported() noexcept nogil
     void gs_forward_bz8(const float* image, const float* grid, float* out,
                         int64_t c, int32_t h, int32_t w, int64_t per,
-                        int64_t b, int64_t first, int64_t count, float sx,
-                        float sy, int aligned) noexcept nogil
+                        int64_t b, int64_t first, int64_t count,
+                        const gs_axes* axes) noexcept nogil
     void gs_grad_grid_bz8(const float* image, const float* grid,
                           const float* grads, float* out, int64_t c,
                           int32_t h, int32_t w, int64_t per, int64_t b,
-                          int64_t first, int64_t count, float sx, float sy,
-                          int aligned) noexcept nogil
-    void gs_taps_bz8(const float* grid, int64_t* offs, float* wts,
-                     int32_t h, int32_t w, int64_t per, int64_t b,
-                     int64_t q_start, int64_t first, int64_t last, float sx,
-                     float sy, int aligned) noexcept nogil
+                          int64_t first, int64_t count,
+                          const gs_axes* axes) noexcept nogil
     void gs_scatter_bz8(const float* grads, const float* grid, float* out,
                         int64_t c, int64_t c0, int64_t c1, int32_t h,
                         int32_t w, int64_t per, int64_t b, int64_t lo,
-                        int64_t hi, float sx, float sy,
-                        int aligned) noexcept nogil
+                        int64_t hi, const gs_axes* axes) noexcept nogil
 
 
 # The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
@@ -99,11 +100,27 @@ def use_simd(bint on):
     return before
 
 
-cdef inline bint simd_bilinear_zeros(const Plan* p) noexcept nogil:
-    """Whether the float32 bilinear, zeros-padded clone takes this problem
-    (its offsets are 32-bit)."""
-    return (_simd and not p.wide and p.mode == BILINEAR and p.padding == ZEROS
+cdef inline bint simd_bilinear(const Plan* p) noexcept nogil:
+    """Whether the float32 bilinear clone takes this problem: zeros or
+    border padding, an image of fewer than 2**31 - 1 pixels (its offsets
+    are 32-bit)."""
+    return (_simd and not p.wide and p.mode == BILINEAR
+            and (p.padding == ZEROS or p.padding == BORDER)
             and p.h * p.w < 2147483647)
+
+
+cdef inline gs_axes simd_axes(const Plan* p) noexcept nogil:
+    """The clone's axes: the portable loops' constants (make_axis)."""
+    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
+    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef gs_axes a
+    a.scale[0] = <float>ax.scale
+    a.scale[1] = <float>ay.scale
+    a.top[0] = <float>ax.top
+    a.top[1] = <float>ay.top
+    a.aligned = p.aligned
+    a.border = p.padding == BORDER
+    return a
 
 cdef enum:
     # The image gradient works out the taps of CHUNK points at a time (a
@@ -285,12 +302,6 @@ cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
     cdef real frac[4]
     cdef Taps t
     cdef int k
-    if real is float:
-        if simd_bilinear_zeros(p):
-            gs_taps_bz8(grid, offs, wts, <int32_t>p.h, <int32_t>p.w, per,
-                        p.batch, p.q_start, first, last, <float>ax.scale,
-                        <float>ay.scale, p.aligned)
-            return
     for q in range(first, last):
         r = q - p.q_start
         g = grid + 2 * (p.batch * per + q)
@@ -409,29 +420,26 @@ cdef void _points8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     ``task`` of SPAN points of a batch (spans may cross rows: rows of a few
     points would leave most of each vector empty)."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
-    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef gs_axes axes = simd_axes(p)
     cdef int64_t per = p.ho * p.wo, spans = (per + SPAN - 1) // SPAN
     cdef int64_t b = task // spans, first = (task % spans) * SPAN
     cdef int64_t count = min(SPAN, per - first)
     if p.grads == NULL:
         gs_forward_bz8(<const float*>p.image, <const float*>p.grid,
                        <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w, per, b,
-                       first, count, <float>ax.scale, <float>ay.scale,
-                       p.aligned)
+                       first, count, &axes)
     else:
         gs_grad_grid_bz8(<const float*>p.image, <const float*>p.grid,
                          <const float*>p.grads, <float*>p.out, p.c,
                          <int32_t>p.h, <int32_t>p.w, per, b, first, count,
-                         <float>ax.scale, <float>ay.scale, p.aligned)
+                         &axes)
 
 
 cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     """The SIMD image gradient's task: batch, group of channels (``taps``
     channels each) and band of rows ``task`` (bands innermost)."""
     cdef const Plan* p = <const Plan*>ctx
-    cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
-    cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
+    cdef gs_axes axes = simd_axes(p)
     cdef int64_t groups = (p.c + p.taps - 1) // p.taps
     cdef int64_t band = task % p.bands, group = (task // p.bands) % groups
     cdef int64_t b = task // (p.bands * groups)
@@ -446,7 +454,7 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
                <size_t>(hi - lo) * sizeof(float))
     gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid, <float*>p.out,
                    p.c, c0, c1, <int32_t>p.h, <int32_t>p.w, p.ho * p.wo, b, lo,
-                   hi, <float>ax.scale, <float>ay.scale, p.aligned)
+                   hi, &axes)
 
 
 # --------------------------------------------------------------------------
@@ -485,7 +493,7 @@ cdef void forward_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
     if p.n * p.c * p.ho * p.wo == 0:
         return
-    if simd_bilinear_zeros(p):
+    if simd_bilinear(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)
     else:
@@ -499,7 +507,7 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
     if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
         return
     # The clone has the grid gradient (grads given), not the JVP.
-    if p.grads != NULL and simd_bilinear_zeros(p):
+    if p.grads != NULL and simd_bilinear(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)
     else:
@@ -512,7 +520,7 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
     cdef Py_ssize_t per = p.ho * p.wo, b, start, size
     cdef size_t itemsize = 8 if p.wide else 4
     cdef size_t offs_bytes, wts_bytes
-    if p.n * p.c * p.h * p.w * per > 0 and simd_bilinear_zeros(p):
+    if p.n * p.c * p.h * p.w * per > 0 and simd_bilinear(p):
         # One run: a task per batch and band of rows, every channel of it
         # (the field `taps` holds the channels of a task), bands only where
         # the batches are fewer than the threads: each task zeroes its

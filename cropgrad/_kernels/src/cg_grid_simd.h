@@ -1,5 +1,5 @@
-/* Grid sampling's SIMD clone: bilinear sampling with zeros padding in
- * float32, eight points a vector (AVX2 + FMA), declared in
+/* Grid sampling's SIMD clone: bilinear sampling with zeros or border
+ * padding in float32, eight points a vector (AVX2 + FMA), declared in
  * cropgrad/_kernels/grid_sample/kernels.pyx, which picks it at run time.
  * On other CPUs and compilers the functions are stubs that are never
  * called (gs_simd_supported() is 0). */
@@ -10,6 +10,17 @@
  * order (every fused multiply-add an explicit one, the rest rounded as
  * they are), so the bits are the same. */
 #include <stdint.h>
+
+/* How grid values become pixel coordinates along x (0) and y (1): the
+ * unnormalisation's scales, and padding_mode="border"'s clip to [0,
+ * size - 1] (else the padding is zeros). */
+typedef struct {
+    float scale[2];
+    float top[2];
+    int aligned;
+    int border;
+} gs_axes;
+
 #if (defined(__x86_64__) || defined(_M_X64)) && \
     (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -63,6 +74,30 @@ GS_AVX2 static inline __m256 gs_unnormalize8(__m256 g, float scale,
     __m256 g1 = _mm256_add_ps(g, _mm256_set1_ps(1.0f));
     if (aligned) return _mm256_mul_ps(g1, _mm256_set1_ps(scale));
     return _mm256_fmadd_ps(g1, _mm256_set1_ps(scale), _mm256_set1_ps(-0.5f));
+}
+
+/* Grid values `g` along axis k as pixel coordinates, padded; `mult` (if
+ * not NULL) gets their derivative in g, as locate_grad gives it.  The
+ * gate has found the grid finite, so no NaN comes here: the clip is the
+ * forward's and the backward's (max(v, 0) is v > 0 ? v : 0, min(v,
+ * top) is v < top ? v : top; a bound itself counts as outside). */
+GS_AVX2 static inline __m256 gs_locate8(__m256 g, const gs_axes* a, int k,
+                                        __m256* mult) {
+    __m256 v = gs_unnormalize8(g, a->scale[k], a->aligned), lo, top, zero;
+    if (!a->border) {
+        if (mult) *mult = _mm256_set1_ps(a->scale[k]);
+        return v;
+    }
+    zero = _mm256_setzero_ps();
+    top = _mm256_set1_ps(a->top[k]);
+    lo = _mm256_max_ps(v, zero);
+    v = _mm256_min_ps(lo, top);
+    if (mult)
+        *mult = _mm256_and_ps(
+            _mm256_and_ps(_mm256_cmp_ps(lo, zero, _CMP_NEQ_UQ),
+                          _mm256_cmp_ps(v, top, _CMP_NEQ_UQ)),
+            _mm256_set1_ps(a->scale[k]));
+    return v;
 }
 
 GS_AVX2 static inline __m256i gs_inside8(__m256i iy, __m256i ix,
@@ -202,18 +237,20 @@ GS_AVX2 static inline void gs_prefetch_below(const float* plane,
 #define GS_BLOCK 16
 
 /* The corners of the vectors of points [q, q + 8 * GS_BLOCK) of batch
- * b up to `end`; returns how many vectors. */
+ * b up to `end`, and (if `mult` is not NULL) the padding's derivatives
+ * in x and y, two vectors a vector of points; returns how many. */
 GS_AVX2 static inline int gs_block_corners(
         const float* grid, int64_t per, int64_t b, int64_t q,
-        int64_t end, int32_t h, int32_t w, float sx, float sy,
-        int aligned, gs_corners8* cn, int* valid) {
+        int64_t end, int32_t h, int32_t w, const gs_axes* axes,
+        gs_corners8* cn, int* valid, __m256* mult) {
     int v = 0;
     __m256 x, y;
     for (; v < GS_BLOCK && q < end; v++, q += 8) {
         valid[v] = (int)(end - q < 8 ? end - q : 8);
         gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
-        gs_corners(gs_unnormalize8(x, sx, aligned),
-                   gs_unnormalize8(y, sy, aligned), h, w, &cn[v]);
+        gs_corners(gs_locate8(x, axes, 0, mult ? &mult[2 * v] : NULL),
+                   gs_locate8(y, axes, 1, mult ? &mult[2 * v + 1] : NULL),
+                   h, w, &cn[v]);
     }
     return v;
 }
@@ -222,15 +259,15 @@ GS_AVX2 static inline int gs_block_corners(
 GS_AVX2 static void gs_forward_bz8(
         const float* image, const float* grid, float* out, int64_t c,
         int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
-        int64_t count, float sx, float sy, int aligned) {
+        int64_t count, const gs_axes* axes) {
     int64_t q, ch, plane = (int64_t)h * w, end = first + count;
     gs_corners8 cn[GS_BLOCK];
     int valid[GS_BLOCK];
     int v, nv;
     __m256 acc, nw, ne, sw, se;
     for (q = first; q < end; q += 8 * GS_BLOCK) {
-        nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
-                              cn, valid);
+        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, cn, valid,
+                              NULL);
         for (ch = 0; ch < c; ch++) {
             const float* img = image + (b * c + ch) * plane;
             float* dst = out + (b * c + ch) * per + q;
@@ -254,18 +291,17 @@ GS_AVX2 static void gs_forward_bz8(
 GS_AVX2 static void gs_grad_grid_bz8(
         const float* image, const float* grid, const float* grads,
         float* out, int64_t c, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t first, int64_t count, float sx, float sy,
-        int aligned) {
+        int64_t b, int64_t first, int64_t count, const gs_axes* axes) {
     int64_t q, ch, plane = (int64_t)h * w, end = first + count;
     gs_corners8 cn[GS_BLOCK];
-    __m256 gx[GS_BLOCK], gy[GS_BLOCK];
+    __m256 gx[GS_BLOCK], gy[GS_BLOCK], mult[2 * GS_BLOCK];
     int valid[GS_BLOCK];
     __m256 gc, nw, ne, sw, se, dx, dy;
     float tx[8], ty[8];
     int v, nv, i;
     for (q = first; q < end; q += 8 * GS_BLOCK) {
-        nv = gs_block_corners(grid, per, b, q, end, h, w, sx, sy, aligned,
-                              cn, valid);
+        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, cn, valid,
+                              mult);
         for (v = 0; v < nv; v++) {
             gx[v] = _mm256_setzero_ps();
             gy[v] = _mm256_setzero_ps();
@@ -292,44 +328,11 @@ GS_AVX2 static void gs_grad_grid_bz8(
         }
         for (v = 0; v < nv; v++) {
             int64_t at = b * per + q + 8 * v;
-            _mm256_storeu_ps(tx, _mm256_mul_ps(gx[v], _mm256_set1_ps(sx)));
-            _mm256_storeu_ps(ty, _mm256_mul_ps(gy[v], _mm256_set1_ps(sy)));
+            _mm256_storeu_ps(tx, _mm256_mul_ps(gx[v], mult[2 * v]));
+            _mm256_storeu_ps(ty, _mm256_mul_ps(gy[v], mult[2 * v + 1]));
             for (i = 0; i < valid[v]; i++) {
                 out[2 * (at + i)] = tx[i];
                 out[2 * (at + i) + 1] = ty[i];
-            }
-        }
-    }
-}
-
-/* The image gradient's taps of chunk points [first, last) of batch b
- * (offsets, -1 outside, and weights, four a point, at the point's
- * place r = q - q_start in the chunk). */
-GS_AVX2 static void gs_taps_bz8(
-        const float* grid, int64_t* offs, float* wts, int32_t h,
-        int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
-        int64_t last, float sx, float sy, int aligned) {
-    int64_t q, r;
-    gs_corners8 cn;
-    __m256 x, y;
-    int32_t off[4][8], in[4][8];
-    float wt[4][8];
-    int valid, i, k;
-    for (q = first; q < last; q += 8) {
-        valid = (int)(last - q < 8 ? last - q : 8);
-        gs_load8(grid + 2 * (b * per + q), valid, &x, &y);
-        gs_corners(gs_unnormalize8(x, sx, aligned),
-                   gs_unnormalize8(y, sy, aligned), h, w, &cn);
-        for (k = 0; k < 4; k++) {
-            _mm256_storeu_si256((__m256i*)off[k], cn.off[k]);
-            _mm256_storeu_si256((__m256i*)in[k], cn.in[k]);
-            _mm256_storeu_ps(wt[k], cn.wt[k]);
-        }
-        for (i = 0; i < valid; i++) {
-            r = q + i - q_start;
-            for (k = 0; k < 4; k++) {
-                offs[4 * r + k] = in[k][i] ? (int64_t)off[k][i] : -1;
-                wts[4 * r + k] = wt[k][i];
             }
         }
     }
@@ -344,14 +347,14 @@ GS_AVX2 static void gs_taps_bz8(
  * corner inside the image. */
 GS_AVX2 static inline int gs_block_in_rows(
         const float* grid, int64_t per, int64_t b, int64_t q, int64_t end,
-        float sy, int aligned, float row_lo, float row_hi) {
+        const gs_axes* axes, float row_lo, float row_hi) {
     __m256 x, y, y_n, hit = _mm256_setzero_ps();
     __m256 lo = _mm256_set1_ps(row_lo - 1.0f), hi = _mm256_set1_ps(row_hi);
     int v;
     for (v = 0; v < GS_BLOCK && q < end; v++, q += 8) {
         gs_load8(grid + 2 * (b * per + q), (int)(end - q < 8 ? end - q : 8),
                  &x, &y);
-        y_n = _mm256_floor_ps(gs_unnormalize8(y, sy, aligned));
+        y_n = _mm256_floor_ps(gs_locate8(y, axes, 1, NULL));
         hit = _mm256_or_ps(hit, _mm256_and_ps(
             _mm256_cmp_ps(y_n, lo, _CMP_GE_OQ),
             _mm256_cmp_ps(y_n, hi, _CMP_LT_OQ)));
@@ -417,8 +420,7 @@ GS_AVX2 static inline void gs_add_pair8(float* at, __m256 west, __m256 east,
 GS_AVX2 static void gs_scatter_bz8(
         const float* grads, const float* grid, float* out, int64_t c,
         int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t lo, int64_t hi, float sx, float sy,
-        int aligned) {
+        int64_t b, int64_t lo, int64_t hi, const gs_axes* axes) {
     int64_t q, ch, plane = (int64_t)h * w;
     gs_corners8 cn[GS_BLOCK];
     int valid[GS_BLOCK];
@@ -436,11 +438,11 @@ GS_AVX2 static void gs_scatter_bz8(
     int banded = (lo > 0 || hi < plane) && h <= (1 << 24);
     float row_lo = (float)(lo / w), row_hi = (float)(hi / w);
     for (q = 0; q < per; q += 8 * GS_BLOCK) {
-        if (banded && !gs_block_in_rows(grid, per, b, q, per, sy, aligned,
-                                        row_lo, row_hi))
+        if (banded && !gs_block_in_rows(grid, per, b, q, per, axes, row_lo,
+                                        row_hi))
             continue;
-        nv = gs_block_corners(grid, per, b, q, per, h, w, sx, sy, aligned,
-                              cn, valid);
+        nv = gs_block_corners(grid, per, b, q, per, h, w, axes, cn, valid,
+                              NULL);
         some = 0;
         for (v = 0; v < nv; v++) {
             any[v] = 0;
@@ -517,21 +519,15 @@ static int gs_simd_supported(void) { return 0; }
 static void gs_forward_bz8(
         const float* image, const float* grid, float* out, int64_t c,
         int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
-        int64_t count, float sx, float sy, int aligned) {}
+        int64_t count, const gs_axes* axes) {}
 static void gs_grad_grid_bz8(
         const float* image, const float* grid, const float* grads,
         float* out, int64_t c, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t first, int64_t count, float sx, float sy,
-        int aligned) {}
-static void gs_taps_bz8(
-        const float* grid, int64_t* offs, float* wts, int32_t h,
-        int32_t w, int64_t per, int64_t b, int64_t q_start, int64_t first,
-        int64_t last, float sx, float sy, int aligned) {}
+        int64_t b, int64_t first, int64_t count, const gs_axes* axes) {}
 static void gs_scatter_bz8(
         const float* grads, const float* grid, float* out, int64_t c,
         int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t lo, int64_t hi, float sx, float sy,
-        int aligned) {}
+        int64_t b, int64_t lo, int64_t hi, const gs_axes* axes) {}
 #endif
 
 #endif /* CG_GRID_SIMD_H */
