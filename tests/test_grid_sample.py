@@ -671,15 +671,15 @@ def test_bands_of_rows_get_the_points_whose_lower_corners_reach_them():
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("width", [5, 9, 40])
 @pytest.mark.parametrize("stairs", [False, True])
-@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("padding_mode", ref.PADDING_MODES)
 def test_smooth_grids_with_jumps_give_the_portable_bits(
     threads, width, stairs, padding_mode
 ):
     # Mostly one pixel a point (corners side by side, which the SIMD clone
     # adds eight at a time), with jumps back, forward and to other rows, and
     # crowded points: every pixel's additions in the portable order.  Some
-    # points fall outside the image, where border padding clips them (the
-    # clone takes both paddings).
+    # points fall outside the image, where border and reflection padding
+    # move them (the clone takes every padding).
     rng = np.random.default_rng(width)
     n, c, h, w, ho, wo = 2, 3, 7, width, 5, 3 * width + 5
     steps = np.where(rng.random((ho, wo)) < 0.9, 1.0, rng.integers(-9, 9, (ho, wo)))

@@ -603,16 +603,10 @@ def grid_problems(draw):
 
 def _grid_simd(grid, options):
     """Whether grid sampling's SIMD clone takes the problem: float32
-    bilinear sampling with zeros or border padding, on a CPU that has the
-    clone."""
+    bilinear sampling, on a CPU that has the clone."""
     on = grid_kernels.use_simd(True)
     grid_kernels.use_simd(on)
-    return (
-        on
-        and grid.dtype == np.float32
-        and options["mode"] == "bilinear"
-        and options["padding_mode"] in ("zeros", "border")
-    )
+    return on and grid.dtype == np.float32 and options["mode"] == "bilinear"
 
 
 def grid_point_tasks(grid, options):

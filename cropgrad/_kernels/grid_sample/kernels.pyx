@@ -21,7 +21,7 @@ channels than threads, and replays the chunk's points in PyTorch's order
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
 
-Float32 bilinear sampling with zeros or border padding has an AVX2 + FMA clone
+Float32 bilinear sampling (every padding) has an AVX2 + FMA clone
 (src/cg_grid_simd.h), eight points a vector with the portable loops' operations
 lane for lane: the forward op and the grid gradient in spans of points,
 the image gradient in one run of tasks that zero their own pixels and
@@ -36,9 +36,7 @@ from libc.string cimport memset, strcmp
 
 from cropgrad._kernels.grid_sample.points cimport (
     BILINEAR,
-    BORDER,
     NEAREST,
-    ZEROS,
     Axis,
     Plan,
     Taps,
@@ -65,8 +63,11 @@ cdef extern from "cg_grid_simd.h":
     ctypedef struct gs_axes:
         float scale[2]
         float top[2]
+        float twice[2]
+        int empty[2]
+        float low
         int aligned
-        int border
+        int padding
     int gs_simd_supported() noexcept nogil
     void gs_forward_bz8(const float* image, const float* grid, float* out,
                         int64_t c, int32_t h, int32_t w, int64_t per,
@@ -101,11 +102,9 @@ def use_simd(bint on):
 
 
 cdef inline bint simd_bilinear(const Plan* p) noexcept nogil:
-    """Whether the float32 bilinear clone takes this problem: zeros or
-    border padding, an image of fewer than 2**31 - 1 pixels (its offsets
-    are 32-bit)."""
+    """Whether the float32 bilinear clone takes this problem: an image of
+    fewer than 2**31 - 1 pixels (its offsets are 32-bit)."""
     return (_simd and not p.wide and p.mode == BILINEAR
-            and (p.padding == ZEROS or p.padding == BORDER)
             and p.h * p.w < 2147483647)
 
 
@@ -118,8 +117,13 @@ cdef inline gs_axes simd_axes(const Plan* p) noexcept nogil:
     a.scale[1] = <float>ay.scale
     a.top[0] = <float>ax.top
     a.top[1] = <float>ay.top
+    a.twice[0] = <float>ax.twice
+    a.twice[1] = <float>ay.twice
+    a.empty[0] = ax.empty
+    a.empty[1] = ay.empty
+    a.low = <float>ax.low
     a.aligned = p.aligned
-    a.border = p.padding == BORDER
+    a.padding = p.padding
     return a
 
 cdef enum:

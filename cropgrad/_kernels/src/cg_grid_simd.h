@@ -1,5 +1,5 @@
-/* Grid sampling's SIMD clone: bilinear sampling with zeros or border
- * padding in float32, eight points a vector (AVX2 + FMA), declared in
+/* Grid sampling's SIMD clone: bilinear sampling in float32 (every
+ * padding), eight points a vector (AVX2 + FMA), declared in
  * cropgrad/_kernels/grid_sample/kernels.pyx, which picks it at run time.
  * On other CPUs and compilers the functions are stubs that are never
  * called (gs_simd_supported() is 0). */
@@ -12,13 +12,16 @@
 #include <stdint.h>
 
 /* How grid values become pixel coordinates along x (0) and y (1): the
- * unnormalisation's scales, and padding_mode="border"'s clip to [0,
- * size - 1] (else the padding is zeros). */
+ * unnormalisation's scales, the padding (0 zeros, 1 border, 2
+ * reflection: grid_sample's codes) and its constants, make_axis's. */
 typedef struct {
     float scale[2];
-    float top[2];
+    float top[2];      /* size - 1: the clip's bound */
+    float twice[2];    /* the reflection's period */
+    int empty[2];      /* no room to reflect in: the coordinate is 0 */
+    float low;         /* where the reflection starts: 0 or -0.5 */
     int aligned;
-    int border;
+    int padding;
 } gs_axes;
 
 #if (defined(__x86_64__) || defined(_M_X64)) && \
@@ -76,27 +79,80 @@ GS_AVX2 static inline __m256 gs_unnormalize8(__m256 g, float scale,
     return _mm256_fmadd_ps(g1, _mm256_set1_ps(scale), _mm256_set1_ps(-0.5f));
 }
 
-/* Grid values `g` along axis k as pixel coordinates, padded; `mult` (if
- * not NULL) gets their derivative in g, as locate_grad gives it.  The
- * gate has found the grid finite, so no NaN comes here: the clip is the
- * forward's and the backward's (max(v, 0) is v > 0 ? v : 0, min(v,
- * top) is v < top ? v : top; a bound itself counts as outside). */
+/* The forward's clip to [0, top]: v > 0 ? v : 0 (NaN gives 0), then
+ * v < top ? v : top, as max and min have it. */
+GS_AVX2 static inline __m256 gs_clip8(__m256 v, float top) {
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()),
+                         _mm256_set1_ps(top));
+}
+
+/* The backward's clip (clip_grad): NaN stays NaN; *inside is set where
+ * neither bound was reached (a bound itself counts as outside). */
+GS_AVX2 static inline __m256 gs_clip_grad8(__m256 v, float top,
+                                           __m256* inside) {
+    __m256 zero = _mm256_setzero_ps(), t = _mm256_set1_ps(top);
+    __m256 lo = _mm256_blendv_ps(zero, v, _mm256_cmp_ps(v, zero, _CMP_NLE_UQ));
+    __m256 res = _mm256_blendv_ps(t, lo, _mm256_cmp_ps(lo, t, _CMP_NGE_UQ));
+    *inside = _mm256_and_ps(_mm256_cmp_ps(lo, zero, _CMP_NEQ_UQ),
+                            _mm256_cmp_ps(res, t, _CMP_NEQ_UQ));
+    return res;
+}
+
+/* Reflection padding's fold of v along axis k (reflect, or reflect_grad
+ * with `slope` given: its sign, +-1), before the clip. */
+GS_AVX2 static inline __m256 gs_reflect8(__m256 v, const gs_axes* a, int k,
+                                         __m256* slope) {
+    __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    __m256 twice = _mm256_set1_ps(a->twice[k]), low = _mm256_set1_ps(a->low);
+    __m256 shifted, u, flips, extra, other, res, flip;
+    if (a->empty[k]) {
+        if (slope) *slope = zero;
+        return zero;
+    }
+    shifted = a->aligned ? v : _mm256_sub_ps(v, low);
+    u = _mm256_andnot_ps(sign, shifted);
+    flips = _mm256_round_ps(_mm256_div_ps(u, twice),
+                            _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    extra = _mm256_fmadd_ps(_mm256_xor_ps(flips, sign), twice, u);
+    other = _mm256_sub_ps(twice, extra);
+    if (slope) {
+        flip = _mm256_cmp_ps(extra, other, _CMP_GT_OQ);
+        res = _mm256_blendv_ps(extra, other, flip);
+        /* -1 where the fold flipped it and v was not below low, or the
+         * other way round. */
+        *slope = _mm256_blendv_ps(
+            _mm256_set1_ps(1.0f), _mm256_set1_ps(-1.0f),
+            _mm256_xor_ps(flip, _mm256_cmp_ps(shifted, zero, _CMP_LT_OQ)));
+    } else {
+        /* The smaller of the two.  Where either is NaN (v infinite), both
+         * are, and so is this: the forward's clip makes it 0. */
+        res = _mm256_blendv_ps(other, extra,
+                               _mm256_cmp_ps(extra, other, _CMP_LE_OQ));
+    }
+    return a->aligned ? res : _mm256_add_ps(res, low);
+}
+
+/* Grid values `g` along axis k as pixel coordinates, padded: the
+ * forward's (locate), or with `backward` the backward's (locate_grad),
+ * whose derivative in g goes to `mult` if it is not NULL. */
 GS_AVX2 static inline __m256 gs_locate8(__m256 g, const gs_axes* a, int k,
-                                        __m256* mult) {
-    __m256 v = gs_unnormalize8(g, a->scale[k], a->aligned), lo, top, zero;
-    if (!a->border) {
-        if (mult) *mult = _mm256_set1_ps(a->scale[k]);
+                                        int backward, __m256* mult) {
+    __m256 v = gs_unnormalize8(g, a->scale[k], a->aligned);
+    __m256 scale = _mm256_set1_ps(a->scale[k]), slope, inside;
+    if (a->padding == 0) {
+        if (mult) *mult = scale;
         return v;
     }
-    zero = _mm256_setzero_ps();
-    top = _mm256_set1_ps(a->top[k]);
-    lo = _mm256_max_ps(v, zero);
-    v = _mm256_min_ps(lo, top);
-    if (mult)
-        *mult = _mm256_and_ps(
-            _mm256_and_ps(_mm256_cmp_ps(lo, zero, _CMP_NEQ_UQ),
-                          _mm256_cmp_ps(v, top, _CMP_NEQ_UQ)),
-            _mm256_set1_ps(a->scale[k]));
+    if (!backward) {
+        if (a->padding == 2) v = gs_reflect8(v, a, k, NULL);
+        return gs_clip8(v, a->top[k]);
+    }
+    if (a->padding == 2) {
+        v = gs_reflect8(v, a, k, &slope);
+        scale = _mm256_mul_ps(slope, scale);
+    }
+    v = gs_clip_grad8(v, a->top[k], &inside);
+    if (mult) *mult = _mm256_and_ps(inside, scale);
     return v;
 }
 
@@ -237,20 +293,22 @@ GS_AVX2 static inline void gs_prefetch_below(const float* plane,
 #define GS_BLOCK 16
 
 /* The corners of the vectors of points [q, q + 8 * GS_BLOCK) of batch
- * b up to `end`, and (if `mult` is not NULL) the padding's derivatives
- * in x and y, two vectors a vector of points; returns how many. */
+ * b up to `end`, located as the forward op or (`backward`) the
+ * gradients locate them, and (if `mult` is not NULL) the padding's
+ * derivatives in x and y, two vectors a vector of points; returns how
+ * many vectors. */
 GS_AVX2 static inline int gs_block_corners(
         const float* grid, int64_t per, int64_t b, int64_t q,
         int64_t end, int32_t h, int32_t w, const gs_axes* axes,
-        gs_corners8* cn, int* valid, __m256* mult) {
+        int backward, gs_corners8* cn, int* valid, __m256* mult) {
     int v = 0;
     __m256 x, y;
     for (; v < GS_BLOCK && q < end; v++, q += 8) {
         valid[v] = (int)(end - q < 8 ? end - q : 8);
         gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
-        gs_corners(gs_locate8(x, axes, 0, mult ? &mult[2 * v] : NULL),
-                   gs_locate8(y, axes, 1, mult ? &mult[2 * v + 1] : NULL),
-                   h, w, &cn[v]);
+        x = gs_locate8(x, axes, 0, backward, mult ? &mult[2 * v] : NULL);
+        y = gs_locate8(y, axes, 1, backward, mult ? &mult[2 * v + 1] : NULL);
+        gs_corners(x, y, h, w, &cn[v]);
     }
     return v;
 }
@@ -266,8 +324,8 @@ GS_AVX2 static void gs_forward_bz8(
     int v, nv;
     __m256 acc, nw, ne, sw, se;
     for (q = first; q < end; q += 8 * GS_BLOCK) {
-        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, cn, valid,
-                              NULL);
+        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, 0, cn,
+                              valid, NULL);
         for (ch = 0; ch < c; ch++) {
             const float* img = image + (b * c + ch) * plane;
             float* dst = out + (b * c + ch) * per + q;
@@ -300,8 +358,8 @@ GS_AVX2 static void gs_grad_grid_bz8(
     float tx[8], ty[8];
     int v, nv, i;
     for (q = first; q < end; q += 8 * GS_BLOCK) {
-        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, cn, valid,
-                              mult);
+        nv = gs_block_corners(grid, per, b, q, end, h, w, axes, 1, cn,
+                              valid, mult);
         for (v = 0; v < nv; v++) {
             gx[v] = _mm256_setzero_ps();
             gy[v] = _mm256_setzero_ps();
@@ -354,7 +412,7 @@ GS_AVX2 static inline int gs_block_in_rows(
     for (v = 0; v < GS_BLOCK && q < end; v++, q += 8) {
         gs_load8(grid + 2 * (b * per + q), (int)(end - q < 8 ? end - q : 8),
                  &x, &y);
-        y_n = _mm256_floor_ps(gs_locate8(y, axes, 1, NULL));
+        y_n = _mm256_floor_ps(gs_locate8(y, axes, 1, 1, NULL));
         hit = _mm256_or_ps(hit, _mm256_and_ps(
             _mm256_cmp_ps(y_n, lo, _CMP_GE_OQ),
             _mm256_cmp_ps(y_n, hi, _CMP_LT_OQ)));
@@ -441,8 +499,8 @@ GS_AVX2 static void gs_scatter_bz8(
         if (banded && !gs_block_in_rows(grid, per, b, q, per, axes, row_lo,
                                         row_hi))
             continue;
-        nv = gs_block_corners(grid, per, b, q, per, h, w, axes, cn, valid,
-                              NULL);
+        nv = gs_block_corners(grid, per, b, q, per, h, w, axes, 1, cn,
+                              valid, NULL);
         some = 0;
         for (v = 0; v < nv; v++) {
             any[v] = 0;
