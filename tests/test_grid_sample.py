@@ -669,17 +669,42 @@ def test_bands_of_rows_get_the_points_whose_lower_corners_reach_them():
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
+def test_nearest_points_reflected_from_infinity_reach_the_first_pixel(threads):
+    # Grid values so large that unnormalising them overflows: reflection
+    # folds the infinity to NaN, which the forward's clip makes 0, and
+    # nearest's gradient locates its tap as its forward op does.  Every
+    # point's gradient goes to pixel (0, 0), however the image's rows are
+    # banded between the threads (the SIMD clone's bands pass over blocks
+    # of points with no tap in their rows).
+    grid = np.full((1, 2, 128, 2), 3e38, np.float32)
+    grads = np.ones((1, 1, 2, 128), np.float32)
+    size = (1, 1, 8, 8)
+    kw = dict(mode="nearest", padding_mode="reflection", align_corners=False)
+    expected = ref.grid_sample_grad_image(grads, grid, size, *_ref_args(kw))
+    assert expected[0, 0, 0, 0] == 256 and expected.sum() == 256
+    with starting_teams():
+        out, team = team_of(
+            lambda: cropgrad.grid_sample_grad_image(
+                grads, grid, size, num_threads=threads, **kw
+            )
+        )
+    assert team == threads
+    assert_same_bits(out, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("width", [5, 9, 40])
 @pytest.mark.parametrize("stairs", [False, True])
 @pytest.mark.parametrize("padding_mode", ref.PADDING_MODES)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 def test_smooth_grids_with_jumps_give_the_portable_bits(
-    threads, width, stairs, padding_mode
+    threads, width, stairs, padding_mode, mode
 ):
     # Mostly one pixel a point (corners side by side, which the SIMD clone
     # adds eight at a time), with jumps back, forward and to other rows, and
     # crowded points: every pixel's additions in the portable order.  Some
     # points fall outside the image, where border and reflection padding
-    # move them (the clone takes every padding).
+    # move them (the clone takes every padding, bilinear and nearest).
     rng = np.random.default_rng(width)
     n, c, h, w, ho, wo = 2, 3, 7, width, 5, 3 * width + 5
     steps = np.where(rng.random((ho, wo)) < 0.9, 1.0, rng.integers(-9, 9, (ho, wo)))
@@ -702,7 +727,7 @@ def test_smooth_grids_with_jumps_give_the_portable_bits(
         before = _kernels.use_simd(path)
         try:
             with starting_teams():
-                kw = dict(num_threads=threads, padding_mode=padding_mode)
+                kw = dict(num_threads=threads, padding_mode=padding_mode, mode=mode)
                 results[path] = (
                     cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw),
                     cropgrad.grid_sample(image, grid, **kw),

@@ -601,19 +601,21 @@ def grid_problems(draw):
     return image, grid, grads, tangent, options
 
 
-def _grid_simd(grid, options):
+def _grid_simd(grid, options, modes=("bilinear", "nearest")):
     """Whether grid sampling's SIMD clone takes the problem: float32
-    bilinear sampling, on a CPU that has the clone."""
+    sampling in one of `modes` (the forward op's and the image gradient's;
+    the grid gradient's is bilinear only), on a CPU that has the clone."""
     on = grid_kernels.use_simd(True)
     grid_kernels.use_simd(on)
-    return on and grid.dtype == np.float32 and options["mode"] == "bilinear"
+    return on and grid.dtype == np.float32 and options["mode"] in modes
 
 
-def grid_point_tasks(grid, options):
-    """The tasks of the forward op and the grid gradient: a row of output
-    points each, or in the SIMD clone spans of 256 points of an image."""
+def grid_point_tasks(grid, options, modes=("bilinear", "nearest")):
+    """The tasks of the forward op (or, with ``modes=("bilinear",)``, the
+    grid gradient): a row of output points each, or in the SIMD clone
+    spans of 256 points of an image."""
     n, ho, wo = grid.shape[:3]
-    return n * -(-ho * wo // 256) if _grid_simd(grid, options) else n * ho
+    return n * -(-ho * wo // 256) if _grid_simd(grid, options, modes) else n * ho
 
 
 def grid_scatter_tasks(grid, image_shape, num_threads, options):
@@ -677,7 +679,7 @@ def test_grid_sample_grad_grid_matches_reference(problem, num_threads):
     image, grid, grads, _, options = problem
     out = on_team_as_alone(
         num_threads,
-        grid_point_tasks(grid, options),
+        grid_point_tasks(grid, options, modes=("bilinear",)),
         lambda t: cropgrad.grid_sample_grad_grid(
             grads, image, grid, num_threads=t, **options
         ),

@@ -21,9 +21,10 @@ channels than threads, and replays the chunk's points in PyTorch's order
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
 
-Float32 bilinear sampling (every padding) has an AVX2 + FMA clone
-(src/cg_grid_simd.h), eight points a vector with the portable loops' operations
-lane for lane: the forward op and the grid gradient in spans of points,
+Float32 bilinear and nearest sampling (every padding) have an AVX2 + FMA
+clone (src/cg_grid_simd.h), eight points a vector with the portable loops'
+operations lane for lane: the forward op and (bilinear) the grid gradient
+in spans of points,
 the image gradient in one run of tasks that zero their own pixels and
 work out their own points' corners (a batch each, or a band of its rows
 when batches are fewer than threads).
@@ -61,6 +62,7 @@ from cropgrad._runtime.simd cimport chosen_target
 
 cdef extern from "cg_grid_simd.h":
     ctypedef struct gs_axes:
+        int nearest
         float scale[2]
         float top[2]
         float twice[2]
@@ -101,10 +103,11 @@ def use_simd(bint on):
     return before
 
 
-cdef inline bint simd_bilinear(const Plan* p) noexcept nogil:
-    """Whether the float32 bilinear clone takes this problem: an image of
-    fewer than 2**31 - 1 pixels (its offsets are 32-bit)."""
-    return (_simd and not p.wide and p.mode == BILINEAR
+cdef inline bint simd_takes(const Plan* p) noexcept nogil:
+    """Whether the float32 clone takes this problem's forward op and image
+    gradient: bilinear or nearest, an image of fewer than 2**31 - 1 pixels
+    (its offsets are 32-bit).  Its grid gradient is bilinear's only."""
+    return (_simd and not p.wide and (p.mode == BILINEAR or p.mode == NEAREST)
             and p.h * p.w < 2147483647)
 
 
@@ -113,6 +116,7 @@ cdef inline gs_axes simd_axes(const Plan* p) noexcept nogil:
     cdef Axis ax = make_axis(<float>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
     cdef gs_axes a
+    a.nearest = p.mode == NEAREST
     a.scale[0] = <float>ax.scale
     a.scale[1] = <float>ay.scale
     a.top[0] = <float>ax.top
@@ -497,7 +501,7 @@ cdef void forward_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
     if p.n * p.c * p.ho * p.wo == 0:
         return
-    if simd_bilinear(p):
+    if simd_takes(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)
     else:
@@ -511,7 +515,7 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
     if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
         return
     # The clone has the grid gradient (grads given), not the JVP.
-    if p.grads != NULL and simd_bilinear(p):
+    if p.grads != NULL and p.mode == BILINEAR and simd_takes(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)
     else:
@@ -524,7 +528,7 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
     cdef Py_ssize_t per = p.ho * p.wo, b, start, size
     cdef size_t itemsize = 8 if p.wide else 4
     cdef size_t offs_bytes, wts_bytes
-    if p.n * p.c * p.h * p.w * per > 0 and simd_bilinear(p):
+    if p.n * p.c * p.h * p.w * per > 0 and simd_takes(p):
         # One run: a task per batch and band of rows, every channel of it
         # (the field `taps` holds the channels of a task), bands only where
         # the batches are fewer than the threads: each task zeroes its

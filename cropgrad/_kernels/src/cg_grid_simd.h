@@ -1,5 +1,5 @@
-/* Grid sampling's SIMD clone: bilinear sampling in float32 (every
- * padding), eight points a vector (AVX2 + FMA), declared in
+/* Grid sampling's SIMD clone: bilinear and nearest sampling in float32
+ * (every padding), eight points a vector (AVX2 + FMA), declared in
  * cropgrad/_kernels/grid_sample/kernels.pyx, which picks it at run time.
  * On other CPUs and compilers the functions are stubs that are never
  * called (gs_simd_supported() is 0). */
@@ -11,10 +11,11 @@
  * they are), so the bits are the same. */
 #include <stdint.h>
 
-/* How grid values become pixel coordinates along x (0) and y (1): the
+/* How grid values become taps: the mode, and along x (0) and y (1) the
  * unnormalisation's scales, the padding (0 zeros, 1 border, 2
  * reflection: grid_sample's codes) and its constants, make_axis's. */
 typedef struct {
+    int nearest;       /* mode="nearest" (else bilinear) */
     float scale[2];
     float top[2];      /* size - 1: the clip's bound */
     float twice[2];    /* the reflection's period */
@@ -207,6 +208,33 @@ GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
         _mm256_and_si256(c->in[2], c->in[3])) == -1;
 }
 
+/* Nearest's one tap, as corner nw of weight 1 (the others masked, at
+ * the same offset): the pixel at x and y rounded half to even, as
+ * nearbyint rounds them; with zeros padding only inside the image (the
+ * truncation gives INT32_MIN for NaN and out-of-range values), with the
+ * others always (their coordinates are clipped). */
+GS_AVX2 static inline void gs_nearest(__m256 x, __m256 y, int32_t h,
+                                      int32_t w, int zeros, gs_corners8* c) {
+    const int even = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256i ix = _mm256_cvttps_epi32(_mm256_round_ps(x, even));
+    __m256i iy = _mm256_cvttps_epi32(_mm256_round_ps(y, even));
+    __m256i off = _mm256_add_epi32(
+        _mm256_mullo_epi32(iy, _mm256_set1_epi32(w)), ix);
+    int k;
+    for (k = 0; k < 4; k++) {
+        c->off[k] = off;
+        c->in[k] = _mm256_setzero_si256();
+        c->wt[k] = c->frac[k] = _mm256_setzero_ps();
+        c->run[k] = 0;
+    }
+    c->in[0] = zeros ? gs_inside8(iy, ix, _mm256_set1_epi32(h),
+                                  _mm256_set1_epi32(w))
+                     : _mm256_set1_epi32(-1);
+    c->wt[0] = _mm256_set1_ps(1.0f);
+    c->run[0] = gs_run8(off, c->in[0]);
+    c->pair[0] = c->pair[1] = 0;
+}
+
 /* A corner's pixels, +0 where it is outside (the portable read); one
  * load where they are side by side (a smooth grid's common case). */
 GS_AVX2 static inline __m256 gs_read8(const float* plane,
@@ -292,11 +320,11 @@ GS_AVX2 static inline void gs_prefetch_below(const float* plane,
  * channel's plane is read for all of them, while it is in the cache. */
 #define GS_BLOCK 16
 
-/* The corners of the vectors of points [q, q + 8 * GS_BLOCK) of batch
- * b up to `end`, located as the forward op or (`backward`) the
- * gradients locate them, and (if `mult` is not NULL) the padding's
- * derivatives in x and y, two vectors a vector of points; returns how
- * many vectors. */
+/* The corners (nearest: the tap) of the vectors of points [q, q + 8 *
+ * GS_BLOCK) of batch b up to `end`, located as the forward op or
+ * (`backward`) the gradients locate them (nearest's gradient as its
+ * forward op), and (if `mult` is not NULL) the padding's derivatives in
+ * x and y, two vectors a vector of points; returns how many vectors. */
 GS_AVX2 static inline int gs_block_corners(
         const float* grid, int64_t per, int64_t b, int64_t q,
         int64_t end, int32_t h, int32_t w, const gs_axes* axes,
@@ -306,9 +334,13 @@ GS_AVX2 static inline int gs_block_corners(
     for (; v < GS_BLOCK && q < end; v++, q += 8) {
         valid[v] = (int)(end - q < 8 ? end - q : 8);
         gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
+        backward = backward && !axes->nearest;
         x = gs_locate8(x, axes, 0, backward, mult ? &mult[2 * v] : NULL);
         y = gs_locate8(y, axes, 1, backward, mult ? &mult[2 * v + 1] : NULL);
-        gs_corners(x, y, h, w, &cn[v]);
+        if (axes->nearest)
+            gs_nearest(x, y, h, w, axes->padding == 0, &cn[v]);
+        else
+            gs_corners(x, y, h, w, &cn[v]);
     }
     return v;
 }
@@ -329,6 +361,12 @@ GS_AVX2 static void gs_forward_bz8(
         for (ch = 0; ch < c; ch++) {
             const float* img = image + (b * c + ch) * plane;
             float* dst = out + (b * c + ch) * per + q;
+            if (axes->nearest) {
+                /* The pixel itself (+0 outside), no arithmetic. */
+                for (v = 0; v < nv; v++)
+                    gs_store8(dst + 8 * v, gs_read8(img, &cn[v], 0), valid[v]);
+                continue;
+            }
             for (v = 0; v < nv; v++) {
                 const gs_corners8* k = &cn[v];
                 gs_prefetch_below(img, _mm256_cvtsi256_si32(k->off[2]), w);
@@ -402,7 +440,8 @@ GS_AVX2 static void gs_grad_grid_bz8(
  * gs_corners gets it.  A band's task skips a block that has none
  * without working out its corners (a dense, smooth grid sends most
  * blocks to one band).  NaN compares false: such a point has no
- * corner inside the image. */
+ * corner inside the image.  Nearest's tap is in one of those rows (y
+ * rounded), located as its forward op locates it. */
 GS_AVX2 static inline int gs_block_in_rows(
         const float* grid, int64_t per, int64_t b, int64_t q, int64_t end,
         const gs_axes* axes, float row_lo, float row_hi) {
@@ -412,7 +451,7 @@ GS_AVX2 static inline int gs_block_in_rows(
     for (v = 0; v < GS_BLOCK && q < end; v++, q += 8) {
         gs_load8(grid + 2 * (b * per + q), (int)(end - q < 8 ? end - q : 8),
                  &x, &y);
-        y_n = _mm256_floor_ps(gs_locate8(y, axes, 1, 1, NULL));
+        y_n = _mm256_floor_ps(gs_locate8(y, axes, 1, !axes->nearest, NULL));
         hit = _mm256_or_ps(hit, _mm256_and_ps(
             _mm256_cmp_ps(y_n, lo, _CMP_GE_OQ),
             _mm256_cmp_ps(y_n, hi, _CMP_LT_OQ)));
@@ -474,7 +513,8 @@ GS_AVX2 static inline void gs_add_pair8(float* at, __m256 west, __m256 east,
  * in that order (the portable scatter's, from the same taps).  The
  * corners of a block of vectors are worked out once for all the
  * channels, which then go one plane at a time over the block: the
- * order of the additions to each pixel stays the same. */
+ * order of the additions to each pixel stays the same.  Nearest has
+ * one tap, corner nw of weight 1: g * 1 is g, the portable dst += g. */
 GS_AVX2 static void gs_scatter_bz8(
         const float* grads, const float* grid, float* out, int64_t c,
         int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
@@ -490,7 +530,7 @@ GS_AVX2 static void gs_scatter_bz8(
     float wt[GS_BLOCK][4][8];
     float prod[8];
     int any[GS_BLOCK];
-    int v, nv, i, k, some;
+    int v, nv, i, k, some, corners = axes->nearest ? 1 : 4;
     /* A band of rows [row_lo, row_hi) (lo and hi are whole rows), which
      * passes blocks over where its rows are exact in float. */
     int banded = (lo > 0 || hi < plane) && h <= (1 << 24);
@@ -529,7 +569,7 @@ GS_AVX2 static void gs_scatter_bz8(
             for (v = 0; v < nv; v++) {
                 if (!any[v]) continue;
                 gs_prefetch_below(dst, off[v][2][0], w);
-                for (k = 0; k < 4; k++) {
+                for (k = 0; k < corners; k++) {
                     if (k % 2 == 0 && run[v][k] && run[v][k + 1]) {
                         /* nw and ne (or sw and se): nine pixels, after
                          * the other row's pending addition if it is one
