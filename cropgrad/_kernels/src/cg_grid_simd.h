@@ -215,9 +215,11 @@ GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
  * others always (their coordinates are clipped). */
 GS_AVX2 static inline void gs_nearest(__m256 x, __m256 y, int32_t h,
                                       int32_t w, int zeros, gs_corners8* c) {
-    const int even = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256i ix = _mm256_cvttps_epi32(_mm256_round_ps(x, even));
-    __m256i iy = _mm256_cvttps_epi32(_mm256_round_ps(y, even));
+    /* (The rounding is a macro's argument: it must be a constant.) */
+    __m256i ix = _mm256_cvttps_epi32(_mm256_round_ps(
+        x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i iy = _mm256_cvttps_epi32(_mm256_round_ps(
+        y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     __m256i off = _mm256_add_epi32(
         _mm256_mullo_epi32(iy, _mm256_set1_epi32(w)), ix);
     int k;
