@@ -1,7 +1,8 @@
 """Time grid sampling beside PyTorch's grid_sample and ONNX Runtime's
 GridSample (each in a worker process, when installed).
 
-    python benchmarks/grid.py [--workloads warp-flow,stn] [--rounds N] [--json FILE]
+    python benchmarks/grid.py [--workloads warp-flow,stn] [--rounds N]
+        [--mode bilinear] [--padding-mode zeros] [--json FILE]
 
 From a source checkout, against the installed cropgrad (see bench.py);
 ``benchmarks/README.md`` says what the columns mean.

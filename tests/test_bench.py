@@ -976,6 +976,33 @@ def test_grid_op_calls_compute_their_op_and_idle_takes_their_names():
         np.testing.assert_array_equal(grid.op_call(f"stn-{op}")(2), want)
 
 
+def test_grid_columns_sample_with_the_options_given(tmp_path):
+    from cropgrad_bench import grid
+
+    options = {"mode": "nearest", "padding_mode": "border"}
+    image, coords, grads = grid.make_problem("stn")
+    columns = grid.cropgrad_columns("stn", 2, options)
+    np.testing.assert_array_equal(
+        columns["cropgrad forward 1 thr"](),
+        cropgrad.grid_sample(image, coords, **options),
+    )
+    assert not np.array_equal(
+        columns["cropgrad forward 1 thr"](), cropgrad.grid_sample(image, coords)
+    )
+    # The command line names them, in the table and the JSON.
+    out = tmp_path / "grid.json"
+    done = subprocess.run(
+        [sys.executable, "-P", os.path.join(BENCHMARKS, "grid.py")]
+        + ["--workloads", "stn", "--rounds", "1", "--json", str(out)]
+        + ["--mode", "nearest", "--padding-mode", "border"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "stn (nearest, border; default threads" in done.stdout
+    assert json.loads(out.read_text())["options"] == options
+
+
 def test_the_pure_jax_grid_sample_is_cropgrads_up_to_rounding():
     # The benchmark's pure-JAX rival computes the same thing, gradients too.
     try:

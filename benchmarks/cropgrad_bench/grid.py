@@ -3,9 +3,9 @@
 Three workloads, each the call a user makes:
 
 ``warp-flow``
-    one 3 x 1024 x 1024 image warped by a dense flow field of its own size
-    (bilinear, zeros): the single-image warp, where PyTorch has no batch to
-    share out between threads;
+    one 3 x 1024 x 1024 image warped by a dense flow field of its own size:
+    the single-image warp, where PyTorch has no batch to share out between
+    threads;
 ``stn``
     a spatial transformer's batch: 64 images 3 x 64 x 64, an affine grid of
     64 x 64 each;
@@ -24,7 +24,9 @@ forward + backward (``jax.vjp`` in both inputs), beside the same in pure
 JAX (bilinear, zeros: four gathers, differentiated by JAX).  PyTorch, ONNX
 Runtime and JAX run in a worker process of their own (their OpenMP runtime
 and thread pools apart from cropgrad's), on the same arrays made from the
-same seed.
+same seed.  Every column samples with the same options: bilinear and zeros
+padding (PyTorch's defaults), or what ``--mode`` and ``--padding-mode``
+say (then without the pure-JAX columns), ``align_corners=False``.
 """
 
 import argparse
@@ -39,6 +41,11 @@ import numpy as np
 
 SEED = 20261206
 WORKLOADS = ("warp-flow", "stn", "deform-attn")
+# The sampling options every column uses: PyTorch's defaults, or what
+# --mode and --padding-mode give.
+MODES = ("bilinear", "nearest", "bicubic")
+PADDING_MODES = ("zeros", "border", "reflection")
+DEFAULT_OPTIONS = {"mode": "bilinear", "padding_mode": "zeros"}
 
 
 def make_problem(name, seed=SEED):
@@ -127,7 +134,9 @@ def _inner(fn):
     return max(1, int(0.02 / max(took, 1e-7)))
 
 
-def cropgrad_columns(name, threads):
+def cropgrad_columns(name, threads, options=DEFAULT_OPTIONS):
+    import functools
+
     import cropgrad
 
     image, grid, grads = make_problem(name)
@@ -136,11 +145,14 @@ def cropgrad_columns(name, threads):
     out = np.empty(grads.shape, np.float32)
     out_nhwc = np.empty(grads_nhwc.shape, np.float32)
     size = image.shape
+    sample = functools.partial(cropgrad.grid_sample, **options)
+    grad_image = functools.partial(cropgrad.grid_sample_grad_image, **options)
+    grad_grid = functools.partial(cropgrad.grid_sample_grad_grid, **options)
 
     def forward(nt, fmt="NCHW"):
         if fmt == "NCHW":
-            return lambda: cropgrad.grid_sample(image, grid, out=out, num_threads=nt)
-        return lambda: cropgrad.grid_sample(
+            return lambda: sample(image, grid, out=out, num_threads=nt)
+        return lambda: sample(
             image_nhwc, grid, data_format="NHWC", out=out_nhwc, num_threads=nt
         )
 
@@ -150,9 +162,9 @@ def cropgrad_columns(name, threads):
         o = out if fmt == "NCHW" else out_nhwc
 
         def call():
-            cropgrad.grid_sample(im, grid, data_format=fmt, out=o, num_threads=nt)
-            cropgrad.grid_sample_grad_image(g, grid, s, data_format=fmt, num_threads=nt)
-            cropgrad.grid_sample_grad_grid(g, im, grid, data_format=fmt, num_threads=nt)
+            sample(im, grid, data_format=fmt, out=o, num_threads=nt)
+            grad_image(g, grid, s, data_format=fmt, num_threads=nt)
+            grad_grid(g, im, grid, data_format=fmt, num_threads=nt)
 
         return call
 
@@ -166,7 +178,7 @@ def cropgrad_columns(name, threads):
     }
 
 
-def torch_columns(name, threads):
+def torch_columns(name, threads, options=DEFAULT_OPTIONS):
     import torch
     import torch.nn.functional as F
 
@@ -184,10 +196,10 @@ def torch_columns(name, threads):
 
     def forward():
         with torch.no_grad():
-            F.grid_sample(x, g, align_corners=False)
+            F.grid_sample(x, g, align_corners=False, **options)
 
     def both():
-        y = F.grid_sample(x, g, align_corners=False)
+        y = F.grid_sample(x, g, align_corners=False, **options)
         torch.autograd.grad(y, (x, g), c)
 
     return {
@@ -198,17 +210,21 @@ def torch_columns(name, threads):
     }
 
 
-def onnxruntime_columns(name, threads):
+def onnxruntime_columns(name, threads, options=DEFAULT_OPTIONS):
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
     image, grid, _ = make_problem(name)
+    # ONNX's names of PyTorch's modes (opset 20).
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(
+        options["mode"], options["mode"]
+    )
     node = helper.make_node(
         "GridSample",
         ["X", "G"],
         ["Y"],
-        mode="linear",
-        padding_mode="zeros",
+        mode=mode,
+        padding_mode=options["padding_mode"],
         align_corners=0,
     )
     graph = helper.make_graph(
@@ -256,8 +272,11 @@ def jax_gather_grid_sample(image, grid):
     return jax.vmap(one)(image, x0, y0, fx, fy)
 
 
-def jax_columns(name, threads):
-    """cropgrad.jax's grid_sample and the pure-JAX gather, jitted."""
+def jax_columns(name, threads, options=DEFAULT_OPTIONS):
+    """cropgrad.jax's grid_sample and (bilinear, zeros) the pure-JAX
+    gather, jitted."""
+    import functools
+
     import jax
     import jax.numpy as jnp
 
@@ -278,10 +297,10 @@ def jax_columns(name, threads):
             f"{label} fwd+bwd": lambda: jax.block_until_ready(both(image, grid, grads)),
         }
 
-    return {
-        **columns("cropgrad.jax", cgj.grid_sample),
-        **columns("pure jax", jax_gather_grid_sample),
-    }
+    result = columns("cropgrad.jax", functools.partial(cgj.grid_sample, **options))
+    if options == DEFAULT_OPTIONS:
+        result.update(columns("pure jax", jax_gather_grid_sample))
+    return result
 
 
 def measure(columns, rounds):
@@ -294,7 +313,7 @@ def measure(columns, rounds):
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def worker(backend, name, threads, rounds):
+def worker(backend, name, threads, rounds, options=DEFAULT_OPTIONS):
     """Run in a process of its own: the backend's columns, as JSON."""
     try:
         make = {
@@ -302,18 +321,18 @@ def worker(backend, name, threads, rounds):
             "onnxruntime": onnxruntime_columns,
             "jax": jax_columns,
         }[backend]
-        columns = make(name, threads)
+        columns = make(name, threads, options)
     except ImportError as exc:
         return {"error": f"{backend} is not installed ({exc})"}
     return {"median_s": measure(columns, rounds)}
 
 
-def _run_worker(backend, name, threads, rounds):
+def _run_worker(backend, name, threads, rounds, options):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    call = f"grid.worker({backend!r}, {name!r}, {threads}, {rounds}, {options!r})"
     code = (
         f"import sys, json; sys.path.insert(0, {here!r}); "
-        "from cropgrad_bench import grid; "
-        f"print(json.dumps(grid.worker({backend!r}, {name!r}, {threads}, {rounds})))"
+        f"from cropgrad_bench import grid; print(json.dumps({call}))"
     )
     done = subprocess.run(
         [sys.executable, "-P", "-c", code], capture_output=True, text=True
@@ -323,24 +342,29 @@ def _run_worker(backend, name, threads, rounds):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(names=WORKLOADS, rounds=7, progress=print):
+def run(names=WORKLOADS, rounds=7, progress=print, options=DEFAULT_OPTIONS):
     import cropgrad
 
     threads = cropgrad.show_config("dicts")["default_threads"]
     rows = []
     for name in names:
         progress(f"{name}: cropgrad")
-        medians = measure(cropgrad_columns(name, threads), rounds)
+        medians = measure(cropgrad_columns(name, threads, options), rounds)
         errors = {}
         for backend in ("torch", "onnxruntime", "jax"):
             progress(f"{name}: {backend} (worker)")
-            reply = _run_worker(backend, name, threads, rounds)
+            reply = _run_worker(backend, name, threads, rounds, options)
             if "error" in reply:
                 errors[backend] = reply["error"]
             else:
                 medians.update(reply["median_s"])
         rows.append({"workload": name, "median_s": medians, "errors": errors})
-    return {"default_threads": threads, "rounds": rounds, "rows": rows}
+    return {
+        "default_threads": threads,
+        "rounds": rounds,
+        "options": dict(options),
+        "rows": rows,
+    }
 
 
 RATIOS = (
@@ -360,9 +384,13 @@ RATIOS = (
 
 def format_table(report):
     lines = []
+    options = report.get("options", DEFAULT_OPTIONS)
     for row in report["rows"]:
         m = row["median_s"]
-        lines.append(f"{row['workload']} (default threads {report['default_threads']})")
+        lines.append(
+            f"{row['workload']} ({options['mode']}, {options['padding_mode']}; "
+            f"default threads {report['default_threads']})"
+        )
         for key, value in m.items():
             lines.append(f"  {key:32} {value * 1e3:10.2f} ms")
         for label, num, den in RATIOS:
@@ -381,8 +409,13 @@ def main(argv=None):
     )
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--mode", choices=MODES, default=DEFAULT_OPTIONS["mode"])
+    parser.add_argument(
+        "--padding-mode", choices=PADDING_MODES, default=DEFAULT_OPTIONS["padding_mode"]
+    )
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
+    options = {"mode": args.mode, "padding_mode": args.padding_mode}
     names = [n for n in args.workloads.split(",") if n]
     for n in names:
         if n not in WORKLOADS:
@@ -390,10 +423,11 @@ def main(argv=None):
     machine = machine_info()
     print(
         f"machine: {machine.get('cpu_model')} (family {machine.get('cpu_family')}, "
-        f"model {machine.get('cpu_model_number')})",
+        f"model {machine.get('cpu_model_number')}); arithmetic scales "
+        f"{machine.get('compute_scaling')}x to 2 threads",
         file=sys.stderr,
     )
-    report = run(names, args.rounds, lambda m: print(m, file=sys.stderr))
+    report = run(names, args.rounds, lambda m: print(m, file=sys.stderr), options)
     report["machine"] = machine
     print(format_table(report))
     if args.json:
