@@ -24,10 +24,9 @@ the serial order.
 Float32 bilinear and nearest sampling (every padding) have an AVX2 + FMA
 clone (src/cg_grid_simd.h), eight points a vector with the portable loops'
 operations lane for lane: the forward op and (bilinear) the grid gradient
-in spans of points,
-the image gradient in one run of tasks that zero their own pixels and
-work out their own points' corners (a batch each, or a band of its rows
-when batches are fewer than threads).
+in spans of points, the image gradient in one run of tasks that zero their
+own pixels and work out their own points' corners (a batch each, or a band
+of its rows when batches are fewer than threads).
 """
 
 from libc.math cimport floor

@@ -333,10 +333,10 @@ GS_AVX2 static inline int gs_block_corners(
         int backward, gs_corners8* cn, int* valid, __m256* mult) {
     int v = 0;
     __m256 x, y;
+    backward = backward && !axes->nearest;
     for (; v < GS_BLOCK && q < end; v++, q += 8) {
         valid[v] = (int)(end - q < 8 ? end - q : 8);
         gs_load8(grid + 2 * (b * per + q), valid[v], &x, &y);
-        backward = backward && !axes->nearest;
         x = gs_locate8(x, axes, 0, backward, mult ? &mult[2 * v] : NULL);
         y = gs_locate8(y, axes, 1, backward, mult ? &mult[2 * v + 1] : NULL);
         if (axes->nearest)
