@@ -42,9 +42,7 @@ import numpy as np
 SEED = 20261206
 WORKLOADS = ("warp-flow", "stn", "deform-attn")
 # The sampling options every column uses: PyTorch's defaults, or what
-# --mode and --padding-mode give.
-MODES = ("bilinear", "nearest", "bicubic")
-PADDING_MODES = ("zeros", "border", "reflection")
+# --mode and --padding-mode give (of the op model's choices).
 DEFAULT_OPTIONS = {"mode": "bilinear", "padding_mode": "zeros"}
 
 
@@ -402,6 +400,8 @@ def format_table(report):
 
 
 def main(argv=None):
+    from cropgrad._ops.grid_sample import MODES, PADDING_MODES
+
     from .machine import machine_info
 
     parser = argparse.ArgumentParser(

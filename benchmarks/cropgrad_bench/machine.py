@@ -1,6 +1,7 @@
 """The machine: what it is, and how busy other processes keep it."""
 
 import ctypes
+import functools
 import os
 import platform
 import statistics
@@ -91,8 +92,10 @@ void cg_bench_compute(float* out, long rounds, int threads) {
 """
 
 
+@functools.cache
 def compute_loop():
-    """``call(rounds, num_threads)``: `COMPUTE_C`'s loop, compiled here."""
+    """``call(rounds, num_threads)``: `COMPUTE_C`'s loop, compiled here once
+    a process."""
     function = compile_reference(COMPUTE_C, "cg_bench_compute", 3, "-O3")
     sink = (ctypes.c_float * 1)()
     return lambda rounds, threads: function(ctypes.addressof(sink), rounds, threads)
