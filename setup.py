@@ -261,11 +261,11 @@ _MODULES = [
     "_jax.handlers",
 ]
 # The generated files (capi.h, capi.pxd, the capsule's table, the FFI
-# targets, the bridges and their stub) are rendered from the op model,
+# targets, the bridges, the stubs) are rendered from the op model,
 # cropgrad/_ops, before anything is compiled or listed below: a change to the
 # model reaches every reader.  The public header and capi.pxd are committed;
 # the rest are build products (not in git: a clone or an sdist renders them
-# here, and the wheel gets _core.pyi as package data).  A file is written
+# here, and the wheel gets the stubs as package data).  A file is written
 # only when it differs from its rendering.
 runpy.run_path(os.path.join("cropgrad", "_ops", "generate.py"), run_name="__build__")[
     "main"

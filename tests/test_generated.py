@@ -46,9 +46,10 @@ def test_committed_files_are_the_rendering():
 
 def test_the_installed_header_and_pxd_are_the_rendering():
     # The package was built from the model it carries: its public files and
-    # the stub of its bridges (a build product the wheel carries).
+    # the stubs the wheel carries (build products: its bridges', the NumPy
+    # API's and JAX's).
     package = os.path.dirname(cropgrad.__file__)
-    for path in (*generate.COMMITTED, "_core.pyi"):
+    for path in (*generate.COMMITTED, "_core.pyi", "__init__.pyi", "jax.pyi"):
         with open(os.path.join(package, path), encoding="utf-8") as file:
             assert file.read() == generate.render(path), path
 
@@ -172,7 +173,10 @@ def test_ops_the_c_level_api_lacks_are_declared_nowhere(monkeypatch):
     )
     families = dict(_ops.FAMILIES, grid_sample=lacking)
     c_ops = {n: op for n, op in _ops.C_OPS.items() if op.family != "grid_sample"}
-    model = types.SimpleNamespace(FAMILIES=families, C_OPS=c_ops, API_VERSION=(1, 1))
+    ops = {op.name: op for f in families.values() for op in f.ops.values()}
+    model = types.SimpleNamespace(
+        FAMILIES=families, OPS=ops, C_OPS=c_ops, API_VERSION=(1, 1)
+    )
     monkeypatch.setattr(generate, "_model", lambda: model)
     texts = [
         generate.render(path)

@@ -87,8 +87,8 @@ class _Pooled(NamedTuple):
     image_code: int
     boxes: np.ndarray
     tangent: np.ndarray
-    index: np.ndarray
-    index_code: int
+    box_ind: np.ndarray
+    box_ind_code: int
     arith_code: int
     out_h: int
     out_w: int
@@ -167,8 +167,8 @@ def _run_pooled(bridge, a, o, *tangent):
         a.boxes,
         *tangent,
         a.arith_code,
-        a.index,
-        a.index_code,
+        a.box_ind,
+        a.box_ind_code,
         a.out_h,
         a.out_w,
         o.scale,

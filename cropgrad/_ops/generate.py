@@ -9,13 +9,15 @@ functions' definitions: the shape pointers checked, then the family's call
 of the op's kind); and each op
 is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
 a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
-its stub in ``cropgrad/_core.pyi``).  All are rendered here from the
+its stub in ``cropgrad/_core.pyi``); and each op's public functions are
+typed in the stubs of cropgrad and cropgrad.jax (``cropgrad/__init__.pyi``,
+``cropgrad/jax.pyi``, with their ``__all__``).  All are rendered here from the
 model (`Op.c_params` for the declarations) through Cython's Tempita
 templates beside them (``*.tp``), so that they cannot drift apart or miss
 an op.  Only the public files (`COMMITTED`: the header and capi.pxd, which
 C and Cython consumers read) are committed; ``tests/test_generated.py``
 fails when one differs from its rendering.  The others (`BUILT`: the
-table, the FFI targets, the bridges and their stub) are build products,
+table, the FFI targets, the bridges and the stubs) are build products,
 ignored by git: setup.py renders every file before compiling (so an sdist
 or a clone builds as it is), and writes only those that differ.
 
@@ -35,6 +37,7 @@ product is not (a tree never built).
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import textwrap
@@ -55,6 +58,8 @@ BUILT = (
     os.path.join("_jax", "targets.pxi"),
     "_bridges.pxi",
     "_core.pyi",
+    "__init__.pyi",
+    "jax.pyi",
 )
 FILES = COMMITTED + BUILT
 
@@ -275,6 +280,72 @@ class Bridge:
         return text.replace("\0", " ")
 
 
+# How each API's stub annotates an argument, by kind (`model.Arg.kind`); a
+# size is the image's (an image gradient's) or the result's, a string option
+# the `Literal` of its choices, ``out=`` an array of the result's type.
+_STUB_TYPES = {
+    "numpy": {
+        "array": "npt.ArrayLike",
+        "image size": "npt.ArrayLike",
+        "result size": "int | npt.ArrayLike",
+        "dtype": "npt.DTypeLike | Any",
+    },
+    "jax": {
+        "array": "jax.Array | npt.ArrayLike",
+        "image size": "tuple[int, ...] | list[int]",
+        "result size": "int | tuple[int, int] | list[int]",
+        "dtype": "Any",
+    },
+}
+for _types in _STUB_TYPES.values():
+    _types.update(float="float", int="int", bool="bool", threads="int | None")
+
+
+def stub_result(op, api):
+    """What `op`'s public function of `api` returns: a NumPy array of
+    float32 where its C function writes ``float`` (crop_and_resize's
+    results but the image gradient), of the arithmetic type otherwise."""
+    if api == "jax":
+        return "jax.Array"
+    if any(p.type == "float*" for p in op.c_params):
+        return "npt.NDArray[np.float32]"
+    return "npt.NDArray[np.floating[Any]]"
+
+
+def stub(op, api):
+    """The stub of `op`'s public function of `api`: its arguments as the
+    model orders, spells and splits them (``*`` before the first keyword-only
+    one), each annotated for its kind, ``...`` for a default."""
+    types = _STUB_TYPES[api]
+    lines = [f"def {op.name}("]
+    keywords = False
+    for arg in op.args_of(api):
+        if arg.keyword_only and not keywords:
+            lines.append("    *,")
+            keywords = True
+        if arg.kind == "ints":
+            size = "image" if op.kind == "grad_image" else "result"
+            annotation = types[f"{size} size"]
+        elif arg.kind == "str":
+            annotation = "Literal[" + ", ".join(f'"{c}"' for c in arg.choices) + "]"
+        elif arg.kind == "out":
+            annotation = f"{stub_result(op, api)} | None"
+        else:
+            annotation = types[arg.kind]
+        required = op.default(arg.name, api) is inspect.Parameter.empty
+        default = "" if required else " = ..."
+        lines.append(f"    {arg.renamed.get(api, arg.name)}: {annotation}{default},")
+    lines.append(f") -> {stub_result(op, api)}: ...")
+    return "\n".join(lines)
+
+
+def stub_all(ops, api, names):
+    """The ``__all__`` of a stub: `names` and the ops `api` has, sorted, one
+    a line."""
+    names = sorted([*names, *(op.name for op in ops if api in op.apis)])
+    return "\n".join(f'    "{name}",' for name in names)
+
+
 def _versions(ops):
     """`ops` grouped by the C-level API version that added them, in order."""
     groups = {}
@@ -312,6 +383,9 @@ def render(path):
         pyx_params=pyx_params,
         pyx_args=pyx_args,
         Bridge=Bridge,
+        stub=stub,
+        stub_all=stub_all,
+        all_ops=list(model.OPS.values()),
         source=f"cropgrad/{path.replace(os.sep, '/')}.tp",
     )
     return text.rstrip("\n") + "\n"
