@@ -8,6 +8,8 @@
   shared with cropgrad.raw_ops, cropgrad.jax and cropgrad.torch: types,
   dtypes, strings, array conversion, numbers of dimensions, shapes that
   relate two arrays (no check of a shape's values: that is the gate's);
+- `docstrings`: the parameter paragraphs several functions' docstrings
+  share, written once;
 - `config`: `show_config`.
 
 It imports cropgrad._core, cropgrad.capi (the C-level API's codes) and the

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cropgrad import _core
+from cropgrad._api import docstrings as _docs
 from cropgrad._api import validation as _v
 from cropgrad._kernels.layout import change_layout
 from cropgrad._ops.grid_sample import MODES, PADDING_MODES
@@ -286,6 +287,7 @@ def _scratch(result, shape_nchw, arith, nchw):
     return np.empty(shape_nchw, arith)
 
 
+@_docs.shared
 def grid_sample(
     image,
     grid,
@@ -323,19 +325,8 @@ def grid_sample(
         What points outside the image read: zeros, the nearest edge pixel,
         or the image reflected about its edges.
     align_corners : bool, default False
-    dtype : {float32, float64, float16, bfloat16}, optional
-        Output dtype.  Default: the image's for float images, float32
-        otherwise.  Rounded once from the arithmetic type (float16 and
-        bfloat16 from float32 arithmetic only).
-    out : ndarray, optional
-        C-contiguous array of the result's shape and dtype to overwrite.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-        Layout of `image` and of the result (the same bits, transposed).
-    num_threads : int, optional
-        Threads to use, 1 to 1024.  Default: OpenMP's default.  The result
-        does not depend on it.
-    flush_denormals : bool, default False
-        Compute with flush-to-zero and denormals-are-zero.
+    {dtype}
+    {options}
 
     Returns
     -------
@@ -373,6 +364,7 @@ def grid_sample(
     return _deliver(result, computed, o)
 
 
+@_docs.shared
 def grid_sample_grad_image(
     grads,
     grid,
@@ -403,14 +395,10 @@ def grid_sample_grad_image(
         float32.
     grid : array_like of shape (N, H_out, W_out, 2)
         As for `grid_sample`.
-    image_size : sequence of 4 ints
-        The image's shape in `data_format`'s order: the output's shape.
+    {image_size}
     mode, padding_mode, align_corners
         As for `grid_sample`.
-    dtype : {float32, float64, float16, bfloat16}, optional
-        Output dtype.  Default: the dtype of `grads` for float gradients,
-        float32 otherwise.  Accumulated in the arithmetic type and rounded
-        once.
+    {grads_dtype}
     out, data_format, num_threads, flush_denormals
         As for `grid_sample`.
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cropgrad import _core
+from cropgrad._api import docstrings as _docs
 from cropgrad._api import validation as _v
 
 __all__ = [
@@ -200,6 +201,7 @@ def _pooled_shape(layout, image_shape, num_boxes, out_h, out_w):
     return (num_boxes, out_h, out_w, image_shape[3])
 
 
+@_docs.shared
 def roi_align(
     image,
     boxes,
@@ -247,19 +249,8 @@ def roi_align(
         ONNX's ``half_pixel``); False keeps torchvision's legacy
         coordinates (ONNX's ``output_half_pixel``) and its minimum box size
         of one pixel.
-    dtype : {float32, float64, float16, bfloat16}, optional
-        Output dtype.  Default: the image's for float images, float32
-        otherwise.  The result is computed in the arithmetic type and
-        rounded once (float16 and bfloat16 from float32 arithmetic only).
-    out : ndarray, optional
-        C-contiguous array of the result's shape and dtype to overwrite.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-        Layout of `image` and of the result (the same bits, transposed).
-    num_threads : int, optional
-        Threads to use, 1 to 1024.  Default: OpenMP's default.  The result
-        does not depend on it.
-    flush_denormals : bool, default False
-        Compute with flush-to-zero and denormals-are-zero.
+    {dtype}
+    {options}
 
     Returns
     -------
@@ -309,6 +300,7 @@ def roi_align(
     return _run_pooled(_core.roi_align, a, o)
 
 
+@_docs.shared
 def roi_align_grad_image(
     grads,
     boxes,
@@ -340,14 +332,10 @@ def roi_align_grad_image(
         in float64, every other dtype in float32.
     boxes, box_ind
         As for `roi_align`.
-    image_size : sequence of 4 ints
-        The image's shape in `data_format`'s order: the output's shape.
+    {image_size}
     spatial_scale, sampling_ratio, aligned
         As for `roi_align`.
-    dtype : {float32, float64, float16, bfloat16}, optional
-        Output dtype.  Default: the dtype of `grads` for float gradients,
-        float32 otherwise.  Accumulated in the arithmetic type and rounded
-        once.
+    {grads_dtype}
     out, data_format, num_threads, flush_denormals
         As for `roi_align`.
 
