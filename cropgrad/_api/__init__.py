@@ -1,9 +1,9 @@
 """The NumPy API's layer (private; its public names are re-exported by
 ``cropgrad``).
 
-- `crop_and_resize`: the crop_and_resize family's functions and their
-  docstrings: convert the arguments, run the gate, allocate the output,
-  one call through the bridge (cropgrad._core);
+- one module per family (`crop_and_resize`, `roi_align`, `grid_sample`):
+  its functions and their docstrings: convert the arguments, run the
+  gate, allocate the output, one call through the bridge (cropgrad._core);
 - `validation`: the Python-only concerns, one helper per kind of argument,
   shared with cropgrad.raw_ops, cropgrad.jax and cropgrad.torch: types,
   dtypes, strings, array conversion, numbers of dimensions, shapes that
