@@ -28,11 +28,14 @@ from cpython.buffer cimport (
 )
 from libc.stdint cimport int64_t
 
-from cropgrad._kernels.cdefs cimport CG_CFLAGS, CG_COMPILER, CG_FPENV_SUPPORTED
+from cropgrad._kernels.cdefs cimport (
+    CG_CFLAGS,
+    CG_COMPILER,
+    CG_FPENV_SUPPORTED,
+    CG_HUGE_PAGES_FROM,
+    cg_advise_huge_pages,
+)
 from cropgrad._runtime.openmp cimport CROPGRAD_HAVE_OPENMP
-
-cdef extern from "cg_pages.h":
-    int cg_advise_huge_pages(void* start, size_t nbytes) noexcept nogil
 
 from cropgrad._capi cimport crop_and_resize as cr
 from cropgrad._capi cimport roi_align as ra
@@ -214,6 +217,10 @@ def build_info():
         "cflags": CG_CFLAGS.decode("utf-8", "replace"),
         "flush_denormals_supported": bool(CG_FPENV_SUPPORTED),
     }
+
+
+# The size of a result from which it is advised huge pages (NumPy's).
+HUGE_PAGES_FROM = CG_HUGE_PAGES_FROM
 
 
 def advise_huge_pages(size_t address, size_t nbytes):

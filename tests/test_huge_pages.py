@@ -1,8 +1,9 @@
-"""Huge pages for large results: cropgrad._core.advise_huge_pages, and the
-tensors cropgrad.torch allocates (PyTorch's own allocator does not ask).
+"""Huge pages for large results: cropgrad._core.advise_huge_pages, the
+tensors cropgrad.torch allocates (PyTorch's own allocator does not ask) and
+the results XLA hands cropgrad.jax's handlers (nor does XLA's).
 
-The PyTorch part is skipped when PyTorch is not installed, unless
-CROPGRAD_REQUIRE_ADAPTERS=1 (CI sets it).
+The PyTorch and JAX parts are skipped when their framework is not
+installed, unless CROPGRAD_REQUIRE_ADAPTERS=1 (CI sets it).
 """
 
 import mmap
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from _helpers import missing
 
+import cropgrad
 from cropgrad import _core
 
 try:
@@ -22,6 +24,12 @@ except ImportError as exc:
     TORCH_ERROR = str(exc)
 else:
     import cropgrad.torch as cgt
+
+try:
+    import cropgrad.jax as cgj
+except ImportError as exc:
+    cgj = None
+    JAX_ERROR = str(exc)
 
 linux = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="MADV_HUGEPAGE is Linux's"
@@ -38,6 +46,19 @@ def torch_installed():
 
 
 needs_torch = pytest.mark.usefixtures("torch_installed")
+
+
+@pytest.fixture
+def jax_installed():
+    """Skip without JAX (fail under CROPGRAD_REQUIRE_ADAPTERS=1)."""
+    if cgj is None:
+        missing(
+            f"cropgrad.jax cannot be imported ({JAX_ERROR})",
+            "CROPGRAD_REQUIRE_ADAPTERS",
+        )
+
+
+needs_jax = pytest.mark.usefixtures("jax_installed")
 
 
 def _vm_flags(address):
@@ -131,3 +152,21 @@ def test_large_results_under_torch_compile():
     assert torch.equal(compiled, crops(image, boxes, box_ind))
     if sys.platform.startswith("linux"):
         assert "hg" in _vm_flags(compiled.data_ptr() + (4 << 20))
+
+
+@linux
+@needs_jax
+def test_large_jax_results_get_huge_pages():
+    # 64 crops of 32 x 32 x 32 float32: 8 MiB, past the threshold.  XLA gives
+    # each call's result new memory, which the handler advises before the
+    # op writes it.
+    rng = np.random.default_rng(0)
+    image = rng.standard_normal((1, 16, 16, 32), np.float32)
+    boxes = np.array([[0.1, 0.1, 0.9, 0.9]] * 64, np.float32)
+    box_ind = np.zeros(64, np.int32)
+    crops = cgj.crop_and_resize(image, boxes, box_ind, (32, 32))
+    crops.block_until_ready()
+    expected = cropgrad.crop_and_resize(image, boxes, box_ind, (32, 32))
+    assert np.array_equal(np.asarray(crops), expected)
+    assert crops.size * 4 == 8 << 20 >= _core.HUGE_PAGES_FROM
+    assert "hg" in _vm_flags(crops.unsafe_buffer_pointer() + (4 << 20))

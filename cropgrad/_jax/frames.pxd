@@ -69,6 +69,7 @@ cdef int check_frame(const cg_ffi_call_frame* frame, int64_t nargs,
 cdef cg_ffi_buffer* buffer(const cg_ffi_list* items, int64_t i, int64_t rank,
                            const char* name, capi.cg_error* e) noexcept nogil
 cdef void* data(const cg_ffi_buffer* b) noexcept nogil
+cdef void advise_result(const cg_ffi_call_frame* frame) noexcept nogil
 cdef int image_dtype(int xla_dtype) noexcept nogil
 cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
                   capi.cg_error* e) noexcept nogil

@@ -156,6 +156,7 @@ cdef cg_ffi_error* _handle(cg_ffi_call_frame* frame,
     d.attrs.fold_rank = 0
     d.grid = False
     if frames.check_frame(frame, target.nargs, 1, &e) == 0:
+        frames.advise_result(frame)
         target.run(target.name, frame, &d, &e)
         frames.unfold_message(&d, &e)
     return frames.xla_error(frame, target.name, &e)

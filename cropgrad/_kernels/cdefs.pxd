@@ -92,6 +92,11 @@ cdef extern from "cg_shallow.h" nogil:
                                   float w_bottom, int same, Py_ssize_t n)
 
 cdef extern from "cg_pages.h" nogil:
+    # Transparent huge pages asked for under a block's whole pages: 0, 1
+    # (nothing to advise) or -1 (refused); results get them from
+    # CG_HUGE_PAGES_FROM bytes on.
+    size_t CG_HUGE_PAGES_FROM
+    int cg_advise_huge_pages(void* start, size_t nbytes)
     # Whether a block's first, middle and last pages are resident: 1, 0, or
     # -1 where the system does not say.
     int cg_pages_resident(const void* start, size_t nbytes)

@@ -64,10 +64,6 @@ def empty(shape, dtype, layout, memory, device, fake):
     return tensor if memory == layout else tensor.permute(_TO_OTHER[memory])
 
 
-# Results from this size on get huge pages (the size NumPy uses).
-_HUGE_PAGES_FROM = 4 << 20
-
-
 def _new_tensor(shape, dtype, device, fake):
     """An uninitialised tensor; a large one on the CPU with huge pages.
 
@@ -79,7 +75,7 @@ def _new_tensor(shape, dtype, device, fake):
     """
     tensor = torch.empty(shape, dtype=dtype, device=device)
     nbytes = tensor.numel() * tensor.element_size()
-    if not fake and tensor.device.type == "cpu" and nbytes >= _HUGE_PAGES_FROM:
+    if not fake and tensor.device.type == "cpu" and nbytes >= _core.HUGE_PAGES_FROM:
         _core.advise_huge_pages(tensor.data_ptr(), nbytes)
     return tensor
 

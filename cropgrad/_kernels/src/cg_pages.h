@@ -5,7 +5,8 @@
  * some 25,000 of them for 100 MB in 4 KiB pages, which can cost more than
  * the op that fills it.  NumPy's allocator advises huge pages for blocks
  * of 4 MiB and more; cropgrad.torch does the same for the tensors it
- * allocates, before their first write.  Only a hint: on systems without
+ * allocates, and cropgrad.jax for the results XLA hands its handlers,
+ * before their first write.  Only a hint: on systems without
  * MADV_HUGEPAGE, or with huge pages turned off, nothing changes.
  */
 #ifndef CG_PAGES_H
@@ -18,6 +19,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
+
+/* The size from which a result is advised huge pages: NumPy's. */
+#define CG_HUGE_PAGES_FROM ((size_t)4 << 20)
 
 /* 0 when the advice was given, 1 when there was nothing to advise (no
  * MADV_HUGEPAGE here, or no whole page inside the block), -1 when madvise
