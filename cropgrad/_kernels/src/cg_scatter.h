@@ -13,7 +13,6 @@
 #define CG_SCATTER_H
 
 #include <stddef.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "cg_build.h"
@@ -27,129 +26,32 @@
 #endif
 
 
-#define CG_QUAD_CHANNEL(ACC, d)                                               \
-    v = w_top * g[d];                                                         \
-    top_left[d] += (ACC)(w_left * v);                                         \
-    top_right[d] += (ACC)(w_right * v);                                       \
-    v = w_bottom * g[d];                                                      \
-    bottom_left[d] += (ACC)(w_left * v);                                      \
-    bottom_right[d] += (ACC)(w_right * v);
-
-/* In the x86-64 SIMD clones, the wide loop runs over whole 64-byte lines
- * of the top-left pixel when it starts inside a line and holds two lines
- * or more: the channels before its first line boundary and after its last
- * whole line go in vectors of 16 bytes, then one at a time.  A wide store
- * that straddles two lines costs about twice as much, NumPy's large arrays
- * start 16 bytes past a line, and the four pixels are a whole number of
- * lines apart whenever the depth is a multiple of 16 floats (8 doubles).
- * Each lane does its channel's operations of the scalar body in the same
- * order, the float32 products widened exactly for double accumulators as
- * the cast does, and its addition in the loop's form: the product is the
- * first operand, the accumulator read from memory the second (where both
- * are NaN, x86 returns the first), written out because a compiler may
- * swap the operands of an addition.  So the bits do not depend on the
- * split. */
-#if CG_SIMD_DISPATCH
-typedef float cg_f4 __attribute__((vector_size(16), aligned(4)));
-typedef float cg_f2 __attribute__((vector_size(8), aligned(4)));
-
-/* acc[0..3] = p + acc[0..3] (float32); acc[0..1] = (double)p + acc[0..1];
- * the same for one channel. */
-static inline void cg_add_f4(float* acc, cg_f4 p) {
-    __asm__("vaddps %1, %2, %0" : "=x"(p) : "m"(*(const cg_f4*)acc), "x"(p));
-    *(cg_f4*)acc = p;
-}
-
-static inline void cg_add_d2(double* acc, cg_f2 p) {
-    typedef double cg_d2 __attribute__((vector_size(16), aligned(8)));
-    cg_d2 wide = __builtin_convertvector(p, cg_d2);
-    __asm__("vaddpd %1, %2, %0" : "=x"(wide) : "m"(*(const cg_d2*)acc), "x"(wide));
-    *(cg_d2*)acc = wide;
-}
-
-static inline void cg_add_f1(float* acc, float p) {
-    __asm__("vaddss %1, %2, %0" : "=x"(p) : "m"(*acc), "x"(p));
-    *acc = p;
-}
-
-static inline void cg_add_d1(double* acc, float p) {
-    double wide = (double)p;
-    __asm__("vaddsd %1, %2, %0" : "=x"(wide) : "m"(*acc), "x"(wide));
-    *acc = wide;
-}
-
-/* Channels [from, to) in 16-byte vectors of accumulators (`VEC` floats
- * each, added by `ADD`), the rest one at a time (added by `ADD1`). */
-#define CG_DEFINE_SHORT(NAME, ACC, VEC, ADD, ADD1)                            \
-    static inline void NAME(ACC* top_left, ACC* top_right, ACC* bottom_left,  \
-                            ACC* bottom_right, const float* g, float w_top,   \
-                            float w_bottom, float w_left, float w_right,      \
-                            ptrdiff_t from, ptrdiff_t to) {                   \
-        ptrdiff_t d, lanes = (ptrdiff_t)(sizeof(VEC) / sizeof(float));        \
-        VEC u;                                                                \
-        float v;                                                              \
-        for (d = from; d + lanes <= to; d += lanes) {                         \
-            u = w_top * *(const VEC*)(g + d);                                 \
-            ADD(top_left + d, w_left * u);                                    \
-            ADD(top_right + d, w_right * u);                                  \
-            u = w_bottom * *(const VEC*)(g + d);                              \
-            ADD(bottom_left + d, w_left * u);                                 \
-            ADD(bottom_right + d, w_right * u);                               \
-        }                                                                     \
-        for (; d < to; d++) {                                                 \
-            v = w_top * g[d];                                                 \
-            ADD1(top_left + d, w_left * v);                                   \
-            ADD1(top_right + d, w_right * v);                                 \
-            v = w_bottom * g[d];                                              \
-            ADD1(bottom_left + d, w_left * v);                                \
-            ADD1(bottom_right + d, w_right * v);                              \
-        }                                                                     \
-    }
-
-CG_DEFINE_SHORT(cg_quad_short_f, float, cg_f4, cg_add_f4, cg_add_f1)
-CG_DEFINE_SHORT(cg_quad_short_d, double, cg_f2, cg_add_d2, cg_add_d1)
-
-/* How the channels split: the loop's [d, end) from top-left's first line
- * boundary, whole lines (the channels before and after done by `SHORT`). */
-#define CG_QUAD_LINES(SHORT, ACC)                                             \
-    if (n >= (ptrdiff_t)(128 / sizeof(ACC)) && (uintptr_t)top_left % 64) {   \
-        d = (ptrdiff_t)((64 - (uintptr_t)top_left % 64) / sizeof(ACC));      \
-        SHORT(top_left, top_right, bottom_left, bottom_right, g, w_top,       \
-              w_bottom, w_left, w_right, 0, d);                               \
-        end = d + (n - d) / (ptrdiff_t)(64 / sizeof(ACC)) *                   \
-                      (ptrdiff_t)(64 / sizeof(ACC));                          \
-    }
-#define CG_QUAD_TAIL(SHORT, ACC)                                              \
-    if (end < n)                                                              \
-        SHORT(top_left, top_right, bottom_left, bottom_right, g, w_top,       \
-              w_bottom, w_left, w_right, end, n);
-#endif
-
-/* `LINES` and `TAIL`: what bounds the loop and follows it (CG_QUAD_LINES
- * and CG_QUAD_TAIL, or nothing: every channel in the loop). */
-#define CG_DEFINE_QUAD(NAME, ACC, RESTRICT, ATTR, LOOP, LINES, TAIL)          \
+#define CG_DEFINE_QUAD(NAME, ACC, RESTRICT, ATTR, LOOP)                       \
     static inline ATTR void NAME(ACC* RESTRICT top_left, ACC* RESTRICT top_right,    \
                           ACC* RESTRICT bottom_left,                          \
                           ACC* RESTRICT bottom_right,                         \
                           const float* RESTRICT g, float w_top,               \
                           float w_bottom, float w_left, float w_right,        \
                           ptrdiff_t n) {                                      \
-        ptrdiff_t d = 0, end = n;                                             \
+        ptrdiff_t d;                                                          \
         float v;                                                              \
-        LINES                                                                 \
         LOOP                                                                  \
-        for (; d < end; d++) {                                                \
-            CG_QUAD_CHANNEL(ACC, d)                                           \
+        for (d = 0; d < n; d++) {                                             \
+            v = w_top * g[d];                                                 \
+            top_left[d] += (ACC)(w_left * v);                                 \
+            top_right[d] += (ACC)(w_right * v);                               \
+            v = w_bottom * g[d];                                              \
+            bottom_left[d] += (ACC)(w_left * v);                              \
+            bottom_right[d] += (ACC)(w_right * v);                            \
         }                                                                     \
-        TAIL                                                                  \
     }
 
 /* Pixels that may coincide: rare (a sample on a pixel row or column).
  * Used by every clone, so on AArch64 with Clang (where the portable
  * clones' loops are kept scalar by a pragma, not by the function's
  * options) scalar in the NEON clones too. */
-CG_DEFINE_QUAD(cg_quad_f, float, , , CG_SCALAR_LOOP, , )
-CG_DEFINE_QUAD(cg_quad_d, double, , , CG_SCALAR_LOOP, , )
+CG_DEFINE_QUAD(cg_quad_f, float, , , CG_SCALAR_LOOP)
+CG_DEFINE_QUAD(cg_quad_d, double, , , CG_SCALAR_LOOP)
 
 /* Four distinct pixels: the deep scatter's inner loop.  The baseline build
  * (SSE2 on x86-64; scalar on AArch64, see CG_SCALAR_CLONE) and, on x86-64
@@ -159,23 +61,15 @@ CG_DEFINE_QUAD(cg_quad_d, double, , , CG_SCALAR_LOOP, , )
  * -ffp-contract=off, and none of these targets implies contraction), so
  * every clone gives the same bits; only the vector width differs. */
 CG_DEFINE_QUAD(cg_quad_distinct_f_base, float, CG_RESTRICT, CG_SCALAR_CLONE,
-               CG_SCALAR_LOOP, , )
+               CG_SCALAR_LOOP)
 CG_DEFINE_QUAD(cg_quad_distinct_d_base, double, CG_RESTRICT, CG_SCALAR_CLONE,
-               CG_SCALAR_LOOP, , )
+               CG_SCALAR_LOOP)
 
 #if CG_SIMD_DISPATCH
-CG_DEFINE_QUAD(cg_quad_distinct_f_avx2, float, CG_RESTRICT, __attribute__((target("avx2"))), ,
-               CG_QUAD_LINES(cg_quad_short_f, float),
-               CG_QUAD_TAIL(cg_quad_short_f, float))
-CG_DEFINE_QUAD(cg_quad_distinct_d_avx2, double, CG_RESTRICT, __attribute__((target("avx2"))), ,
-               CG_QUAD_LINES(cg_quad_short_d, double),
-               CG_QUAD_TAIL(cg_quad_short_d, double))
-CG_DEFINE_QUAD(cg_quad_distinct_f_avx512, float, CG_RESTRICT, __attribute__((target("avx512f"))), ,
-               CG_QUAD_LINES(cg_quad_short_f, float),
-               CG_QUAD_TAIL(cg_quad_short_f, float))
-CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((target("avx512f"))), ,
-               CG_QUAD_LINES(cg_quad_short_d, double),
-               CG_QUAD_TAIL(cg_quad_short_d, double))
+CG_DEFINE_QUAD(cg_quad_distinct_f_avx2, float, CG_RESTRICT, __attribute__((target("avx2"))), )
+CG_DEFINE_QUAD(cg_quad_distinct_d_avx2, double, CG_RESTRICT, __attribute__((target("avx2"))), )
+CG_DEFINE_QUAD(cg_quad_distinct_f_avx512, float, CG_RESTRICT, __attribute__((target("avx512f"))), )
+CG_DEFINE_QUAD(cg_quad_distinct_d_avx512, double, CG_RESTRICT, __attribute__((target("avx512f"))), )
 #endif
 
 #if CG_SIMD_NEON
