@@ -241,6 +241,48 @@ def test_same_bits_for_any_thread_count(shape, most, method, out_dtype):
         assert_same_bits(results[0], exact.astype(np.float32))
 
 
+@pytest.mark.parametrize("depth", [32, 67, 256])
+def test_out_at_any_offset_in_a_cache_line_same_bits(depth, out_dtype):
+    # Where `out` starts within a 64-byte line (NumPy's large arrays start
+    # 16 bytes past one) never changes the bits: the deep scatter's vector
+    # loop meets the line boundaries at other channels.
+    rng = np.random.default_rng(depth)
+    # Crops larger than the image: many samples add to each pixel.
+    grads, boxes, box_ind, size = random_problem(
+        rng, batch=2, height=9, width=8, depth=depth, num_boxes=12, crop=(15, 13)
+    )
+    if out_dtype == np.float32:
+        exact = reference.grad_image(
+            grads, boxes, box_ind, size, dtype=np.float32, exact=True
+        )
+        assert_same_bits(
+            cropgrad.crop_and_resize_grad_image(grads, boxes, box_ind, size),
+            exact.astype(np.float32),
+        )
+    # Non-finite gradients too: which NaN an addition of two returns depends
+    # on the order of its operands, which every split keeps.
+    nonfinite = grads.copy()
+    pick = rng.random(grads.shape)
+    nonfinite[pick < 0.05] = np.inf
+    nonfinite[pick > 0.95] = -np.inf
+    nonfinite[(pick > 0.5) & (pick < 0.52)] = np.nan
+    nbytes = int(np.prod(size)) * out_dtype.itemsize
+    block = np.empty(nbytes + 128, np.uint8)
+    line = -block.ctypes.data % 64
+    for g in (grads, nonfinite):
+        expected = cropgrad.crop_and_resize_grad_image(
+            g, boxes, box_ind, size, out_dtype
+        )
+        for offset in range(0, 64, out_dtype.itemsize):
+            at = line + offset
+            out = block[at : at + nbytes].view(out_dtype).reshape(size)
+            got = cropgrad.crop_and_resize_grad_image(
+                g, boxes, box_ind, size, out_dtype, out=out
+            )
+            assert got is out
+            assert_same_bits(out, expected, f"out {offset} bytes past a line")
+
+
 def _enlarging_problem(rng, depth, batch=3, height=23, width=19, num_boxes=12):
     """Crops much larger than their boxes: many samples per pixel.
 

@@ -37,6 +37,7 @@ ARCH_TARGETS = {
 SELECTION = (
     "tensorflow_bits or matches_numpy_reference or same_bits_for_any_thread_count "
     "or non_finite_gradients or large_overlapping or grad_image_big_problems "
+    "or out_at_any_offset_in_a_cache_line "
     "or tall_boxes or forward_and_boxes_gradient_big_problems "
     "or image_dtypes_are_read_as_float32 "
     # RoIAlign: torchvision's bits, and the tiles against the planes.
