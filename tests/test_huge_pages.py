@@ -48,19 +48,6 @@ def torch_installed():
 needs_torch = pytest.mark.usefixtures("torch_installed")
 
 
-@pytest.fixture
-def jax_installed():
-    """Skip without JAX (fail under CROPGRAD_REQUIRE_ADAPTERS=1)."""
-    if cgj is None:
-        missing(
-            f"cropgrad.jax cannot be imported ({JAX_ERROR})",
-            "CROPGRAD_REQUIRE_ADAPTERS",
-        )
-
-
-needs_jax = pytest.mark.usefixtures("jax_installed")
-
-
 def _vm_flags(address):
     """The VmFlags of the mapping holding `address` (/proc/self/smaps)."""
     inside = False
@@ -155,11 +142,15 @@ def test_large_results_under_torch_compile():
 
 
 @linux
-@needs_jax
 def test_large_jax_results_get_huge_pages():
     # 64 crops of 32 x 32 x 32 float32: 8 MiB, past the threshold.  XLA gives
     # each call's result new memory, which the handler advises before the
     # op writes it.
+    if cgj is None:
+        missing(
+            f"cropgrad.jax cannot be imported ({JAX_ERROR})",
+            "CROPGRAD_REQUIRE_ADAPTERS",
+        )
     rng = np.random.default_rng(0)
     image = rng.standard_normal((1, 16, 16, 32), np.float32)
     boxes = np.array([[0.1, 0.1, 0.9, 0.9]] * 64, np.float32)

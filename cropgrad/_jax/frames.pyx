@@ -18,6 +18,7 @@ from libc.stdio cimport snprintf
 from libc.string cimport memcmp, strlen, strstr
 
 from cropgrad cimport capi
+from cropgrad._capi.gate cimport ITEMSIZE
 from cropgrad._kernels.cdefs cimport CG_HUGE_PAGES_FROM, cg_advise_huge_pages
 from cropgrad._jax.ffi cimport (
     CG_FFI_ATTR_ARRAY,
@@ -159,13 +160,11 @@ cdef void* data(const cg_ffi_buffer* b) noexcept nogil:
 # for them, in the same order.
 cdef int _XLA_TYPES[10]
 cdef int _CG_TYPES[10]
-cdef int _ITEMSIZES[10]
 _XLA_TYPES[:] = [CG_FFI_U8, CG_FFI_S8, CG_FFI_U16, CG_FFI_S16, CG_FFI_S32,
                  CG_FFI_S64, CG_FFI_F16, CG_FFI_F32, CG_FFI_F64, CG_FFI_BF16]
 _CG_TYPES[:] = [capi.CG_UINT8, capi.CG_INT8, capi.CG_UINT16, capi.CG_INT16,
                 capi.CG_INT32, capi.CG_INT64, capi.CG_FLOAT16,
                 capi.CG_FLOAT32, capi.CG_FLOAT64, capi.CG_BFLOAT16]
-_ITEMSIZES[:] = [1, 1, 2, 2, 4, 8, 2, 4, 8, 2]
 
 
 cdef void advise_result(const cg_ffi_call_frame* frame) noexcept nogil:
@@ -176,17 +175,18 @@ cdef void advise_result(const cg_ffi_call_frame* frame) noexcept nogil:
     100 MB cost some 25,000 faults, more than the op.  NumPy advises its
     large arrays, and cropgrad.torch its large tensors, the same way."""
     cdef const cg_ffi_buffer* b
-    cdef size_t nbytes = 0
+    cdef size_t nbytes
     cdef int64_t i
-    cdef int k
+    cdef int code
     if frame.rets.size < 1 or frame.rets.types[0] != CG_FFI_BUFFER:
         return
     b = <const cg_ffi_buffer*>frame.rets.items[0]
     if b.struct_size < CG_FFI_BUFFER_SIZE or b.data == NULL:
         return
-    for k in range(10):
-        if _XLA_TYPES[k] == b.dtype:
-            nbytes = _ITEMSIZES[k]
+    code = image_dtype(b.dtype)
+    if code < 0:
+        return
+    nbytes = <size_t>ITEMSIZE[code]
     for i in range(b.rank):
         nbytes *= <size_t>b.dims[i] if b.dims[i] > 0 else 0
     if nbytes >= CG_HUGE_PAGES_FROM:
