@@ -696,7 +696,7 @@ def test_nearest_points_reflected_from_infinity_reach_the_first_pixel(threads):
 @pytest.mark.parametrize("width", [5, 9, 40])
 @pytest.mark.parametrize("stairs", [False, True])
 @pytest.mark.parametrize("padding_mode", ref.PADDING_MODES)
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ref.MODES)
 def test_smooth_grids_with_jumps_give_the_portable_bits(
     threads, width, stairs, padding_mode, mode
 ):
@@ -704,7 +704,7 @@ def test_smooth_grids_with_jumps_give_the_portable_bits(
     # adds eight at a time), with jumps back, forward and to other rows, and
     # crowded points: every pixel's additions in the portable order.  Some
     # points fall outside the image, where border and reflection padding
-    # move them (the clone takes every padding, bilinear and nearest).
+    # move them (the clone takes every mode and padding).
     rng = np.random.default_rng(width)
     n, c, h, w, ho, wo = 2, 3, 7, width, 5, 3 * width + 5
     steps = np.where(rng.random((ho, wo)) < 0.9, 1.0, rng.integers(-9, 9, (ho, wo)))

@@ -601,21 +601,29 @@ def grid_problems(draw):
     return image, grid, grads, tangent, options
 
 
-def _grid_simd(grid, options, modes=("bilinear", "nearest")):
-    """Whether grid sampling's SIMD clone takes the problem: float32
-    sampling in one of `modes` (the forward op's and the image gradient's;
-    the grid gradient's is bilinear only), on a CPU that has the clone."""
+# The modes grid sampling's SIMD clone has: the forward op and the image
+# gradient in all three, the grid gradient in bilinear and bicubic (nearest's
+# is zero).
+GRID_SIMD_MODES = {
+    "forward": ("bilinear", "nearest", "bicubic"),
+    "grad_grid": ("bilinear", "bicubic"),
+    "grad_image": ("bilinear", "nearest", "bicubic"),
+}
+
+
+def _grid_simd(grid, options, op):
+    """Whether grid sampling's SIMD clone takes op `op`'s problem: float32
+    sampling in one of its modes, on a CPU that has the clone."""
     on = grid_kernels.use_simd(True)
     grid_kernels.use_simd(on)
-    return on and grid.dtype == np.float32 and options["mode"] in modes
+    return on and grid.dtype == np.float32 and options["mode"] in GRID_SIMD_MODES[op]
 
 
-def grid_point_tasks(grid, options, modes=("bilinear", "nearest")):
-    """The tasks of the forward op (or, with ``modes=("bilinear",)``, the
-    grid gradient): a row of output points each, or in the SIMD clone
-    spans of 256 points of an image."""
+def grid_point_tasks(grid, options, op="forward"):
+    """The tasks of the forward op or the grid gradient: a row of output
+    points each, or in the SIMD clone spans of 256 points of an image."""
     n, ho, wo = grid.shape[:3]
-    return n * -(-ho * wo // 256) if _grid_simd(grid, options, modes) else n * ho
+    return n * -(-ho * wo // 256) if _grid_simd(grid, options, op) else n * ho
 
 
 def grid_scatter_tasks(grid, image_shape, num_threads, options):
@@ -624,7 +632,7 @@ def grid_scatter_tasks(grid, image_shape, num_threads, options):
     SIMD clone, the images, cut into bands when they are fewer than the
     threads."""
     n, c, h, _ = image_shape
-    parts = n if _grid_simd(grid, options) else c
+    parts = n if _grid_simd(grid, options, "grad_image") else c
     return parts * min(-(-num_threads // parts), h)
 
 
@@ -679,7 +687,7 @@ def test_grid_sample_grad_grid_matches_reference(problem, num_threads):
     image, grid, grads, _, options = problem
     out = on_team_as_alone(
         num_threads,
-        grid_point_tasks(grid, options, modes=("bilinear",)),
+        grid_point_tasks(grid, options, "grad_grid"),
         lambda t: cropgrad.grid_sample_grad_grid(
             grads, image, grid, num_threads=t, **options
         ),

@@ -21,12 +21,13 @@ channels than threads, and replays the chunk's points in PyTorch's order
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
 
-Float32 bilinear and nearest sampling (every padding) have an AVX2 + FMA
-clone (src/cg_grid_simd.h), eight points a vector with the portable loops'
-operations lane for lane: the forward op and (bilinear) the grid gradient
-in spans of points, the image gradient in one run of tasks that zero their
-own pixels and work out their own points' corners (a batch each, or a band
-of its rows when batches are fewer than threads).
+Float32 sampling (every padding) has an AVX2 + FMA clone (src/cg_grid_simd.h,
+src/cg_grid_cubic.h), eight points a vector with the portable loops'
+operations lane for lane: the forward op (every mode) and the grid gradient
+(bilinear, bicubic) in spans of points; the image gradient (every mode) in
+one run of tasks that zero their own pixels and work out their own points'
+taps (a batch each, or a band of its rows when batches are fewer than
+threads).
 """
 
 from libc.math cimport floor
@@ -35,6 +36,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memset, strcmp
 
 from cropgrad._kernels.grid_sample.points cimport (
+    BICUBIC,
     BILINEAR,
     NEAREST,
     Axis,
@@ -84,6 +86,22 @@ cdef extern from "cg_grid_simd.h":
                         int32_t w, int64_t per, int64_t b, int64_t lo,
                         int64_t hi, const gs_axes* axes) noexcept nogil
 
+cdef extern from "cg_grid_cubic.h":
+    void gs_forward_cubic_bz8(const float* image, const float* grid,
+                              float* out, int64_t c, int32_t h, int32_t w,
+                              int64_t per, int64_t b, int64_t first,
+                              int64_t count, const gs_axes* axes) noexcept nogil
+    void gs_grad_grid_cubic_bz8(const float* image, const float* grid,
+                                const float* grads, float* out, int64_t c,
+                                int32_t h, int32_t w, int64_t per, int64_t b,
+                                int64_t first, int64_t count,
+                                const gs_axes* axes) noexcept nogil
+    void gs_scatter_cubic_bz8(const float* grads, const float* grid,
+                              float* out, int64_t c, int64_t c0, int64_t c1,
+                              int32_t h, int32_t w, int64_t per, int64_t b,
+                              int64_t lo, int64_t hi,
+                              const gs_axes* axes) noexcept nogil
+
 
 # The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
 # target (CROPGRAD_SIMD) is AVX2 or wider; `use_simd` switches it off for the
@@ -103,11 +121,11 @@ def use_simd(bint on):
 
 
 cdef inline bint simd_takes(const Plan* p) noexcept nogil:
-    """Whether the float32 clone takes this problem's forward op and image
-    gradient: bilinear or nearest, an image of fewer than 2**31 - 1 pixels
-    (its offsets are 32-bit).  Its grid gradient is bilinear's only."""
-    return (_simd and not p.wide and (p.mode == BILINEAR or p.mode == NEAREST)
-            and p.h * p.w < 2147483647)
+    """Whether the float32 clone takes this problem: an image of fewer than
+    2**31 - 1 pixels (its offsets are 32-bit).  It has the forward op in
+    every mode, the image gradient in every mode and the grid gradient of
+    bilinear and bicubic sampling."""
+    return _simd and not p.wide and p.h * p.w < 2147483647
 
 
 cdef inline gs_axes simd_axes(const Plan* p) noexcept nogil:
@@ -431,7 +449,17 @@ cdef void _points8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef int64_t per = p.ho * p.wo, spans = (per + SPAN - 1) // SPAN
     cdef int64_t b = task // spans, first = (task % spans) * SPAN
     cdef int64_t count = min(SPAN, per - first)
-    if p.grads == NULL:
+    if p.mode == BICUBIC:
+        if p.grads == NULL:
+            gs_forward_cubic_bz8(<const float*>p.image, <const float*>p.grid,
+                                 <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w,
+                                 per, b, first, count, &axes)
+        else:
+            gs_grad_grid_cubic_bz8(<const float*>p.image, <const float*>p.grid,
+                                   <const float*>p.grads, <float*>p.out, p.c,
+                                   <int32_t>p.h, <int32_t>p.w, per, b, first,
+                                   count, &axes)
+    elif p.grads == NULL:
         gs_forward_bz8(<const float*>p.image, <const float*>p.grid,
                        <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w, per, b,
                        first, count, &axes)
@@ -459,9 +487,14 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     for ch in range(c0, c1):
         memset(<float*>p.out + (b * p.c + ch) * plane + lo, 0,
                <size_t>(hi - lo) * sizeof(float))
-    gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid, <float*>p.out,
-                   p.c, c0, c1, <int32_t>p.h, <int32_t>p.w, p.ho * p.wo, b, lo,
-                   hi, &axes)
+    if p.mode == BICUBIC:
+        gs_scatter_cubic_bz8(<const float*>p.grads, <const float*>p.grid,
+                             <float*>p.out, p.c, c0, c1, <int32_t>p.h,
+                             <int32_t>p.w, p.ho * p.wo, b, lo, hi, &axes)
+    else:
+        gs_scatter_bz8(<const float*>p.grads, <const float*>p.grid,
+                       <float*>p.out, p.c, c0, c1, <int32_t>p.h, <int32_t>p.w,
+                       p.ho * p.wo, b, lo, hi, &axes)
 
 
 # --------------------------------------------------------------------------
@@ -514,7 +547,7 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
     if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
         return
     # The clone has the grid gradient (grads given), not the JVP.
-    if p.grads != NULL and p.mode == BILINEAR and simd_takes(p):
+    if p.grads != NULL and p.mode != NEAREST and simd_takes(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)
     else:
