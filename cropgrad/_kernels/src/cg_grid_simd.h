@@ -245,12 +245,14 @@ GS_AVX2 static inline void gs_nearest(__m256 x, __m256 y, int32_t h,
 GS_AVX2 static inline __m256 gs_gather8(const float* plane, __m256i off,
                                         __m256i in) {
     int32_t at[8], keep[8];
-    float v[8];
-    int i;
     _mm256_storeu_si256((__m256i*)at, off);
     _mm256_storeu_si256((__m256i*)keep, in);
-    for (i = 0; i < 8; i++) v[i] = keep[i] ? plane[at[i]] : 0.0f;
-    return _mm256_loadu_ps(v);
+    /* Put together in registers: a vector load of eight values just
+     * stored one by one would wait for the stores (no forwarding). */
+#define GS_PIXEL(i) (keep[i] ? plane[at[i]] : 0.0f)
+    return _mm256_setr_ps(GS_PIXEL(0), GS_PIXEL(1), GS_PIXEL(2), GS_PIXEL(3),
+                          GS_PIXEL(4), GS_PIXEL(5), GS_PIXEL(6), GS_PIXEL(7));
+#undef GS_PIXEL
 }
 
 /* A corner's pixels, +0 where it is outside (the portable read); one
