@@ -219,7 +219,7 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
                      Py_ssize_t task) noexcept nogil:
     """The grid gradient (`grads` given: out [N, Ho, Wo, 2]) or the JVP
     (`tangent` given: out [N, C, Ho, Wo]) of a row of points, from the same
-    per-channel slopes of the sample in x and in y."""
+    per-channel slopes of the sample in x and in y (nearest's: zeros)."""
     cdef Axis ax = make_axis(<real>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<real>0, p.h, p.padding, p.aligned)
     cdef int64_t b = task // p.ho, q, c, plane = p.h * p.w, per = p.ho * p.wo
@@ -237,18 +237,17 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
     cdef real nw, ne, sw, se
     cdef Taps t
     cdef int i, j
+    if p.mode == NEAREST:
+        # Piecewise constant: every slope is +0.
+        if grads != NULL:
+            memset(out + 2 * (b * per + first), 0, 2 * p.wo * sizeof(real))
+        else:
+            for c in range(p.c):
+                memset(out + (b * p.c + c) * per + first, 0, p.wo * sizeof(real))
+        return
     for q in range(first, first + p.wo):
         at = b * per + q
         g = grid + 2 * at
-        if p.mode == NEAREST:
-            # Piecewise constant: no slope.
-            if grads != NULL:
-                out[2 * at] = 0
-                out[2 * at + 1] = 0
-            else:
-                for c in range(p.c):
-                    out[(b * p.c + c) * per + q] = 0
-            continue
         if p.mode == BILINEAR:
             x = locate_grad(&ax, g[0], &xm)
             y = locate_grad(&ay, g[1], &ym)
@@ -546,7 +545,8 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef Py_ssize_t work = tasks * p.wo * max(p.c, 1) * p.taps
     if p.n * p.ho * p.wo == 0 or (p.tangent != NULL and p.c == 0):
         return
-    # The clone has the grid gradient (grads given), not the JVP.
+    # The clone has the grid gradient (grads given), not the JVP; nearest's
+    # zeros are the portable rows'.
     if p.grads != NULL and p.mode != NEAREST and simd_takes(p):
         run_tasks(_points8_task, p, spans(p), threads, work, flush,
                   SCHEDULE_DYNAMIC)

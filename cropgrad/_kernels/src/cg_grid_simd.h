@@ -208,11 +208,11 @@ GS_AVX2 static inline void gs_corners(__m256 x, __m256 y, int32_t h,
         _mm256_and_si256(c->in[2], c->in[3])) == -1;
 }
 
-/* Nearest's one tap, as corner nw of weight 1 (the others masked, at
- * the same offset): the pixel at x and y rounded half to even, as
- * nearbyint rounds them; with zeros padding only inside the image (the
- * truncation gives INT32_MIN for NaN and out-of-range values), with the
- * others always (their coordinates are clipped). */
+/* Nearest's one tap, as corner nw of weight 1 (the only corner read):
+ * the pixel at x and y rounded half to even, as nearbyint rounds them;
+ * with zeros padding only inside the image (the truncation gives
+ * INT32_MIN for NaN and out-of-range values), with the others always
+ * (their coordinates are clipped). */
 GS_AVX2 static inline void gs_nearest(__m256 x, __m256 y, int32_t h,
                                       int32_t w, int zeros, gs_corners8* c) {
     /* (The rounding is a macro's argument: it must be a constant.) */
@@ -222,13 +222,7 @@ GS_AVX2 static inline void gs_nearest(__m256 x, __m256 y, int32_t h,
         y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     __m256i off = _mm256_add_epi32(
         _mm256_mullo_epi32(iy, _mm256_set1_epi32(w)), ix);
-    int k;
-    for (k = 0; k < 4; k++) {
-        c->off[k] = off;
-        c->in[k] = _mm256_setzero_si256();
-        c->wt[k] = c->frac[k] = _mm256_setzero_ps();
-        c->run[k] = 0;
-    }
+    c->off[0] = off;
     c->in[0] = zeros ? gs_inside8(iy, ix, _mm256_set1_epi32(h),
                                   _mm256_set1_epi32(w))
                      : _mm256_set1_epi32(-1);
@@ -563,7 +557,7 @@ GS_AVX2 static void gs_scatter_bz8(
         some = 0;
         for (v = 0; v < nv; v++) {
             any[v] = 0;
-            for (k = 0; k < 4; k++) {
+            for (k = 0; k < corners; k++) {
                 /* Inside the image and the band: lo <= off < hi. */
                 __m256i keep = _mm256_andnot_si256(
                     _mm256_or_si256(
@@ -587,9 +581,10 @@ GS_AVX2 static void gs_scatter_bz8(
             gs_tail tails[2] = {{NULL, 0.0f}, {NULL, 0.0f}};
             for (v = 0; v < nv; v++) {
                 if (!any[v]) continue;
-                gs_prefetch_below(dst, off[v][2][0], w);
+                gs_prefetch_below(dst, off[v][corners > 1 ? 2 : 0][0], w);
                 for (k = 0; k < corners; k++) {
-                    if (k % 2 == 0 && run[v][k] && run[v][k + 1]) {
+                    if (k + 1 < corners && k % 2 == 0 && run[v][k] &&
+                        run[v][k + 1]) {
                         /* nw and ne (or sw and se): nine pixels, after
                          * the other row's pending addition if it is one
                          * of them. */
