@@ -3,8 +3,8 @@
 `execute` runs one case of fuzz_capi.py's for one of the four grid-sampling
 functions, drawn from the seeded generator it is given:
 
-- real NCHW arrays of the arithmetic type (float32 or float64) of random
-  shapes (zero dimensions included, their pointers NULL or not), grids
+- real NCHW or NHWC arrays of the arithmetic type (float32 or float64) of
+  random shapes (zero dimensions included, their pointers NULL or not), grids
   reaching beyond [-1, 1] with NaN and infinities now and then, every
   mode, padding and ``align_corners``, random ``num_threads`` and
   ``flush_denormals``, now and then a grid or grads of the wrong shape and
@@ -57,8 +57,15 @@ def make_problem(rng):
         grid.flat[rng.randrange(grid.size)] = rng.choice([np.nan, np.inf, -np.inf])
     if rng.random() < 0.05:
         grid = grid[:, :, :, :1].copy() if rng.random() < 0.5 else grid[: n // 2]
+    nhwc = rng.random() < 0.5
+
+    def laid_out(shape):
+        """An NCHW `shape` in the call's layout."""
+        return (shape[0], shape[2], shape[3], shape[1]) if nhwc else shape
+
     p = {
         "op": op,
+        "nhwc": nhwc,
         "arith": arith,
         "mode": rng.randrange(3),
         "padding": rng.randrange(3),
@@ -67,18 +74,18 @@ def make_problem(rng):
         "flush": rng.choice([0, 1]),
         "record": rng.random() < 0.9,
         "grid": grid,
-        "image_shape": (n, c, h, w),
+        "image_shape": laid_out((n, c, h, w)),
     }
-    sampled = (n, c, ho, wo)
+    sampled = laid_out((n, c, ho, wo))
     if op != "grid_sample_grad_image":
-        p["image"] = _image(rng, (n, c, h, w), arith)
+        p["image"] = _image(rng, p["image_shape"], arith)
     if op in ("grid_sample_grad_image", "grid_sample_grad_grid"):
-        grads = sampled if rng.random() > 0.05 else (n, c + 1, ho, wo)
+        grads = sampled if rng.random() > 0.05 else laid_out((n, c + 1, ho, wo))
         p["grads"] = _image(rng, grads, arith)
     if op == "grid_sample_jvp_grid":
         p["grid_tangent"] = _image(rng, grid.shape, arith)
     out_shape = {
-        "grid_sample_grad_image": (n, c, h, w),
+        "grid_sample_grad_image": p["image_shape"],
         "grid_sample_grad_grid": grid.shape,
     }.get(op, sampled)
     p["out"] = np.full(out_shape, 7, arith)
@@ -110,6 +117,7 @@ def numpy_result(p):
         out=p["out"],
         num_threads=p["num_threads"] or None,
         flush_denormals=bool(p["flush"]),
+        data_format="NHWC" if p["nhwc"] else "NCHW",
     )
     op = p["op"]
     if op == "grid_sample":
@@ -131,7 +139,7 @@ def c_call(consumer, p, rng, overrides=None):
         mode=p["mode"],
         padding_mode=p["padding"],
         align_corners=p["aligned"],
-        layout=C["CG_NCHW"],
+        layout=C["CG_NHWC" if p["nhwc"] else "CG_NCHW"],
         num_threads=p["num_threads"],
         null=(),
     )
@@ -181,10 +189,6 @@ def _c_only_code(rng, p):
             "padding_mode must be CG_ZEROS (0), CG_BORDER (1) or CG_REFLECTION (2), "
             f"got {value}"))  # fmt: skip
     if kind == "layout":
-        if rng.random() < 0.5:
-            return {kind: C["CG_NHWC"]}, (C["CG_ERR_UNSUPPORTED"], (
-                "grid sampling's C functions take NCHW arrays (layout CG_NCHW); "
-                "CG_NHWC is not supported"))  # fmt: skip
         return {kind: value}, (bad, layout_message(value))
     if kind == "dtype":
         value = rng.choice([0, 11, -1, C["CG_FLOAT16"], C["CG_BFLOAT16"]])

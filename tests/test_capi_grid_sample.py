@@ -1,7 +1,7 @@
 """The C-level API's grid sampling (version 1.2) through ctypes
-(tests/capi_ctypes.py): NCHW arrays of the arithmetic type, the codes of
-capi.h; bits equal to the NumPy API's on every thread count, and its errors
-as records with the NumPy API's words."""
+(tests/capi_ctypes.py): NCHW or NHWC arrays of the arithmetic type, the
+codes of capi.h; bits equal to the NumPy API's on every thread count, and
+its errors as records with the NumPy API's words."""
 
 import numpy as np
 import pytest
@@ -117,6 +117,38 @@ def test_c_grid_sample_matches_numpy_api(ctypes_consumer, op, arith):
                 assert_same_bits(out, expected, (op, seed, threads))
 
 
+def _nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("arith", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_c_grid_sample_takes_nhwc_arrays(ctypes_consumer, op, arith):
+    # CG_NHWC: the image, grads and samples [N, H, W, C] (the grid as
+    # always), the NumPy API's NHWC bits; grads of the wrong shape get the
+    # NumPy API's NHWC words.
+    nhwc = CODES["CG_NHWC"]
+    for mode in range(3):
+        q = _grid_problem(arith, mode)
+        q = dict(q, image=_nhwc(q["image"]), grads=_nhwc(q["grads"]))
+        options = dict(mode=GRID_MODES[mode], padding_mode="border")
+        expected = _numpy_grid(op, q, data_format="NHWC", **options)
+        for threads in (1, 3):
+            out = np.full_like(expected, np.nan)
+            result = _c_grid(
+                ctypes_consumer, op, q, out, mode, 1, 0, threads, layout=nhwc
+            )
+            assert result == (0, -1, ""), (mode, threads)
+            assert_same_bits(out, expected, (op, mode, threads))
+    if op in ("grid_sample_grad_image", "grid_sample_grad_grid"):
+        bad = dict(q, grads=q["grads"][:, :, :, :2].copy())
+        code, _, words = _c_grid(ctypes_consumer, op, bad, out, layout=nhwc)
+        with pytest.raises(ValueError) as info:
+            _numpy_grid(op, bad, data_format="NHWC")
+        assert (code, words) == (CODES["CG_ERR_VALUE"], str(info.value))
+        assert "(N, H_out, W_out, C) = (3, 5, 4, 3), got (3, 5, 4, 2)" in words
+
+
 @pytest.mark.parametrize("op", GRID_OPS)
 def test_c_grid_sample_error_records(ctypes_consumer, op):
     value = CODES["CG_ERR_VALUE"]
@@ -136,7 +168,7 @@ def test_c_grid_sample_error_records(ctypes_consumer, op):
         "mode": ("mode", 3, value, "mode must be CG_BILINEAR (0)"),
         "padding": ("padding", -1, value, "padding_mode must be CG_ZEROS (0)"),
         "threads": ("num_threads", 1025, value, "num_threads must be 0"),
-        "NHWC": ("layout", CODES["CG_NHWC"], CODES["CG_ERR_UNSUPPORTED"], "NCHW"),
+        "layout": ("layout", 7, value, "layout must be CG_NHWC (0) or CG_NCHW (1)"),
         "dtype": ("dtype", CODES["CG_FLOAT16"], CODES["CG_ERR_TYPE"],
                   "dtype must be CG_FLOAT32 or CG_FLOAT64"),
     }  # fmt: skip

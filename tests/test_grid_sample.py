@@ -153,19 +153,33 @@ def _assert_nhwc_is_nchw_transposed(image, grid, grads, tangent, **kw):
         _nhwc(cropgrad.grid_sample_jvp_grid(image, grid, tangent, **kw)),
         "jvp_grid",
     )
-    # NCHW views of NHWC memory (PyTorch's channels_last) likewise.
+    # NCHW views of NHWC memory (PyTorch's channels_last) likewise, and
+    # the other way round.
     assert_same_bits(
         cropgrad.grid_sample(_nhwc(image).transpose(0, 3, 1, 2), grid, **kw),
         cropgrad.grid_sample(image, grid, **kw),
         "forward, NCHW view",
     )
+    assert_same_bits(
+        cropgrad.grid_sample(image.transpose(0, 2, 3, 1), grid, **nhwc),
+        _nhwc(cropgrad.grid_sample(image, grid, **kw)),
+        "forward, NHWC view",
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mode", ref.MODES)
-def test_nhwc_is_nchw_transposed(mode, dtype):
-    kw = dict(mode=mode, padding_mode="reflection", align_corners=False)
-    _assert_nhwc_is_nchw_transposed(*_problem(dtype, 3), **kw)
+@pytest.mark.parametrize("mode, padding_mode, align_corners", COMBOS)
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_nhwc_is_nchw_transposed(mode, padding_mode, align_corners, dtype, num_threads):
+    # NHWC has kernels of its own: the same bits, on one thread and on more
+    # threads than images (the image gradient then cuts them into bands).
+    kw = dict(
+        mode=mode,
+        padding_mode=padding_mode,
+        align_corners=align_corners,
+        num_threads=num_threads,
+    )
+    _assert_nhwc_is_nchw_transposed(*_problem(dtype, 3, c=11), **kw)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

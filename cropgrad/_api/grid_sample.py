@@ -5,11 +5,12 @@ an image ``[N, C, H, W]`` (NCHW, the default) or ``[N, H, W, C]`` (NHWC)
 sampled at a grid ``[N, H_out, W_out, 2]`` of ``(x, y)`` normalised to
 ``[-1, 1]``.  Each function checks its arguments' types, dtypes and shapes
 before any work (the words of the C-level API's gate, which PyTorch's ops
-share on shapes alone), converts the arrays to C-contiguous NCHW in the
-arithmetic type (float64 for float64 data, float32 otherwise), allocates
-the output and makes one call of the C-level API through cropgrad._core's
-bridge, which checks the data (a finite grid) and runs the kernel, the GIL
-released.  docs/semantics.md ("Grid sampling") has every rounding.
+share on shapes alone), converts the arrays to C-contiguous ones in the
+caller's layout and the arithmetic type (float64 for float64 data, float32
+otherwise), allocates the output and makes one call of the C-level API
+through cropgrad._core's bridge, which checks the data (a finite grid) and
+runs the kernel of that layout, the GIL released.  docs/semantics.md
+("Grid sampling") has every rounding.
 """
 
 from typing import NamedTuple
@@ -33,6 +34,7 @@ _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
 _NARROW = (np.dtype(np.float16),)
 _NCHW = _v.LAYOUT_CODES["NCHW"]
+_NHWC = _v.LAYOUT_CODES["NHWC"]
 # The C-level API's codes of the options, in the order of the model's
 # choices (CG_BILINEAR, CG_NEAREST, CG_BICUBIC; CG_ZEROS, CG_BORDER,
 # CG_REFLECTION).
@@ -77,13 +79,14 @@ def _options(mode, padding_mode, align_corners, data_format, num_threads, flush)
 
 
 def _run(bridge, arrays, arith, o, written, *image_shape):
-    """Call op `bridge` of the C-level API on its input `arrays` (NCHW, of
-    the arithmetic type `arith`, in the bridge's order) with the options
-    `o`, writing NCHW `written`.
+    """Call op `bridge` of the C-level API on its input `arrays` (in the
+    caller's layout, of the arithmetic type `arith`, in the bridge's order)
+    with the options `o`, writing `written` (in the caller's layout).
 
     Every op's bridge takes its arrays, the arithmetic type's code, the
     options and the output in this order; the image gradient's also takes
-    the image's NCHW shape (`image_shape`) after the code."""
+    the image's shape (`image_shape`, in the caller's layout) after the
+    code."""
     bridge(
         *arrays,
         _v.dtype_code(arith),
@@ -91,7 +94,7 @@ def _run(bridge, arrays, arith, o, written, *image_shape):
         o.mode,
         o.padding,
         o.aligned,
-        _NCHW,
+        _NCHW if o.nchw else _NHWC,
         written,
         o.threads,
         o.flush,
@@ -102,12 +105,14 @@ def _layout_axes(nchw):
     return "(N, C, H, W)" if nchw else "(N, H, W, C)"
 
 
-def _to_nchw(a, nchw):
-    return a if nchw else a.transpose(0, 3, 1, 2)
+def _nchw_shape(shape, nchw):
+    """An image's (or the samples') `shape` in the caller's layout as NCHW."""
+    return tuple(shape) if nchw else (shape[0], shape[3], shape[1], shape[2])
 
 
 def _image(image, nchw, threads):
-    """The image as C-contiguous NCHW in its arithmetic type."""
+    """The image as C-contiguous in the caller's layout and its arithmetic
+    type, its dtype, the arithmetic type."""
     raw = _v.real_array(image, "image", bfloat16=True)
     if raw.ndim == 5:
         raise ValueError(
@@ -117,27 +122,26 @@ def _image(image, nchw, threads):
     fmt = "NCHW" if nchw else "NHWC"
     raw, _ = _v.image_array(raw, fmt)
     arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
-    return _nchw_array(raw, arith, nchw, threads), raw.dtype, arith
+    return _layout_array(raw, arith, nchw, threads), raw.dtype, arith
 
 
-def _nchw_array(raw, arith, nchw, threads):
-    # NHWC memory of the arithmetic type (an NHWC array, or an NCHW view of
-    # one such as PyTorch's channels_last tensors): its layout changed on
-    # the call's threads.
-    nhwc = raw.transpose(0, 2, 3, 1) if nchw else raw
-    if (
-        raw.dtype == arith
-        and nhwc.flags.c_contiguous
-        and not (nchw and raw.flags.c_contiguous)
-    ):
-        n, h, w, c = nhwc.shape
-        converted = np.empty((n, c, h, w), arith)
-        change_layout(nhwc, converted, True, threads)
-        return converted
+def _layout_array(raw, arith, nchw, threads):
+    """`raw` (4-D, in the caller's layout) as C-contiguous `arith` in it.
+
+    Memory of the other layout and of the arithmetic type (an NCHW view of
+    NHWC memory, such as PyTorch's channels_last tensors, or the other way
+    round) has its layout changed on the call's threads."""
+    if raw.dtype == arith and not raw.flags.c_contiguous:
+        # The caller's array as the other layout sees its memory.
+        other = raw.transpose(0, 2, 3, 1) if nchw else raw.transpose(0, 3, 1, 2)
+        if other.flags.c_contiguous:
+            converted = np.empty(raw.shape, arith)
+            change_layout(other, converted, nchw, threads)
+            return converted
     # Every image dtype widens to float32 exactly but int32 and int64,
     # rounded to nearest as RoIAlign's integer images are.
     with np.errstate(over="ignore"):
-        return np.ascontiguousarray(_to_nchw(raw, nchw), dtype=arith)
+        return np.ascontiguousarray(raw, dtype=arith)
 
 
 def _grid(grid, arith, batch):
@@ -203,11 +207,11 @@ def _finite(converted, raw, name):
 
 
 def _grads(grads, arith, shape, o):
-    """`grads` as C-contiguous NCHW `arith` of NCHW `shape`, for a call of
-    options `o`."""
+    """`grads` as C-contiguous `arith` of NCHW `shape` in the caller's
+    layout, for a call of options `o`."""
     raw = _v.real_array(grads, "grads", bfloat16=True)
     grads_shape(raw.shape, shape, o.nchw)
-    return _nchw_array(raw, arith, o.nchw, o.threads)
+    return _layout_array(raw, arith, o.nchw, o.threads)
 
 
 def _grads_arithmetic(raw):
@@ -263,28 +267,21 @@ def _unshared(result, out, inputs):
     return result
 
 
-def _deliver(result, computed, o):
-    """Write `computed` (NCHW, the arithmetic type) into `result` (in the
-    layout of the call's options `o`) unless the kernel wrote there
-    itself."""
-    if computed is result:
-        return result
-    if not o.nchw and result.dtype == computed.dtype:
-        change_layout(computed, result, False, o.threads)
-        return result
-    view = computed if o.nchw else computed.transpose(0, 2, 3, 1)
-    # Values beyond float16 round to infinity, as documented: not a warning.
-    with np.errstate(over="ignore"):
-        result[...] = view
+def _deliver(result, computed):
+    """Write `computed` (the arithmetic type) into `result` (the caller's
+    dtype, the same layout) unless the kernel wrote there itself."""
+    if computed is not result:
+        # Values beyond float16 round to infinity, as documented: not a
+        # warning.
+        with np.errstate(over="ignore"):
+            result[...] = computed
     return result
 
 
-def _scratch(result, shape_nchw, arith, nchw):
-    """Where the C function writes: `result` itself when it is NCHW of the
-    arithmetic type, else a new array."""
-    if nchw and result.dtype == arith:
-        return result
-    return np.empty(shape_nchw, arith)
+def _scratch(result, arith):
+    """Where the C function writes: `result` itself when it is of the
+    arithmetic type, else a new array of its shape."""
+    return result if result.dtype == arith else np.empty(result.shape, arith)
 
 
 @_docs.shared
@@ -353,15 +350,15 @@ def grid_sample(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
     image, data_dtype, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = image.shape
+    n, c, h, w = _nchw_shape(image.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (image, grid))
-    computed = _scratch(result, shape, arith, o.nchw)
+    computed = _scratch(result, arith)
     _run(_core.grid_sample, (image, grid), arith, o, computed)
-    return _deliver(result, computed, o)
+    return _deliver(result, computed)
 
 
 @_docs.shared
@@ -425,16 +422,16 @@ def grid_sample_grad_image(
     size = _v.image_size(image_size, fmt)
     if min(size) < 0:
         raise ValueError(f"image_size must not be negative, got {size}")
-    n, c, h, w = size if o.nchw else (size[0], size[3], size[1], size[2])
+    n, c, h, w = _nchw_shape(size, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image_size")
     grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
     result = _output(out, shape, result_dtype, o.nchw, (raw, grid))
-    computed = _scratch(result, shape, arith, o.nchw)
-    _run(_core.grid_sample_grad_image, (grads, grid), arith, o, computed, shape)
-    return _deliver(result, computed, o)
+    computed = _scratch(result, arith)
+    _run(_core.grid_sample_grad_image, (grads, grid), arith, o, computed, size)
+    return _deliver(result, computed)
 
 
 def grid_sample_grad_grid(
@@ -489,7 +486,7 @@ def grid_sample_grad_grid(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
     image, _, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = image.shape
+    n, c, h, w = _nchw_shape(image.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o)
@@ -555,7 +552,7 @@ num_threads, flush_denormals
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
     image, data_dtype, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = image.shape
+    n, c, h, w = _nchw_shape(image.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
@@ -563,6 +560,6 @@ num_threads, flush_denormals
     result_dtype = _result_dtype(dtype, data_dtype, arith)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (image, grid, tangent))
-    computed = _scratch(result, shape, arith, o.nchw)
+    computed = _scratch(result, arith)
     _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, computed)
-    return _deliver(result, computed, o)
+    return _deliver(result, computed)

@@ -38,7 +38,6 @@ from cropgrad._kernels.grid_sample.points cimport Plan
 
 from cropgrad.capi cimport (
     CG_BICUBIC,
-    CG_ERR_UNSUPPORTED,
     CG_ERR_VALUE,
     CG_FLOAT32,
     CG_FLOAT64,
@@ -74,12 +73,6 @@ cdef int check_options_grid(int dtype, int mode, int padding_mode, int layout,
         return fail(err, CG_ERR_VALUE, -1)
     if check_options(layout, num_threads, err) != CG_OK:
         return err.status
-    if layout == CG_NHWC:
-        # The kernels read NCHW; the NumPy API transposes NHWC arrays first.
-        snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grid sampling's C functions take NCHW arrays (layout CG_NCHW); "
-                 "CG_NHWC is not supported")
-        return fail(err, CG_ERR_UNSUPPORTED, -1)
     if dtype != CG_FLOAT32 and dtype != CG_FLOAT64:
         return bad_dtype(err, "dtype", "CG_FLOAT32 or CG_FLOAT64 (the arithmetic "
                          "type of every array)", dtype)
@@ -106,6 +99,20 @@ cdef int check_grid(const int64_t* grid_shape, int64_t batch, int dtype,
     return CG_OK
 
 
+cdef inline void to_nchw(const int64_t* shape, int layout,
+                         int64_t* nchw) noexcept nogil:
+    """An image's (or the samples') `shape` in `layout` as NCHW."""
+    cdef int i
+    if layout == CG_NHWC:
+        nchw[0] = shape[0]
+        nchw[1] = shape[3]
+        nchw[2] = shape[1]
+        nchw[3] = shape[2]
+    else:
+        for i in range(4):
+            nchw[i] = shape[i]
+
+
 cdef int check_spatial(const int64_t* shape, const char* what,
                        cg_error* err) noexcept nogil:
     """An image (NCHW `shape`) at least 1 pixel high and wide."""
@@ -118,16 +125,18 @@ cdef int check_spatial(const int64_t* shape, const char* what,
 
 
 cdef int check_grads(const int64_t* grads_shape, const int64_t* image_shape,
-                     const int64_t* grid_shape, int dtype,
+                     const int64_t* grid_shape, int dtype, int layout,
                      cg_error* err) noexcept nogil:
-    """grads of the sampled output's shape [batch, C, out_h, out_w]."""
+    """grads of the sampled output's shape [batch, C, out_h, out_w] (NCHW
+    `image_shape`; grads and the message in `layout`)."""
     cdef char want[128]
     cdef char got[128]
     cdef int64_t expected[4]
+    cdef bint nhwc = layout == CG_NHWC
     expected[0] = image_shape[0]
-    expected[1] = image_shape[1]
-    expected[2] = grid_shape[1]
-    expected[3] = grid_shape[2]
+    expected[3 if nhwc else 1] = image_shape[1]
+    expected[1 if nhwc else 2] = grid_shape[1]
+    expected[2 if nhwc else 3] = grid_shape[2]
     if check_size(grads_shape, ITEMSIZE[dtype], "grads", err) != CG_OK:
         return err.status
     if (grads_shape[0] != expected[0] or grads_shape[1] != expected[1]
@@ -135,8 +144,9 @@ cdef int check_grads(const int64_t* grads_shape, const int64_t* image_shape,
         format_tuple(want, sizeof(want), expected)
         format_tuple(got, sizeof(got), grads_shape)
         snprintf(err.message, CG_MESSAGE_SIZE,
-                 "grads must have the shape of the sampled output (N, C, H_out, "
-                 "W_out) = %s, got %s", want, got)
+                 "grads must have the shape of the sampled output %s = %s, got %s",
+                 "(N, H_out, W_out, C)" if nhwc else "(N, C, H_out, W_out)",
+                 want, got)
         return fail(err, CG_ERR_VALUE, -1)
     return CG_OK
 
@@ -155,13 +165,15 @@ cdef int check_grid_sample(const int64_t* image_shape, const int64_t* grid_shape
                            int dtype, int mode, int padding_mode, int layout,
                            int num_threads, cg_error* err) noexcept nogil:
     cdef int64_t out[4]
+    cdef int64_t image[4]
     if check_options_grid(dtype, mode, padding_mode, layout, num_threads,
                           err) != CG_OK:
         return err.status
-    if check_image_and_grid(image_shape, grid_shape, dtype, err) != CG_OK:
+    to_nchw(image_shape, layout, image)
+    if check_image_and_grid(image, grid_shape, dtype, err) != CG_OK:
         return err.status
-    out[0] = image_shape[0]
-    out[1] = image_shape[1]
+    out[0] = image[0]
+    out[1] = image[1]
     out[2] = grid_shape[1]
     out[3] = grid_shape[2]
     if check_size(out, ITEMSIZE[dtype], "output", err) != CG_OK:
@@ -176,6 +188,7 @@ cdef int check_grid_sample_grad_image(const int64_t* grads_shape,
                                       int num_threads, const char* size_name,
                                       cg_error* err) noexcept nogil:
     cdef char dims[128]
+    cdef int64_t image[4]
     if check_options_grid(dtype, mode, padding_mode, layout, num_threads,
                           err) != CG_OK:
         return err.status
@@ -187,11 +200,12 @@ cdef int check_grid_sample_grad_image(const int64_t* grads_shape,
         return fail(err, CG_ERR_VALUE, -1)
     if check_size(image_size, ITEMSIZE[dtype], size_name, err) != CG_OK:
         return err.status
-    if check_grid(grid_shape, image_size[0], dtype, err) != CG_OK:
+    to_nchw(image_size, layout, image)
+    if check_grid(grid_shape, image[0], dtype, err) != CG_OK:
         return err.status
-    if check_spatial(image_size, size_name, err) != CG_OK:
+    if check_spatial(image, size_name, err) != CG_OK:
         return err.status
-    if check_grads(grads_shape, image_size, grid_shape, dtype, err) != CG_OK:
+    if check_grads(grads_shape, image, grid_shape, dtype, layout, err) != CG_OK:
         return err.status
     return ok(err)
 
@@ -201,12 +215,14 @@ cdef int check_grid_sample_grad_grid(const int64_t* grads_shape,
                                      const int64_t* grid_shape, int dtype,
                                      int mode, int padding_mode, int layout,
                                      int num_threads, cg_error* err) noexcept nogil:
+    cdef int64_t image[4]
     if check_options_grid(dtype, mode, padding_mode, layout, num_threads,
                           err) != CG_OK:
         return err.status
-    if check_image_and_grid(image_shape, grid_shape, dtype, err) != CG_OK:
+    to_nchw(image_shape, layout, image)
+    if check_image_and_grid(image, grid_shape, dtype, err) != CG_OK:
         return err.status
-    if check_grads(grads_shape, image_shape, grid_shape, dtype, err) != CG_OK:
+    if check_grads(grads_shape, image, grid_shape, dtype, layout, err) != CG_OK:
         return err.status
     return ok(err)
 
@@ -215,9 +231,9 @@ cdef int check_grid_sample_grad_grid(const int64_t* grads_shape,
 # The ops' calls, once the metadata has passed
 
 ctypedef struct Args:
-    # Any op's arguments (those it does not take NULL); the shapes NCHW,
-    # the grid's [batch, out_h, out_w, 2], `size` the image's or image
-    # gradient's.
+    # Any op's arguments (those it does not take NULL); `size` the image's
+    # or image gradient's shape as NCHW, the grid's [batch, out_h, out_w, 2],
+    # grads' in `layout`, every image and sample array's layout.
     const void* image
     const void* grads
     const void* grid
@@ -229,6 +245,7 @@ ctypedef struct Args:
     int mode
     int padding_mode
     int align_corners
+    int layout
     void* output
 
 
@@ -288,7 +305,7 @@ cdef void set_plan(Call* call) noexcept nogil:
     cdef Plan* p = <Plan*>call.problem
     plan(p, a.size[0], a.size[1], a.size[2], a.size[3], a.grid_shape[1],
          a.grid_shape[2], a.mode, a.padding_mode, a.align_corners != 0,
-         a.dtype == CG_FLOAT64)
+         a.dtype == CG_FLOAT64, a.layout == CG_NHWC)
     p.image = a.image
     p.grid = a.grid
     p.grads = a.grads
@@ -400,10 +417,13 @@ cdef int run_forward(
                                    padding_mode, layout, num_threads,
                                    err) != CG_OK:
         return err.status
+    cdef int64_t size[4]
+    to_nchw(image_shape, layout, size)
     cdef Args a = Args(
-        image=image, grads=NULL, grid=grid, tangent=NULL, size=image_shape,
+        image=image, grads=NULL, grid=grid, tangent=NULL, size=&size[0],
         grads_shape=NULL, grid_shape=grid_shape, dtype=dtype, mode=mode,
-        padding_mode=padding_mode, align_corners=align_corners, output=output)
+        padding_mode=padding_mode, align_corners=align_corners, layout=layout,
+        output=output)
     return call_op(op, "scratch", &a, prepare_forward, kernel_forward,
                    sampled_bytes(&a) == 0, num_threads, flush_denormals, err)
 
@@ -419,11 +439,13 @@ cdef int run_jvp_coords(
                                    padding_mode, layout, num_threads,
                                    err) != CG_OK:
         return err.status
+    cdef int64_t size[4]
+    to_nchw(image_shape, layout, size)
     cdef Args a = Args(
         image=image, grads=NULL, grid=grid, tangent=grid_tangent,
-        size=image_shape, grads_shape=NULL, grid_shape=grid_shape, dtype=dtype,
+        size=&size[0], grads_shape=NULL, grid_shape=grid_shape, dtype=dtype,
         mode=mode, padding_mode=padding_mode, align_corners=align_corners,
-        output=output)
+        layout=layout, output=output)
     return call_op(op, "scratch", &a, prepare_forward, kernel_jvp,
                    sampled_bytes(&a) == 0, num_threads, flush_denormals, err)
 
@@ -439,10 +461,13 @@ cdef int run_grad_image(
             grads_shape, grid_shape, dtype, image_size, mode, padding_mode,
             layout, num_threads, "image_size", err) != CG_OK:
         return err.status
+    cdef int64_t size[4]
+    to_nchw(image_size, layout, size)
     cdef Args a = Args(
-        image=NULL, grads=grads, grid=grid, tangent=NULL, size=image_size,
+        image=NULL, grads=grads, grid=grid, tangent=NULL, size=&size[0],
         grads_shape=grads_shape, grid_shape=grid_shape, dtype=dtype, mode=mode,
-        padding_mode=padding_mode, align_corners=align_corners, output=output)
+        padding_mode=padding_mode, align_corners=align_corners, layout=layout,
+        output=output)
     return call_op(op, "scratch (the taps of a chunk of grid points)", &a,
                    prepare_grad_image, kernel_grad_image,
                    nbytes(image_size, ITEMSIZE[dtype]) == 0, num_threads,
@@ -460,10 +485,13 @@ cdef int run_grad_coords(
             grads_shape, image_shape, grid_shape, dtype, mode, padding_mode,
             layout, num_threads, err) != CG_OK:
         return err.status
+    cdef int64_t size[4]
+    to_nchw(image_shape, layout, size)
     cdef Args a = Args(
-        image=image, grads=grads, grid=grid, tangent=NULL, size=image_shape,
+        image=image, grads=grads, grid=grid, tangent=NULL, size=&size[0],
         grads_shape=grads_shape, grid_shape=grid_shape, dtype=dtype, mode=mode,
-        padding_mode=padding_mode, align_corners=align_corners, output=output)
+        padding_mode=padding_mode, align_corners=align_corners, layout=layout,
+        output=output)
     # With no channel the gradient is still written: zeros.
     return call_op(op, "scratch", &a, prepare_grad_grid, kernel_slopes,
                    nbytes(grid_shape, ITEMSIZE[dtype]) == 0, num_threads,

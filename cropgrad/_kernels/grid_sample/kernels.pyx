@@ -4,8 +4,9 @@ grid gradient and the grid JVP, in float32 or float64 arithmetic.
 
 Trusts its arguments: the C-level API's gate
 (cropgrad/_capi/grid_sample.pyx) has checked shapes, options and finite
-grids, and passes C-contiguous NCHW arrays of the arithmetic type;
-kernels.pxd declares the runs it calls.  The arithmetic is
+grids, and passes C-contiguous arrays of the arithmetic type, the image,
+grads and samples NCHW or NHWC (the plan's strides); kernels.pxd declares
+the runs it calls.  The arithmetic is
 docs/semantics.md's ("Grid sampling"), the same as the NumPy reference's
 (cropgrad/_reference/grid_sample/), every fused multiply-add an explicit
 ``fma`` (the build does not contract).
@@ -21,13 +22,14 @@ channels than threads, and replays the chunk's points in PyTorch's order
 lane), adding only to the pixels it owns: each pixel gets its additions in
 the serial order.
 
-Float32 sampling (every padding) has an AVX2 + FMA clone (src/cg_grid_simd.h,
-src/cg_grid_cubic.h), eight points a vector with the portable loops'
-operations lane for lane: the forward op (every mode) and the grid gradient
-(bilinear, bicubic) in spans of points; the image gradient (every mode) in
-one run of tasks that zero their own pixels and work out their own points'
-taps (a batch each, or a band of its rows when batches are fewer than
-threads).
+Float32 sampling (every mode and padding, both layouts) has an AVX2 + FMA
+clone (simd.pxd), eight points a vector with the portable loops'
+operations lane for lane: the forward op and the grid gradient (bilinear,
+bicubic) in spans of points; the image gradient in one run of tasks that
+zero their own pixels and work out their own points' taps (a batch each,
+or a band of its rows when batches are fewer than threads).  NHWC's goes
+along each point's channels, eight at a time, where the channels are
+contiguous (src/cg_grid_nhwc.h).
 """
 
 from libc.math cimport floor
@@ -55,53 +57,26 @@ from cropgrad._kernels.grid_sample.points cimport (
     real,
     unnormalize,
 )
+from cropgrad._kernels.grid_sample.simd cimport (
+    gs_axes,
+    gs_forward_bz8,
+    gs_forward_cubic_bz8,
+    gs_forward_nhwc8,
+    gs_grad_grid_bz8,
+    gs_grad_grid_cubic_bz8,
+    gs_grad_grid_nhwc8,
+    gs_scatter_bz8,
+    gs_scatter_cubic_bz8,
+    gs_scatter_nhwc8,
+    gs_simd_supported,
+    points_fn,
+    slopes_fn,
+)
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_DYNAMIC,
     run_tasks,
 )
 from cropgrad._runtime.simd cimport chosen_target
-
-cdef extern from "cg_grid_simd.h":
-    ctypedef struct gs_axes:
-        int nearest
-        float scale[2]
-        float top[2]
-        float twice[2]
-        int empty[2]
-        float low
-        int aligned
-        int padding
-    int gs_simd_supported() noexcept nogil
-    void gs_forward_bz8(const float* image, const float* grid, float* out,
-                        int64_t c, int32_t h, int32_t w, int64_t per,
-                        int64_t b, int64_t first, int64_t count,
-                        const gs_axes* axes) noexcept nogil
-    void gs_grad_grid_bz8(const float* image, const float* grid,
-                          const float* grads, float* out, int64_t c,
-                          int32_t h, int32_t w, int64_t per, int64_t b,
-                          int64_t first, int64_t count,
-                          const gs_axes* axes) noexcept nogil
-    void gs_scatter_bz8(const float* grads, const float* grid, float* out,
-                        int64_t c, int64_t c0, int64_t c1, int32_t h,
-                        int32_t w, int64_t per, int64_t b, int64_t lo,
-                        int64_t hi, const gs_axes* axes) noexcept nogil
-
-cdef extern from "cg_grid_cubic.h":
-    void gs_forward_cubic_bz8(const float* image, const float* grid,
-                              float* out, int64_t c, int32_t h, int32_t w,
-                              int64_t per, int64_t b, int64_t first,
-                              int64_t count, const gs_axes* axes) noexcept nogil
-    void gs_grad_grid_cubic_bz8(const float* image, const float* grid,
-                                const float* grads, float* out, int64_t c,
-                                int32_t h, int32_t w, int64_t per, int64_t b,
-                                int64_t first, int64_t count,
-                                const gs_axes* axes) noexcept nogil
-    void gs_scatter_cubic_bz8(const float* grads, const float* grid,
-                              float* out, int64_t c, int64_t c0, int64_t c1,
-                              int32_t h, int32_t w, int64_t per, int64_t b,
-                              int64_t lo, int64_t hi,
-                              const gs_axes* axes) noexcept nogil
-
 
 # The SIMD clone runs where the CPU has AVX2 and FMA and the process's SIMD
 # target (CROPGRAD_SIMD) is AVX2 or wider; `use_simd` switches it off for the
@@ -134,6 +109,7 @@ cdef inline gs_axes simd_axes(const Plan* p) noexcept nogil:
     cdef Axis ay = make_axis(<float>0, p.h, p.padding, p.aligned)
     cdef gs_axes a
     a.nearest = p.mode == NEAREST
+    a.cubic = p.mode == BICUBIC
     a.scale[0] = <float>ax.scale
     a.scale[1] = <float>ay.scale
     a.top[0] = <float>ax.top
@@ -165,9 +141,10 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
     cdef Axis ax = make_axis(<real>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<real>0, p.h, p.padding, p.aligned)
     cdef int64_t b = task // p.ho, q, c, plane = p.h * p.w, per = p.ho * p.wo
-    cdef int64_t first = (task % p.ho) * p.wo
+    cdef int64_t first = (task % p.ho) * p.wo, pix = p.pix
     cdef const real* g
     cdef const real* img
+    cdef real* dst = out + b * p.c * per
     cdef real x, y, x0, y0, acc
     cdef real wt[4]
     cdef real frac[4]
@@ -193,25 +170,26 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
             cubic_coefficients(y - y0, cy)
             cubic_taps(p, &ax, &ay, x0, y0, &t)
         for c in range(p.c):
-            img = image + (b * p.c + c) * plane
+            img = image + b * p.c * plane + c * p.chan
             if p.mode == NEAREST:
-                acc = read(img, t.off[0])
+                acc = read(img, t.off[0], pix)
             elif p.mode == BILINEAR:
-                acc = mul_add(read(img, t.off[3]), wt[3], mul_add(
-                    read(img, t.off[2]), wt[2], mul_add(
-                        read(img, t.off[1]), wt[1], read(img, t.off[0]) * wt[0])))
+                acc = mul_add(read(img, t.off[3], pix), wt[3], mul_add(
+                    read(img, t.off[2], pix), wt[2], mul_add(
+                        read(img, t.off[1], pix), wt[1],
+                        read(img, t.off[0], pix) * wt[0])))
             else:
                 for j in range(4):
                     # Only the first addition fused, as PyTorch's build does.
                     rows[j] = (
-                        (mul_add(cx[0], read(img, t.off[j]),
-                                 cx[1] * read(img, t.off[4 + j]))
-                         + cx[2] * read(img, t.off[8 + j]))
-                        + cx[3] * read(img, t.off[12 + j])
+                        (mul_add(cx[0], read(img, t.off[j], pix),
+                                 cx[1] * read(img, t.off[4 + j], pix))
+                         + cx[2] * read(img, t.off[8 + j], pix))
+                        + cx[3] * read(img, t.off[12 + j], pix)
                     )
                 acc = mul_add(cy[3], rows[3], mul_add(cy[2], rows[2], mul_add(
                     cy[1], rows[1], cy[0] * rows[0])))
-            out[(b * p.c + c) * per + q] = acc
+            dst[c * p.sample_chan + q * p.point] = acc
 
 
 cdef void slopes_row(const Plan* p, const real* image, const real* grid,
@@ -223,7 +201,7 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
     cdef Axis ax = make_axis(<real>0, p.w, p.padding, p.aligned)
     cdef Axis ay = make_axis(<real>0, p.h, p.padding, p.aligned)
     cdef int64_t b = task // p.ho, q, c, plane = p.h * p.w, per = p.ho * p.wo
-    cdef int64_t first = (task % p.ho) * p.wo, at
+    cdef int64_t first = (task % p.ho) * p.wo, at, pix = p.pix, sample
     cdef const real* g
     cdef const real* img
     cdef real x, y, x0, y0, gx, gy, sx, sy, vg, v, gc = 0, ux = 0, uy = 0
@@ -241,6 +219,8 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
         # Piecewise constant: every slope is +0.
         if grads != NULL:
             memset(out + 2 * (b * per + first), 0, 2 * p.wo * sizeof(real))
+        elif p.nhwc:
+            memset(out + (b * per + first) * p.c, 0, p.wo * p.c * sizeof(real))
         else:
             for c in range(p.c):
                 memset(out + (b * p.c + c) * per + first, 0, p.wo * sizeof(real))
@@ -271,14 +251,15 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
         gx = 0
         gy = 0
         for c in range(p.c):
-            img = image + (b * p.c + c) * plane
+            img = image + b * p.c * plane + c * p.chan
+            sample = b * p.c * per + c * p.sample_chan + q * p.point
             if grads != NULL:
-                gc = grads[(b * p.c + c) * per + q]
+                gc = grads[sample]
             if p.mode == BILINEAR:
-                nw = read(img, t.off[0])
-                ne = read(img, t.off[1])
-                sw = read(img, t.off[2])
-                se = read(img, t.off[3])
+                nw = read(img, t.off[0], pix)
+                ne = read(img, t.off[1], pix)
+                sw = read(img, t.off[2], pix)
+                se = read(img, t.off[3], pix)
                 # frac: n, s, w, e
                 sx = mul_add(se - sw, frac[0], (ne - nw) * frac[1])
                 sy = mul_add(se - ne, frac[2], (sw - nw) * frac[3])
@@ -286,11 +267,11 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
                     gx = mul_add(sx, gc, gx)
                     gy = mul_add(sy, gc, gy)
                 else:
-                    out[(b * p.c + c) * per + q] = mul_add(sy, uy, sx * ux)
+                    out[sample] = mul_add(sy, uy, sx * ux)
             elif grads != NULL:
                 for i in range(4):
                     for j in range(4):
-                        vg = read(img, t.off[4 * i + j]) * gc
+                        vg = read(img, t.off[4 * i + j], pix) * gc
                         gx = mul_add(-(vg * dx[i]), cy[j], gx)
                         gy = mul_add(-(vg * dy[j]), cx[i], gy)
             else:
@@ -298,10 +279,10 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
                 sy = 0
                 for i in range(4):
                     for j in range(4):
-                        v = read(img, t.off[4 * i + j])
+                        v = read(img, t.off[4 * i + j], pix)
                         sx = mul_add(-(v * dx[i]), cy[j], sx)
                         sy = mul_add(-(v * dy[j]), cx[i], sy)
-                out[(b * p.c + c) * per + q] = mul_add(sy, uy, sx * ux)
+                out[sample] = mul_add(sy, uy, sx * ux)
         if grads != NULL:
             out[2 * at] = gx * xm
             out[2 * at + 1] = gy * ym
@@ -356,15 +337,16 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
     PyTorch's order (vectors of points; per vector, per tap, lane after
     lane; a chunk starts at a vector's start)."""
     cdef int64_t band = task % p.bands, c = task // p.bands
-    cdef int64_t bc = p.batch * p.c + c
     cdef int64_t plane = p.h * p.w, per = p.ho * p.wo
     cdef int64_t lo = (p.h * band) // p.bands * p.w
     cdef int64_t hi = (p.h * (band + 1)) // p.bands * p.w
     cdef int64_t lanes = 4 if real is double else 8
     cdef int64_t start = 0, end, q, off, count = p.q_end - p.q_start
     cdef int k, taps = p.taps
-    cdef const real* gr = grads + bc * per + p.q_start
-    cdef real* dst = out + bc * plane
+    cdef int64_t pix = p.pix, point = p.point
+    cdef const real* gr = (grads + p.batch * p.c * per + c * p.sample_chan
+                           + p.q_start * point)
+    cdef real* dst = out + p.batch * p.c * plane + c * p.chan
     cdef real gc
     cdef int mode = p.mode
     if mode == BILINEAR:
@@ -378,7 +360,7 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
                     off = offs[4 * q + k]
                     if off < lo or off >= hi:
                         continue
-                    dst[off] += wts[4 * q + k] * gr[q]
+                    dst[off * pix] += wts[4 * q + k] * gr[q * point]
             start = end
         return
     while start < count:
@@ -388,11 +370,12 @@ cdef void scatter_band(const Plan* p, const real* grads, real* out,
                 off = offs[taps * q + k]
                 if off < lo or off >= hi:
                     continue
-                gc = gr[q]
+                gc = gr[q * point]
                 if mode == NEAREST:
-                    dst[off] += gc
+                    dst[off * pix] += gc
                 else:
-                    dst[off] += (gc * wts[8 * q + k // 4]) * wts[8 * q + 4 + k % 4]
+                    dst[off * pix] += ((gc * wts[8 * q + k // 4])
+                                       * wts[8 * q + 4 + k % 4])
         start = end
 
 
@@ -448,25 +431,20 @@ cdef void _points8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef int64_t per = p.ho * p.wo, spans = (per + SPAN - 1) // SPAN
     cdef int64_t b = task // spans, first = (task % spans) * SPAN
     cdef int64_t count = min(SPAN, per - first)
-    if p.mode == BICUBIC:
-        if p.grads == NULL:
-            gs_forward_cubic_bz8(<const float*>p.image, <const float*>p.grid,
-                                 <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w,
-                                 per, b, first, count, &axes)
-        else:
-            gs_grad_grid_cubic_bz8(<const float*>p.image, <const float*>p.grid,
-                                   <const float*>p.grads, <float*>p.out, p.c,
-                                   <int32_t>p.h, <int32_t>p.w, per, b, first,
-                                   count, &axes)
-    elif p.grads == NULL:
-        gs_forward_bz8(<const float*>p.image, <const float*>p.grid,
-                       <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w, per, b,
-                       first, count, &axes)
+    # The clone's functions for the layout and mode.
+    cdef points_fn forward = gs_forward_bz8
+    cdef slopes_fn grad_grid = gs_grad_grid_bz8
+    if p.nhwc:
+        forward, grad_grid = gs_forward_nhwc8, gs_grad_grid_nhwc8
+    elif p.mode == BICUBIC:
+        forward, grad_grid = gs_forward_cubic_bz8, gs_grad_grid_cubic_bz8
+    if p.grads == NULL:
+        forward(<const float*>p.image, <const float*>p.grid, <float*>p.out, p.c,
+                <int32_t>p.h, <int32_t>p.w, per, b, first, count, &axes)
     else:
-        gs_grad_grid_bz8(<const float*>p.image, <const float*>p.grid,
-                         <const float*>p.grads, <float*>p.out, p.c,
-                         <int32_t>p.h, <int32_t>p.w, per, b, first, count,
-                         &axes)
+        grad_grid(<const float*>p.image, <const float*>p.grid,
+                  <const float*>p.grads, <float*>p.out, p.c, <int32_t>p.h,
+                  <int32_t>p.w, per, b, first, count, &axes)
 
 
 cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
@@ -483,6 +461,14 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef int64_t ch, plane = p.h * p.w
     # The task's pixels are its own: it zeroes them (on its thread, in
     # parallel) before it adds to them.
+    if p.nhwc:
+        # Every channel of its rows (a task has them all, `taps` = `c`).
+        memset(<float*>p.out + (b * plane + lo) * p.c, 0,
+               <size_t>((hi - lo) * p.c) * sizeof(float))
+        gs_scatter_nhwc8(<const float*>p.grads, <const float*>p.grid,
+                         <float*>p.out, p.c, <int32_t>p.h, <int32_t>p.w,
+                         p.ho * p.wo, b, lo, hi, &axes)
+        return
     for ch in range(c0, c1):
         memset(<float*>p.out + (b * p.c + ch) * plane + lo, 0,
                <size_t>(hi - lo) * sizeof(float))
@@ -502,8 +488,8 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
 # portable ones otherwise; the image gradient's scratch from malloc.
 
 cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
-               int64_t wo, int mode, int padding, bint aligned,
-               bint wide) noexcept nogil:
+               int64_t wo, int mode, int padding, bint aligned, bint wide,
+               bint nhwc) noexcept nogil:
     p.n = n
     p.c = c
     p.h = h
@@ -514,6 +500,11 @@ cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
     p.padding = padding
     p.aligned = aligned
     p.wide = wide
+    p.nhwc = nhwc
+    p.pix = c if nhwc else 1
+    p.chan = 1 if nhwc else h * w
+    p.point = c if nhwc else 1
+    p.sample_chan = 1 if nhwc else ho * wo
     p.bands = 1
     p.batch = 0
     p.q_start = p.q_end = 0

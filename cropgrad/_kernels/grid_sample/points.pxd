@@ -23,15 +23,20 @@ cdef enum:
 
 
 cdef struct Plan:
-    const void* image      # [N, C, H, W]
+    const void* image      # [N, C, H, W] or [N, H, W, C] (`nhwc`)
     const void* grid       # [N, Ho, Wo, 2]
-    const void* grads      # [N, C, Ho, Wo]
+    const void* grads      # [N, C, Ho, Wo] or [N, Ho, Wo, C]
     const void* tangent    # [N, Ho, Wo, 2]
     void* out
     int64_t n, c, h, w, ho, wo
     int mode, padding
     bint aligned
     bint wide              # float64 arithmetic
+    bint nhwc              # the image, grads and samples NHWC
+    # Strides, in elements, of a batch's image (and image gradient): from a
+    # pixel to the next, from a channel to the next; and of its samples (and
+    # their grads): from a point to the next, from a channel to the next.
+    int64_t pix, chan, point, sample_chan
     # The image gradient's: row bands per plane, the batch being scattered,
     # the chunk of its points [q_start, q_end), their tap offsets [points,
     # taps] (-1: none) and weights ([points, 4] bilinear, [points, 8]
@@ -311,5 +316,7 @@ cdef inline void cubic_taps(const Plan* p, const Axis* ax, const Axis* ay,
                 t.off[4 * i + j] = -1
 
 
-cdef inline real read(const real* plane, int64_t off) noexcept nogil:
-    return plane[off] if off >= 0 else <real>0
+cdef inline real read(const real* plane, int64_t off, int64_t pix) noexcept nogil:
+    """The pixel at offset `off` (-1: none, +0) of a channel whose pixels
+    are `pix` apart."""
+    return plane[off * pix] if off >= 0 else <real>0

@@ -292,19 +292,6 @@ GS_AVX2 static void gs_scatter_cubic_bz8(
         }
     }
 }
-#else
-static void gs_scatter_cubic_bz8(
-        const float* grads, const float* grid, float* out, int64_t c,
-        int64_t c0, int64_t c1, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t lo, int64_t hi, const gs_axes* axes) {}
-static void gs_forward_cubic_bz8(
-        const float* image, const float* grid, float* out, int64_t c,
-        int32_t h, int32_t w, int64_t per, int64_t b, int64_t first,
-        int64_t count, const gs_axes* axes) {}
-static void gs_grad_grid_cubic_bz8(
-        const float* image, const float* grid, const float* grads,
-        float* out, int64_t c, int32_t h, int32_t w, int64_t per,
-        int64_t b, int64_t first, int64_t count, const gs_axes* axes) {}
 #endif
 
 #endif /* CG_GRID_CUBIC_H */
