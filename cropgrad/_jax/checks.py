@@ -365,16 +365,6 @@ def grid_result_dtype(dtype, data_dtype, arith):
     return result
 
 
-def to_nchw(x, layout):
-    """`x` (in `layout`) as NCHW."""
-    return x if layout == NCHW else jnp.transpose(x, (0, 3, 1, 2))
-
-
-def from_nchw(x, layout):
-    """`x` (NCHW) in `layout`."""
-    return x if layout == NCHW else jnp.transpose(x, (0, 2, 3, 1))
-
-
 # --------------------------------------------------------------------------
 # The gate: each op's metadata checks, from its operands' shapes and dtypes
 # (`a`, by operand name) and its primitive's parameters (`p`)

@@ -3,10 +3,10 @@
 Images are NCHW by default, the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
 normalised to ``[-1, 1]``; float64 data is computed in float64, everything
 else in float32, as the NumPy API computes it.  Each function converts its
-arguments (``checks``), runs the gate in the caller's layout, and binds its
-primitive, which computes in NCHW and in the arithmetic type: an NHWC
-caller's arrays are transposed around it, and a narrower result dtype is
-a cast of the result, rounded once.  cropgrad.jax re-exports them.
+arguments (``checks``), runs the gate and binds its primitive, which
+computes in the caller's layout (NHWC read and written in place) and in
+the arithmetic type: a narrower result dtype is a cast of the result,
+rounded once.  cropgrad.jax re-exports them.
 
 May import: JAX, NumPy, ``checks`` and ``primitives``.
 """
@@ -15,20 +15,11 @@ from cropgrad._jax import checks
 from cropgrad._jax.primitives import bind
 
 
-def _call(name, layout, options, arrays, transposed, **params):
-    """Check op `name`'s call in the caller's `layout`, then bind it on NCHW
-    arrays (`transposed`: the names of those in the layout)."""
+def _call(name, options, arrays, **params):
+    """Check op `name`'s call, then bind it on `arrays` (in the options'
+    layout)."""
     checks.GATES[name](arrays, {**options, **params})
-    nchw = {
-        k: checks.to_nchw(x, layout) if k in transposed else x
-        for k, x in arrays.items()
-    }
-    if "image_shape" in params and layout != checks.NCHW:
-        n, h, w, c = params["image_shape"]
-        params["image_shape"] = (n, c, h, w)
-    return bind(
-        name, *nchw.values(), **{**options, "data_format": checks.NCHW}, **params
-    )
+    return bind(name, *arrays.values(), **options, **params)
 
 
 def grid_sample(
@@ -105,8 +96,7 @@ def grid_sample(
     result = checks.grid_result_dtype(dtype, image.dtype, arith)
     grid = checks.grid(grid, arith)
     arrays = {"image": image.astype(arith), "grid": grid}
-    out = _call("grid_sample", layout, options, arrays, ("image",), dtype=arith)
-    return checks.from_nchw(out, layout).astype(result)
+    return _call("grid_sample", options, arrays, dtype=arith).astype(result)
 
 
 def grid_sample_grad_image(
@@ -168,15 +158,9 @@ def grid_sample_grad_image(
     result = checks.grid_result_dtype(dtype, raw.dtype, arith)
     arrays = {"grads": grads, "grid": checks.grid(grid, arith)}
     out = _call(
-        "grid_sample_grad_image",
-        layout,
-        options,
-        arrays,
-        ("grads",),
-        image_shape=image_shape,
-        dtype=arith,
+        "grid_sample_grad_image", options, arrays, image_shape=image_shape, dtype=arith
     )
-    return checks.from_nchw(out, layout).astype(result)
+    return out.astype(result)
 
 
 def grid_sample_grad_grid(
@@ -231,7 +215,7 @@ def grid_sample_grad_grid(
         "image": image.astype(arith),
         "grid": checks.grid(grid, arith),
     }
-    return _call("grid_sample_grad_grid", layout, options, arrays, ("grads", "image"))
+    return _call("grid_sample_grad_grid", options, arrays)
 
 
 def grid_sample_jvp_grid(
@@ -288,7 +272,5 @@ def grid_sample_jvp_grid(
         "grid": checks.grid(grid, arith),
         "grid_tangent": checks.grid(grid_tangent, arith, "grid_tangent"),
     }
-    out = _call(
-        "grid_sample_jvp_grid", layout, options, arrays, ("image",), dtype=arith
-    )
-    return checks.from_nchw(out, layout).astype(result)
+    out = _call("grid_sample_jvp_grid", options, arrays, dtype=arith)
+    return out.astype(result)

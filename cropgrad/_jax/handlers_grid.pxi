@@ -1,10 +1,10 @@
 # Included by cropgrad/_jax/handlers.pyx (its names and cimports): the
 # grid-sampling family's `_run_grid_sample_<kind>`.
 
-# Every buffer NCHW and of one arithmetic type
-# (float32 or float64), which the C-level API takes as its `dtype`; it
-# checks the operands' shapes against one another, the handlers the
-# result's and the types.
+# Every buffer in the call's layout (the grid as always) and of one
+# arithmetic type (float32 or float64), which the C-level API takes as its
+# `dtype`; it checks the operands' shapes against one another, the
+# handlers the result's and the types.
 
 cdef int _grid_dtype(const cg_ffi_buffer* b, const char* name, int dtype,
                      capi.cg_error* e) noexcept nogil:
@@ -37,6 +37,19 @@ cdef int _grid_dims(const cg_ffi_buffer* b, const char* name, int64_t d0,
     return -1
 
 
+cdef int _sampled_dims(const cg_ffi_buffer* output, const cg_ffi_buffer* image,
+                       const cg_ffi_buffer* grid, int layout,
+                       capi.cg_error* e) noexcept nogil:
+    """Check that `output` has the shape of `image` sampled at `grid`
+    (``[N, C, H_out, W_out]``, or NHWC); 0 or -1."""
+    cdef int64_t c = _depth(image.dims, layout)
+    if layout == capi.CG_NHWC:
+        return _grid_dims(output, "output", grid.dims[0], grid.dims[1],
+                          grid.dims[2], c, e)
+    return _grid_dims(output, "output", grid.dims[0], c, grid.dims[1],
+                      grid.dims[2], e)
+
+
 cdef void _run_grid_sample_forward(
     const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
 ) noexcept nogil:
@@ -50,8 +63,7 @@ cdef void _run_grid_sample_forward(
     dtype = _grid_dtype(grid, "grid", -1, e)
     if (dtype < 0 or _grid_dtype(image, "image", dtype, e) < 0
             or _grid_dtype(output, "output", dtype, e) < 0
-            or _grid_dims(output, "output", grid.dims[0], image.dims[1],
-                          grid.dims[1], grid.dims[2], e) < 0):
+            or _sampled_dims(output, image, grid, d.attrs.layout, e) < 0):
         return
     gs.run_forward(
         op, True,
@@ -127,8 +139,7 @@ cdef void _run_grid_sample_jvp_coords(
             or _grid_dtype(output, "output", dtype, e) < 0
             or _grid_dims(tangent, "grid_tangent", grid.dims[0], grid.dims[1],
                           grid.dims[2], grid.dims[3], e) < 0
-            or _grid_dims(output, "output", grid.dims[0], image.dims[1],
-                          grid.dims[1], grid.dims[2], e) < 0):
+            or _sampled_dims(output, image, grid, d.attrs.layout, e) < 0):
         return
     gs.run_jvp_coords(
         op, True,

@@ -34,8 +34,9 @@ def result(kind, operands, params, size="crop_size", coords="boxes"):
     `params` are the op's parameters, `size` the name of the one holding
     the crops' height and width, `coords` the coordinates' operand.  The
     kinds: "crops" (shaped as the image's crops, in the ``dtype`` parameter
-    if the op has one, else float32), "sampled" (grid sampling's NCHW
-    ``[N, C, H_out, W_out]``, in the ``dtype`` parameter, else the grid's),
+    if the op has one, else float32), "sampled" (grid sampling's
+    ``[N, C, H_out, W_out]``, or NHWC, in the ``dtype`` parameter, else the
+    grid's),
     "image" (the ``image_shape`` and ``dtype`` parameters), "coords" (the
     coordinates' shape and dtype).
     """
@@ -45,8 +46,10 @@ def result(kind, operands, params, size="crop_size", coords="boxes"):
     if kind == "coords":
         return tuple(points.shape), np.dtype(points.dtype)
     if kind == "sampled":
-        batch, depth = operands["image"].shape[:2]
-        shape = (batch, depth, *points.shape[1:3])
+        batch, _, _, depth = dims(operands["image"].shape, params["data_format"])
+        out_h, out_w = points.shape[1:3]
+        nhwc = params["data_format"] == NHWC
+        shape = (batch, out_h, out_w, depth) if nhwc else (batch, depth, out_h, out_w)
         return shape, params.get("dtype", np.dtype(points.dtype))
     crop_height, crop_width = params[size]
     shape = _v.crops_shape(
