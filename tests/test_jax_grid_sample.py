@@ -348,3 +348,35 @@ def test_a_non_finite_grid_is_refused_when_it_runs():
     with pytest.raises(Exception, match="cropgrad.jax.grid_sample|grid_sample") as info:
         np.asarray(jax.jit(cgj.grid_sample)(IMAGE, grid))
     assert "finite" in str(info.value)
+
+
+@pytest.mark.parametrize("channels", [3, 12])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_nhwc_gives_the_numpy_api_bits(mode, channels):
+    # NHWC arrays go to the NHWC kernels, or (few channels) are transposed
+    # around the NCHW ones: either way the NumPy API's NHWC bits, forward,
+    # both gradients and the grid JVP.
+    rng = np.random.default_rng(channels)
+    image = rng.standard_normal((2, 9, 11, channels)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (2, 7, 6, 2)).astype(np.float32)
+    ct = rng.standard_normal((2, 7, 6, channels)).astype(np.float32)
+    tangent = rng.standard_normal(grid.shape).astype(np.float32)
+    kw = dict(mode=mode, data_format="NHWC")
+    assert_same_bits(
+        np.asarray(cgj.grid_sample(image, grid, **kw)),
+        cropgrad.grid_sample(image, grid, **kw),
+    )
+    d_image, d_grid = jax.grad(
+        lambda x, g: jnp.vdot(cgj.grid_sample(x, g, **kw), ct), (0, 1)
+    )(image, grid)
+    assert_same_bits(
+        np.asarray(d_image),
+        cropgrad.grid_sample_grad_image(ct, grid, image.shape, **kw),
+    )
+    assert_same_bits(
+        np.asarray(d_grid), cropgrad.grid_sample_grad_grid(ct, image, grid, **kw)
+    )
+    _, along = jax.jvp(lambda g: cgj.grid_sample(image, g, **kw), (grid,), (tangent,))
+    assert_same_bits(
+        np.asarray(along), cropgrad.grid_sample_jvp_grid(image, grid, tangent, **kw)
+    )

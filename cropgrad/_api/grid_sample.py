@@ -20,6 +20,7 @@ import numpy as np
 from cropgrad import _core
 from cropgrad._api import docstrings as _docs
 from cropgrad._api import validation as _v
+from cropgrad._kernels.grid_sample import kernels as _kernels
 from cropgrad._kernels.layout import change_layout
 from cropgrad._ops.grid_sample import MODES, PADDING_MODES
 
@@ -78,14 +79,15 @@ def _options(mode, padding_mode, align_corners, data_format, num_threads, flush)
     )
 
 
-def _run(bridge, arrays, arith, o, written, *image_shape):
+def _run(bridge, arrays, arith, o, kernel_nchw, written, *image_shape):
     """Call op `bridge` of the C-level API on its input `arrays` (in the
-    caller's layout, of the arithmetic type `arith`, in the bridge's order)
-    with the options `o`, writing `written` (in the caller's layout).
+    kernel's layout, `kernel_nchw`, of the arithmetic type `arith`, in the
+    bridge's order) with the options `o`, writing `written` (in that
+    layout).
 
     Every op's bridge takes its arrays, the arithmetic type's code, the
     options and the output in this order; the image gradient's also takes
-    the image's shape (`image_shape`, in the caller's layout) after the
+    the image's shape (`image_shape`, in the kernel's layout) after the
     code."""
     bridge(
         *arrays,
@@ -94,11 +96,17 @@ def _run(bridge, arrays, arith, o, written, *image_shape):
         o.mode,
         o.padding,
         o.aligned,
-        _NCHW if o.nchw else _NHWC,
+        _NCHW if kernel_nchw else _NHWC,
         written,
         o.threads,
         o.flush,
     )
+
+
+def _kernel_nchw(o, channels, arith):
+    """Whether the kernels run in NCHW: for an NCHW caller, and for an NHWC
+    one whose arrays they read faster so (few channels)."""
+    return o.nchw or not _kernels.nhwc_in_place(channels, arith == _FLOAT64, o.mode)
 
 
 def _layout_axes(nchw):
@@ -110,9 +118,15 @@ def _nchw_shape(shape, nchw):
     return tuple(shape) if nchw else (shape[0], shape[3], shape[1], shape[2])
 
 
-def _image(image, nchw, threads):
-    """The image as C-contiguous in the caller's layout and its arithmetic
-    type, its dtype, the arithmetic type."""
+def _in_layout(shape_nchw, nchw):
+    """An NCHW shape in a layout."""
+    n, c, h, w = shape_nchw
+    return tuple(shape_nchw) if nchw else (n, h, w, c)
+
+
+def _image(image, nchw):
+    """The image checked (4-D in the caller's layout), and its arithmetic
+    type."""
     raw = _v.real_array(image, "image", bfloat16=True)
     if raw.ndim == 5:
         raise ValueError(
@@ -121,27 +135,35 @@ def _image(image, nchw, threads):
         )
     fmt = "NCHW" if nchw else "NHWC"
     raw, _ = _v.image_array(raw, fmt)
-    arith = _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
-    return _layout_array(raw, arith, nchw, threads), raw.dtype, arith
+    return raw, _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
 
 
-def _layout_array(raw, arith, nchw, threads):
-    """`raw` (4-D, in the caller's layout) as C-contiguous `arith` in it.
+_TO_NCHW = (0, 3, 1, 2)
+_TO_NHWC = (0, 2, 3, 1)
+
+
+def _layout_array(raw, arith, nchw, kernel_nchw, threads):
+    """`raw` (4-D, in the caller's layout, `nchw`) as C-contiguous `arith` in
+    the kernel's (`kernel_nchw`).
 
     Memory of the other layout and of the arithmetic type (an NCHW view of
-    NHWC memory, such as PyTorch's channels_last tensors, or the other way
-    round) has its layout changed on the call's threads."""
-    if raw.dtype == arith and not raw.flags.c_contiguous:
-        # The caller's array as the other layout sees its memory.
-        other = raw.transpose(0, 2, 3, 1) if nchw else raw.transpose(0, 3, 1, 2)
+    NHWC memory, such as PyTorch's channels_last tensors, an NHWC array for
+    the NCHW kernels, or the other way round) has its layout changed on the
+    call's threads."""
+    view = raw
+    if nchw != kernel_nchw:
+        view = raw.transpose(_TO_NCHW if kernel_nchw else _TO_NHWC)
+    if view.dtype == arith and not view.flags.c_contiguous:
+        # The array as the other layout sees its memory.
+        other = view.transpose(_TO_NHWC if kernel_nchw else _TO_NCHW)
         if other.flags.c_contiguous:
-            converted = np.empty(raw.shape, arith)
-            change_layout(other, converted, nchw, threads)
+            converted = np.empty(view.shape, arith)
+            change_layout(other, converted, kernel_nchw, threads)
             return converted
     # Every image dtype widens to float32 exactly but int32 and int64,
     # rounded to nearest as RoIAlign's integer images are.
     with np.errstate(over="ignore"):
-        return np.ascontiguousarray(raw, dtype=arith)
+        return np.ascontiguousarray(view, dtype=arith)
 
 
 def _grid(grid, arith, batch):
@@ -206,12 +228,12 @@ def _finite(converted, raw, name):
         )
 
 
-def _grads(grads, arith, shape, o):
-    """`grads` as C-contiguous `arith` of NCHW `shape` in the caller's
+def _grads(grads, arith, shape, o, kernel_nchw):
+    """`grads` as C-contiguous `arith` of NCHW `shape` in the kernel's
     layout, for a call of options `o`."""
     raw = _v.real_array(grads, "grads", bfloat16=True)
     grads_shape(raw.shape, shape, o.nchw)
-    return _layout_array(raw, arith, o.nchw, o.threads)
+    return _layout_array(raw, arith, o.nchw, kernel_nchw, o.threads)
 
 
 def _grads_arithmetic(raw):
@@ -267,21 +289,31 @@ def _unshared(result, out, inputs):
     return result
 
 
-def _deliver(result, computed):
-    """Write `computed` (the arithmetic type) into `result` (the caller's
-    dtype, the same layout) unless the kernel wrote there itself."""
-    if computed is not result:
-        # Values beyond float16 round to infinity, as documented: not a
-        # warning.
-        with np.errstate(over="ignore"):
-            result[...] = computed
+def _deliver(result, computed, o):
+    """Write `computed` (the arithmetic type, in the kernel's layout) into
+    `result` (the caller's dtype and layout, options `o`) unless the kernel
+    wrote there itself."""
+    if computed is result:
+        return result
+    if computed.shape != result.shape:
+        # The NCHW kernels' samples for an NHWC caller.
+        if result.dtype == computed.dtype:
+            change_layout(computed, result, False, o.threads)
+            return result
+        computed = computed.transpose(_TO_NHWC)
+    # Values beyond float16 round to infinity, as documented: not a warning.
+    with np.errstate(over="ignore"):
+        result[...] = computed
     return result
 
 
-def _scratch(result, arith):
+def _scratch(result, arith, o, kernel_nchw):
     """Where the C function writes: `result` itself when it is of the
-    arithmetic type, else a new array of its shape."""
-    return result if result.dtype == arith else np.empty(result.shape, arith)
+    arithmetic type and the kernel's layout, else a new array."""
+    if result.dtype == arith and o.nchw == kernel_nchw:
+        return result
+    shape = _in_layout(_nchw_shape(result.shape, o.nchw), kernel_nchw)
+    return np.empty(shape, arith)
 
 
 @_docs.shared
@@ -349,16 +381,18 @@ def grid_sample(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = _nchw_shape(image.shape, o.nchw)
+    raw, arith = _image(image, o.nchw)
+    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
-    result_dtype = _result_dtype(dtype, data_dtype, arith)
+    result_dtype = _result_dtype(dtype, raw.dtype, arith)
+    k = _kernel_nchw(o, c, arith)
+    image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (image, grid))
-    computed = _scratch(result, arith)
-    _run(_core.grid_sample, (image, grid), arith, o, computed)
-    return _deliver(result, computed)
+    computed = _scratch(result, arith, o, k)
+    _run(_core.grid_sample, (image, grid), arith, o, k, computed)
+    return _deliver(result, computed, o)
 
 
 @_docs.shared
@@ -425,13 +459,15 @@ def grid_sample_grad_image(
     n, c, h, w = _nchw_shape(size, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image_size")
-    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o)
+    k = _kernel_nchw(o, c, arith)
+    grads = _grads(raw, arith, (n, c, grid.shape[1], grid.shape[2]), o, k)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
     shape = (n, c, h, w)
     result = _output(out, shape, result_dtype, o.nchw, (raw, grid))
-    computed = _scratch(result, arith)
-    _run(_core.grid_sample_grad_image, (grads, grid), arith, o, computed, size)
-    return _deliver(result, computed)
+    computed = _scratch(result, arith, o, k)
+    size = _in_layout(shape, k)
+    _run(_core.grid_sample_grad_image, (grads, grid), arith, o, k, computed, size)
+    return _deliver(result, computed, o)
 
 
 def grid_sample_grad_grid(
@@ -485,13 +521,15 @@ def grid_sample_grad_grid(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, _, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = _nchw_shape(image.shape, o.nchw)
+    raw, arith = _image(image, o.nchw)
+    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
-    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o)
+    k = _kernel_nchw(o, c, arith)
+    grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o, k)
+    image = _layout_array(raw, arith, o.nchw, k, o.threads)
     result = _unshared(_v.output(out, grid.shape, arith), out, (image, grid, grads))
-    _run(_core.grid_sample_grad_grid, (grads, image, grid), arith, o, result)
+    _run(_core.grid_sample_grad_grid, (grads, image, grid), arith, o, k, result)
     return result
 
 
@@ -551,15 +589,17 @@ num_threads, flush_denormals
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    image, data_dtype, arith = _image(image, o.nchw, o.threads)
-    n, c, h, w = _nchw_shape(image.shape, o.nchw)
+    raw, arith = _image(image, o.nchw)
+    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
     tangent_shape(tangent.shape, grid.shape)
-    result_dtype = _result_dtype(dtype, data_dtype, arith)
+    result_dtype = _result_dtype(dtype, raw.dtype, arith)
+    k = _kernel_nchw(o, c, arith)
+    image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (image, grid, tangent))
-    computed = _scratch(result, arith)
-    _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, computed)
-    return _deliver(result, computed)
+    computed = _scratch(result, arith, o, k)
+    _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, k, computed)
+    return _deliver(result, computed, o)

@@ -4,22 +4,47 @@ Images are NCHW by default, the grid ``[N, H_out, W_out, 2]`` of ``(x, y)``
 normalised to ``[-1, 1]``; float64 data is computed in float64, everything
 else in float32, as the NumPy API computes it.  Each function converts its
 arguments (``checks``), runs the gate and binds its primitive, which
-computes in the caller's layout (NHWC read and written in place) and in
-the arithmetic type: a narrower result dtype is a cast of the result,
+computes in the caller's layout (NHWC read and written in place, but for
+few channels, which XLA transposes around an NCHW call: see ``_call``) and
+in the arithmetic type: a narrower result dtype is a cast of the result,
 rounded once.  cropgrad.jax re-exports them.
 
-May import: JAX, NumPy, ``checks`` and ``primitives``.
+May import: JAX, NumPy, ``checks``, ``primitives`` and the kernels' layout
+choice.
 """
+
+import jax.numpy as jnp
 
 from cropgrad._jax import checks
 from cropgrad._jax.primitives import bind
+from cropgrad._kernels.grid_sample import kernels as _kernels
 
 
 def _call(name, options, arrays, **params):
     """Check op `name`'s call, then bind it on `arrays` (in the options'
-    layout)."""
+    layout); in NCHW, the image and grads transposed around it, where the
+    kernels read an NHWC call faster so (few channels:
+    kernels.nhwc_in_place)."""
     checks.GATES[name](arrays, {**options, **params})
-    return bind(name, *arrays.values(), **options, **params)
+    layout = options["data_format"]
+    shaped = arrays["image"] if "image" in arrays else arrays["grads"]
+    wide = arrays["grid"].dtype == jnp.float64
+    if layout == checks.NCHW or _kernels.nhwc_in_place(
+        shaped.shape[3], wide, options["mode"]
+    ):
+        return bind(name, *arrays.values(), **options, **params)
+    nchw = {
+        k: jnp.transpose(x, (0, 3, 1, 2)) if k in ("image", "grads") else x
+        for k, x in arrays.items()
+    }
+    if "image_shape" in params:
+        n, h, w, c = params["image_shape"]
+        params["image_shape"] = (n, c, h, w)
+    out = bind(
+        name, *nchw.values(), **{**options, "data_format": checks.NCHW}, **params
+    )
+    # The grid gradient is grid-shaped; the others in the image's layout.
+    return out if name == "grid_sample_grad_grid" else jnp.transpose(out, (0, 2, 3, 1))
 
 
 def grid_sample(
