@@ -182,6 +182,16 @@ def test_nhwc_is_nchw_transposed(mode, padding_mode, align_corners, dtype, num_t
     _assert_nhwc_is_nchw_transposed(*_problem(dtype, 3, c=11), **kw)
 
 
+@pytest.mark.parametrize("mode", ref.MODES)
+def test_nhwc_results_square_in_every_axis(mode):
+    # As many channels as rows and columns (and output points): the NCHW
+    # and NHWC shapes are the same tuple, and an NHWC result computed by
+    # the NCHW kernels must still be transposed back.
+    kw = dict(mode=mode, padding_mode="border", align_corners=True)
+    problem = _problem(np.float32, 5, n=3, c=4, h=4, w=4, ho=4, wo=4)
+    _assert_nhwc_is_nchw_transposed(*problem, **kw)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 1, 70, 3), (1, 65, 65, 33)])
 @pytest.mark.parametrize("num_threads", [1, 2, 3])

@@ -289,13 +289,13 @@ def _unshared(result, out, inputs):
     return result
 
 
-def _deliver(result, computed, o):
-    """Write `computed` (the arithmetic type, in the kernel's layout) into
-    `result` (the caller's dtype and layout, options `o`) unless the kernel
-    wrote there itself."""
+def _deliver(result, computed, o, kernel_nchw):
+    """Write `computed` (the arithmetic type, in the kernel's layout,
+    `kernel_nchw`) into `result` (the caller's dtype and layout, options
+    `o`) unless the kernel wrote there itself."""
     if computed is result:
         return result
-    if computed.shape != result.shape:
+    if kernel_nchw != o.nchw:
         # The NCHW kernels' samples for an NHWC caller.
         if result.dtype == computed.dtype:
             change_layout(computed, result, False, o.threads)
@@ -389,10 +389,10 @@ def grid_sample(
     k = _kernel_nchw(o, c, arith)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, o.nchw, (image, grid))
+    result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid))
     computed = _scratch(result, arith, o, k)
     _run(_core.grid_sample, (image, grid), arith, o, k, computed)
-    return _deliver(result, computed, o)
+    return _deliver(result, computed, o, k)
 
 
 @_docs.shared
@@ -467,7 +467,7 @@ def grid_sample_grad_image(
     computed = _scratch(result, arith, o, k)
     size = _in_layout(shape, k)
     _run(_core.grid_sample_grad_image, (grads, grid), arith, o, k, computed, size)
-    return _deliver(result, computed, o)
+    return _deliver(result, computed, o, k)
 
 
 def grid_sample_grad_grid(
@@ -526,9 +526,11 @@ def grid_sample_grad_grid(
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     k = _kernel_nchw(o, c, arith)
+    grads_raw = grads
     grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o, k)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
-    result = _unshared(_v.output(out, grid.shape, arith), out, (image, grid, grads))
+    inputs = (raw, image, grid, grads_raw, grads)
+    result = _unshared(_v.output(out, grid.shape, arith), out, inputs)
     _run(_core.grid_sample_grad_grid, (grads, image, grid), arith, o, k, result)
     return result
 
@@ -599,7 +601,7 @@ num_threads, flush_denormals
     k = _kernel_nchw(o, c, arith)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, o.nchw, (image, grid, tangent))
+    result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid, tangent))
     computed = _scratch(result, arith, o, k)
     _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, k, computed)
-    return _deliver(result, computed, o)
+    return _deliver(result, computed, o, k)
