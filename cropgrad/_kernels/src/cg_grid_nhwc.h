@@ -22,30 +22,54 @@ typedef struct {
     float wt[8][8];     /* bilinear: [corner][lane]; bicubic: cx 0-3, cy 4-7 */
 } gs_taps_nhwc;
 
+/* Tap k's element offsets in an NHWC image of `c` channels, lane by lane
+ * (-1 where it is not read), from its pixel offsets and inside-mask. */
+GS_AVX2 static inline void gs_nhwc_at(__m256i off, __m256i in, int64_t c,
+                                      int64_t* at) {
+    int32_t o[8], m[8];
+    int lane;
+    _mm256_storeu_si256((__m256i*)o, off);
+    _mm256_storeu_si256((__m256i*)m, in);
+    for (lane = 0; lane < 8; lane++)
+        at[lane] = m[lane] ? (int64_t)o[lane] * c : -1;
+}
+
+/* Bicubic's 16 taps as NHWC taps. */
+GS_AVX2 static inline void gs_nhwc_cubic(const gs_cubic8* cb, int64_t c,
+                                         gs_taps_nhwc* t) {
+    int k;
+    t->taps = 16;
+    for (k = 0; k < 16; k++)
+        gs_nhwc_at(cb->off[k], cb->in[k], c, t->at[k]);
+    for (k = 0; k < 4; k++) {
+        _mm256_storeu_ps(t->wt[k], cb->cx[k]);
+        _mm256_storeu_ps(t->wt[4 + k], cb->cy[k]);
+    }
+}
+
+/* The first `taps` corners as NHWC taps. */
+GS_AVX2 static inline void gs_nhwc_corners(const gs_corners8* cn, int taps,
+                                           int64_t c, gs_taps_nhwc* t) {
+    int k;
+    t->taps = taps;
+    for (k = 0; k < taps; k++) {
+        gs_nhwc_at(cn->off[k], cn->in[k], c, t->at[k]);
+        _mm256_storeu_ps(t->wt[k], cn->wt[k]);
+    }
+}
+
 /* The taps of the `valid` points from `g` (interleaved x, y), located as
- * the forward op (`backward` 0) or the gradients locate them. */
+ * the forward op (`backward` 0) or the image gradient locates them. */
 GS_AVX2 static inline void gs_nhwc_taps(const float* g, int valid,
                                         int64_t c, int32_t h, int32_t w,
                                         const gs_axes* axes, int backward,
                                         gs_taps_nhwc* t) {
-    int32_t off[8], in[8];
-    int k, lane;
     __m256 x, y;
     gs_load8(g, valid, &x, &y);
     if (axes->cubic) {
         gs_cubic8 cb;
         gs_cubic_taps8(x, y, axes, h, w, 0, &cb);
-        t->taps = 16;
-        for (k = 0; k < 16; k++) {
-            _mm256_storeu_si256((__m256i*)off, cb.off[k]);
-            _mm256_storeu_si256((__m256i*)in, cb.in[k]);
-            for (lane = 0; lane < 8; lane++)
-                t->at[k][lane] = in[lane] ? (int64_t)off[lane] * c : -1;
-        }
-        for (k = 0; k < 4; k++) {
-            _mm256_storeu_ps(t->wt[k], cb.cx[k]);
-            _mm256_storeu_ps(t->wt[4 + k], cb.cy[k]);
-        }
+        gs_nhwc_cubic(&cb, c, t);
         return;
     }
     gs_corners8 cn;
@@ -56,14 +80,7 @@ GS_AVX2 static inline void gs_nhwc_taps(const float* g, int valid,
         gs_nearest(x, y, h, w, axes->padding == 0, &cn);
     else
         gs_corners(x, y, h, w, &cn);
-    t->taps = axes->nearest ? 1 : 4;
-    for (k = 0; k < t->taps; k++) {
-        _mm256_storeu_si256((__m256i*)off, cn.off[k]);
-        _mm256_storeu_si256((__m256i*)in, cn.in[k]);
-        for (lane = 0; lane < 8; lane++)
-            t->at[k][lane] = in[lane] ? (int64_t)off[lane] * c : -1;
-        _mm256_storeu_ps(t->wt[k], cn.wt[k]);
-    }
+    gs_nhwc_corners(&cn, axes->nearest ? 1 : 4, c, t);
 }
 
 /* Channel `ch` of eight points' tap k (+0 where it is not read). */
@@ -209,7 +226,7 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
     __m256 sign = _mm256_set1_ps(-0.0f), gx, gy, gc, mult[2], x, y;
     __m256 nw, ne, sw, se, dx, dy, vg;
     float tx[8], ty[8], gl[8];
-    int v, i, j, lane, valid;
+    int i, j, lane, valid;
     for (q = first; q < end; q += 8) {
         const float* g = grid + 2 * (b * per + q);
         valid = (int)(end - q < 8 ? end - q : 8);
@@ -219,7 +236,7 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
             gs_cubic8 cb;
             gs_load8(g, valid, &x, &y);
             gs_cubic_taps8(x, y, axes, h, w, 1, &cb);
-            gs_nhwc_taps(g, valid, c, h, w, axes, 1, &t);
+            gs_nhwc_cubic(&cb, c, &t);
             mult[0] = _mm256_set1_ps(axes->scale[0]);
             mult[1] = _mm256_set1_ps(axes->scale[1]);
             for (ch = 0; ch < c; ch++) {
@@ -246,14 +263,7 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
             x = gs_locate8(x, axes, 0, 1, &mult[0]);
             y = gs_locate8(y, axes, 1, 1, &mult[1]);
             gs_corners(x, y, h, w, &cn);
-            t.taps = 4;
-            for (v = 0; v < 4; v++) {
-                int32_t off[8], in[8];
-                _mm256_storeu_si256((__m256i*)off, cn.off[v]);
-                _mm256_storeu_si256((__m256i*)in, cn.in[v]);
-                for (lane = 0; lane < 8; lane++)
-                    t.at[v][lane] = in[lane] ? (int64_t)off[lane] * c : -1;
-            }
+            gs_nhwc_corners(&cn, 4, c, &t);
             for (ch = 0; ch < c; ch++) {
                 for (lane = 0; lane < 8; lane++)
                     gl[lane] = lane < valid ? grads[(b * per + q + lane) * c + ch]
