@@ -6,8 +6,8 @@ import numpy as np
 from .forward import (
     _boxes_and_indices,
     _corners,
-    _geometry,
-    _pair,
+    _geometries,
+    _pooled_problem,
     _read_image,
     arithmetic_type,
     f32,
@@ -107,28 +107,19 @@ def roi_align_jvp_boxes(
     [[1.0, 1.0], [1.0, 1.0]]
     """
     T = arithmetic_type(np.asarray(image).dtype)
-    pixels = _read_image(image, T)
-    batch, channels, height, width = pixels.shape
-    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
+    pixels, boxes, box_ind, out = _pooled_problem(
+        image, boxes, box_ind, output_size, exact, T
+    )
+    channels, height, width = pixels.shape[1:]
+    out_h, out_w = out.shape[2:]
+    acc_type = out.dtype.type
     with np.errstate(all="ignore"):
         tangent = np.asarray(boxes_tangent, dtype=np.float64).reshape(-1, 4)
         tangent = tangent.astype(T) if exact else tangent.astype(T).astype(f64)
-    out_h, out_w = _pair(output_size)
-    acc_type = T if exact else f64
-    if not exact:
-        pixels = pixels.astype(f64)
-    out = np.zeros((len(boxes), channels, out_h, out_w), acc_type)
+    params = (spatial_scale, sampling_ratio, aligned)
+    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
     with np.errstate(all="ignore"):
-        for k in range(len(boxes)):
-            rows, cols, count = _geometry(
-                boxes[k],
-                (height, width),
-                (out_h, out_w),
-                spatial_scale,
-                sampling_ratio,
-                aligned,
-                T,
-            )
+        for k, (rows, cols, count) in enumerate(geometries):
             t_x1, t_y1, t_x2, t_y2 = tangent[k]
             img = pixels[box_ind[k]]
             rate_y = _rates(rows, t_y1, t_y2, out_h, spatial_scale, exact, T)
@@ -207,17 +198,10 @@ def roi_align_grad_boxes(
         pixels = pixels.astype(f64)
         grads = grads.astype(f64)
     out = np.zeros((len(boxes), 4), T if exact else f64)
+    params = (spatial_scale, sampling_ratio, aligned)
+    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
     with np.errstate(all="ignore"):
-        for k in range(len(boxes)):
-            rows, cols, count = _geometry(
-                boxes[k],
-                (height, width),
-                (out_h, out_w),
-                spatial_scale,
-                sampling_ratio,
-                aligned,
-                T,
-            )
+        for k, (rows, cols, count) in enumerate(geometries):
             img = pixels[box_ind[k]]
             # Terms of S_x1, S_y1, S_x2, S_y2, in the serial order.
             terms = ([], [], [], [])

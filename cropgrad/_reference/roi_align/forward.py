@@ -158,24 +158,27 @@ def axis_samples(lo, hi, size, pooled, spatial_scale, sampling_ratio, aligned, T
     return Axis(start, length, bin_size, grid, size_held, taps)
 
 
-def _geometry(
-    box, feature_size, output_size, spatial_scale, sampling_ratio, aligned, T
-):
-    """(rows, cols, count) of one box: the two axes and the bin's count."""
-    x1, y1, x2, y2 = box
+def _geometries(boxes, feature_size, output_size, params, T):
+    """``(rows, cols, count)`` of each box: the two axes and the bin's count.
+
+    `params` is ``(spatial_scale, sampling_ratio, aligned)``; huge boxes
+    overflow, as in the kernels.
+    """
     height, width = feature_size
     out_h, out_w = output_size
-    rows = axis_samples(
-        y1, y2, height, out_h, spatial_scale, sampling_ratio, aligned, T
-    )
-    cols = axis_samples(x1, x2, width, out_w, spatial_scale, sampling_ratio, aligned, T)
-    samples = rows.grid * cols.grid
-    if samples > MAX_SAMPLES_PER_BIN:
-        raise ValueError(
-            f"box {list(map(float, box))} has {rows.grid} x {cols.grid} samples "
-            f"per bin, more than {MAX_SAMPLES_PER_BIN}"
-        )
-    return rows, cols, T(max(samples, 1))
+    geometries = []
+    with np.errstate(all="ignore"):
+        for x1, y1, x2, y2 in boxes:
+            rows = axis_samples(y1, y2, height, out_h, *params, T)
+            cols = axis_samples(x1, x2, width, out_w, *params, T)
+            samples = rows.grid * cols.grid
+            if samples > MAX_SAMPLES_PER_BIN:
+                raise ValueError(
+                    f"box {[float(v) for v in (x1, y1, x2, y2)]} has {rows.grid} "
+                    f"x {cols.grid} samples per bin, more than {MAX_SAMPLES_PER_BIN}"
+                )
+            geometries.append((rows, cols, T(max(samples, 1))))
+    return geometries
 
 
 def _boxes_and_indices(boxes, box_ind, batch, T):
@@ -206,6 +209,20 @@ def _pair(output_size):
         return int(output_size), int(output_size)
     out_h, out_w = (int(v) for v in output_size)
     return out_h, out_w
+
+
+def _pooled_problem(image, boxes, box_ind, output_size, exact, T):
+    """The forward op's and the boxes JVP's inputs as they are read (the
+    pixels in float64 unless `exact`), and their zero output in the
+    accumulation type."""
+    pixels = _read_image(image, T)
+    batch, channels = pixels.shape[:2]
+    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
+    out_h, out_w = _pair(output_size)
+    if not exact:
+        pixels = pixels.astype(f64)
+    out = np.zeros((len(boxes), channels, out_h, out_w), T if exact else f64)
+    return pixels, boxes, box_ind, out
 
 
 # --------------------------------------------------------------------------
@@ -258,50 +275,16 @@ def roi_align(
     [[5.0, 6.75], [12.0, 13.75]]
     """
     T = arithmetic_type(np.asarray(image).dtype)
-    return _roi_align(
-        image,
-        boxes,
-        box_ind,
-        output_size,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
-        exact,
-        T,
+    pixels, boxes, box_ind, out = _pooled_problem(
+        image, boxes, box_ind, output_size, exact, T
     )
-
-
-def _roi_align(
-    image,
-    boxes,
-    box_ind,
-    output_size,
-    spatial_scale,
-    sampling_ratio,
-    aligned,
-    exact,
-    T,
-):
-    """`roi_align` in the arithmetic type `T` (float16 models torchvision's)."""
-    pixels = _read_image(image, T)
-    batch, channels, height, width = pixels.shape
-    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
-    out_h, out_w = _pair(output_size)
-    acc_type = T if exact else f64
-    if not exact:
-        pixels = pixels.astype(f64)
-    out = np.zeros((len(boxes), channels, out_h, out_w), acc_type)
+    channels, height, width = pixels.shape[1:]
+    out_h, out_w = out.shape[2:]
+    acc_type = out.dtype.type
+    params = (spatial_scale, sampling_ratio, aligned)
+    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
     with np.errstate(all="ignore"):
-        for k in range(len(boxes)):
-            rows, cols, count = _geometry(
-                boxes[k],
-                (height, width),
-                (out_h, out_w),
-                spatial_scale,
-                sampling_ratio,
-                aligned,
-                T,
-            )
+        for k, (rows, cols, count) in enumerate(geometries):
             img = pixels[box_ind[k]]
             for ph in range(out_h):
                 for pw in range(out_w):
@@ -392,30 +375,6 @@ def roi_align_grad_image(
     """
     grads = np.asarray(grads)
     T = arithmetic_type(grads.dtype if dtype is None else dtype)
-    return _roi_align_grad_image(
-        grads,
-        boxes,
-        box_ind,
-        image_size,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
-        exact,
-        T,
-    )
-
-
-def _roi_align_grad_image(
-    grads,
-    boxes,
-    box_ind,
-    image_size,
-    spatial_scale,
-    sampling_ratio,
-    aligned,
-    exact,
-    T,
-):
     batch, channels, height, width = (int(v) for v in image_size)
     with np.errstate(all="ignore"):
         grads = np.asarray(grads).astype(T)
@@ -424,17 +383,10 @@ def _roi_align_grad_image(
     if not exact:
         grads = grads.astype(f64)
     out = np.zeros((batch, channels, height, width), T if exact else f64)
+    params = (spatial_scale, sampling_ratio, aligned)
+    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
     with np.errstate(all="ignore"):
-        for k in range(len(boxes)):
-            rows, cols, count = _geometry(
-                boxes[k],
-                (height, width),
-                (out_h, out_w),
-                spatial_scale,
-                sampling_ratio,
-                aligned,
-                T,
-            )
+        for k, (rows, cols, count) in enumerate(geometries):
             plane = out[box_ind[k]]
             for ph in range(out_h):
                 for pw in range(out_w):
