@@ -401,8 +401,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     input : Tensor of shape (N, C, H, W)
         float16, bfloat16, float32, float64 (or an integer dtype, read as
         float32).  float64 is computed in float64, every other dtype in
-        float32.  Any memory format (``channels_last`` is read as NCHW, the
-        one layout the kernels take, with the copy the NumPy API makes).
+        float32.  Any memory format: ``channels_last`` is read in place
+        where the NHWC kernels are the faster (docs/adapters.md),
+        otherwise changed to NCHW once.
         A 5-D (volumetric) input is refused.
     grid : Tensor of shape (N, H_out, W_out, 2)
         ``(x, y)`` per output pixel, normalised to ``[-1, 1]``; any real

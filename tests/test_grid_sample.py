@@ -182,6 +182,37 @@ def test_nhwc_is_nchw_transposed(mode, padding_mode, align_corners, dtype, num_t
     _assert_nhwc_is_nchw_transposed(*_problem(dtype, 3, c=11), **kw)
 
 
+@pytest.mark.parametrize("op", ["grid_sample", "grid_sample_grad_grid"])
+def test_channels_last_images_are_read_in_place(op):
+    # An NCHW view of NHWC memory (PyTorch's channels_last) of 16 channels
+    # goes to the NHWC kernels where it is: the call allocates the layout
+    # change of the few samples (or of their gradient), not a copy of the
+    # image, and gives the contiguous image's bits.
+    import tracemalloc
+
+    rng = np.random.default_rng(4)
+    memory = rng.standard_normal((2, 64, 64, 16)).astype(np.float32)
+    view = memory.transpose(0, 3, 1, 2)
+    grid = rng.uniform(-1.1, 1.1, (2, 4, 4, 2)).astype(np.float32)
+    grads = rng.standard_normal((2, 16, 4, 4)).astype(np.float32)
+    out = np.empty(grads.shape if op == "grid_sample" else grid.shape, np.float32)
+
+    def call(image):
+        if op == "grid_sample":
+            return cropgrad.grid_sample(image, grid, out=out)
+        return cropgrad.grid_sample_grad_grid(grads, image, grid, out=out)
+
+    expected = call(np.ascontiguousarray(view)).copy()
+    tracemalloc.start()
+    try:
+        call(view)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < memory.nbytes // 8, peak
+    assert_same_bits(out, expected, op)
+
+
 @pytest.mark.parametrize("mode", ref.MODES)
 def test_nhwc_results_square_in_every_axis(mode):
     # As many channels as rows and columns (and output points): the NCHW

@@ -16,11 +16,12 @@ Three workloads, each the call a user makes:
 
 Columns, each a median over interleaved rounds: cropgrad's forward and its
 forward + backward (the forward op, the image gradient and the grid
-gradient: what autograd calls) on 1 thread and on the default threads, NCHW
-and NHWC; PyTorch's forward and forward + backward (``torch.autograd.grad``
-in both inputs) on 1 and on the default threads; ONNX Runtime's
-``GridSample`` forward; ``cropgrad.jax.grid_sample`` jitted, forward and
-forward + backward (``jax.vjp`` in both inputs), beside the same in pure
+gradient: what autograd calls) on 1 thread and on the default threads, NCHW,
+NHWC and NCHW on NHWC memory (PyTorch's ``channels_last``); PyTorch's
+forward and forward + backward (``torch.autograd.grad`` in both inputs)
+on 1 and on the default threads; ONNX Runtime's ``GridSample`` forward;
+``cropgrad.jax.grid_sample`` jitted, forward and forward + backward
+(``jax.vjp`` in both inputs), beside the same in pure
 JAX (bilinear, zeros: four gathers, differentiated by JAX).  PyTorch, ONNX
 Runtime and JAX run in a worker process of their own (their OpenMP runtime
 and thread pools apart from cropgrad's), on the same arrays made from the
@@ -147,9 +148,13 @@ def cropgrad_columns(name, threads, options=DEFAULT_OPTIONS):
     grad_image = functools.partial(cropgrad.grid_sample_grad_image, **options)
     grad_grid = functools.partial(cropgrad.grid_sample_grad_grid, **options)
 
+    # PyTorch's channels_last: NCHW calls on a view of the NHWC memory.
+    image_view = image_nhwc.transpose(0, 3, 1, 2)
+
     def forward(nt, fmt="NCHW"):
-        if fmt == "NCHW":
-            return lambda: sample(image, grid, out=out, num_threads=nt)
+        if fmt != "NHWC":
+            im = image_view if fmt == "view" else image
+            return lambda: sample(im, grid, out=out, num_threads=nt)
         return lambda: sample(
             image_nhwc, grid, data_format="NHWC", out=out_nhwc, num_threads=nt
         )
@@ -158,6 +163,8 @@ def cropgrad_columns(name, threads, options=DEFAULT_OPTIONS):
         im, g = (image, grads) if fmt == "NCHW" else (image_nhwc, grads_nhwc)
         s = size if fmt == "NCHW" else image_nhwc.shape
         o = out if fmt == "NCHW" else out_nhwc
+        if fmt == "view":
+            im, g, s, o, fmt = image_view, grads, size, out, "NCHW"
 
         def call():
             sample(im, grid, data_format=fmt, out=o, num_threads=nt)
@@ -173,6 +180,8 @@ def cropgrad_columns(name, threads, options=DEFAULT_OPTIONS):
         "cropgrad fwd+bwd 1 thr": both(1),
         "cropgrad fwd+bwd": both(threads),
         "cropgrad fwd+bwd NHWC": both(threads, "NHWC"),
+        "cropgrad forward channels_last": forward(threads, "view"),
+        "cropgrad fwd+bwd channels_last": both(threads, "view"),
     }
 
 
@@ -375,6 +384,11 @@ RATIOS = (
     ("torch forward / cropgrad", "torch forward", "cropgrad forward"),
     ("onnxruntime forward / cropgrad", "onnxruntime forward", "cropgrad forward"),
     ("cropgrad fwd+bwd NCHW / NHWC", "cropgrad fwd+bwd", "cropgrad fwd+bwd NHWC"),
+    (
+        "cropgrad fwd+bwd channels_last / NCHW",
+        "cropgrad fwd+bwd channels_last",
+        "cropgrad fwd+bwd",
+    ),
     ("pure jax forward / cropgrad.jax", "pure jax forward", "cropgrad.jax forward"),
     ("pure jax fwd+bwd / cropgrad.jax", "pure jax fwd+bwd", "cropgrad.jax fwd+bwd"),
 )

@@ -103,10 +103,22 @@ def _run(bridge, arrays, arith, o, kernel_nchw, written, *image_shape):
     )
 
 
-def _kernel_nchw(o, channels, arith):
+def _kernel_nchw(o, channels, arith, image=None):
     """Whether the kernels run in NCHW: for an NCHW caller, and for an NHWC
-    one whose arrays they read faster so (few channels)."""
-    return o.nchw or not _kernels.nhwc_in_place(channels, arith == _FLOAT64, o.mode)
+    one whose arrays they read faster so (few channels); but not for an
+    NCHW view of NHWC memory (`image`, such as PyTorch's channels_last
+    tensors) that the NHWC kernels read faster where it is than the NCHW
+    ones read a copy (the samples' layout is changed instead)."""
+    in_place = _kernels.nhwc_in_place(channels, arith == _FLOAT64, o.mode)
+    if o.nchw:
+        return not (in_place and image is not None and _nhwc_memory(image))
+    return not in_place
+
+
+def _nhwc_memory(image):
+    """Whether NCHW `image` is a view of C-contiguous NHWC memory, and not
+    also C-contiguous as it is (one channel, or one pixel)."""
+    return image.transpose(_TO_NHWC).flags.c_contiguous and not image.flags.c_contiguous
 
 
 def _layout_axes(nchw):
@@ -134,8 +146,10 @@ def _image(image, nchw):
             "volumetric (5-D) grid sampling is not provided"
         )
     fmt = "NCHW" if nchw else "NHWC"
-    raw, _ = _v.image_array(raw, fmt)
-    return raw, _FLOAT64 if raw.dtype == _FLOAT64 else _FLOAT32
+    # Used as it is: _layout_array makes it contiguous, in either layout.
+    raw, _ = _v.image_array(raw, fmt, contiguous=False)
+    wide = raw.dtype.newbyteorder("=") == _FLOAT64
+    return raw, _FLOAT64 if wide else _FLOAT32
 
 
 _TO_NCHW = (0, 3, 1, 2)
@@ -296,11 +310,11 @@ def _deliver(result, computed, o, kernel_nchw):
     if computed is result:
         return result
     if kernel_nchw != o.nchw:
-        # The NCHW kernels' samples for an NHWC caller.
+        # The kernels' samples in the other layout than the caller's.
         if result.dtype == computed.dtype:
-            change_layout(computed, result, False, o.threads)
+            change_layout(computed, result, o.nchw, o.threads)
             return result
-        computed = computed.transpose(_TO_NHWC)
+        computed = computed.transpose(_TO_NCHW if o.nchw else _TO_NHWC)
     # Values beyond float16 round to infinity, as documented: not a warning.
     with np.errstate(over="ignore"):
         result[...] = computed
@@ -386,7 +400,7 @@ def grid_sample(
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
-    k = _kernel_nchw(o, c, arith)
+    k = _kernel_nchw(o, c, arith, raw)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid))
@@ -525,7 +539,7 @@ def grid_sample_grad_grid(
     n, c, h, w = _nchw_shape(raw.shape, o.nchw)
     grid = _grid(grid, arith, n)
     spatial(h, w, "image")
-    k = _kernel_nchw(o, c, arith)
+    k = _kernel_nchw(o, c, arith, raw)
     grads_raw = grads
     grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o, k)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
@@ -598,7 +612,7 @@ num_threads, flush_denormals
     tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
     tangent_shape(tangent.shape, grid.shape)
     result_dtype = _result_dtype(dtype, raw.dtype, arith)
-    k = _kernel_nchw(o, c, arith)
+    k = _kernel_nchw(o, c, arith, raw)
     image = _layout_array(raw, arith, o.nchw, k, o.threads)
     shape = (n, c, grid.shape[1], grid.shape[2])
     result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid, tangent))

@@ -317,12 +317,14 @@ def grads_array(grads, data_format="NHWC"):
     return grads
 
 
-def image_array(image, data_format="NHWC"):
+def image_array(image, data_format="NHWC", contiguous=True):
     """Check the image of the forward op and the boxes gradient.
 
     Returns the C-contiguous array to pass to the C-level API (native byte
-    order, used in place when it already is) and its dtype code.
-    `data_format` (already checked) only words the message.
+    order, used in place when it already is) and its dtype code; with
+    ``contiguous=False``, the checked array as it is (a caller that
+    changes its layout itself).  `data_format` (already checked) only words
+    the message.
     """
     image = real_array(image, "image", bfloat16=True)
     if image.ndim != 4:
@@ -334,7 +336,7 @@ def image_array(image, data_format="NHWC"):
     code = dtype_code(native)
     if code is None:
         raise TypeError(f"image must be {IMAGE_DTYPE_NAMES}, got {image.dtype}")
-    if image.dtype != native or not image.flags.c_contiguous:
+    if contiguous and (image.dtype != native or not image.flags.c_contiguous):
         image = np.ascontiguousarray(image, dtype=native)
     return image, code
 

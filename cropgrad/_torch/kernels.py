@@ -273,9 +273,10 @@ _ARGUMENTS = {"crop_and_resize": _arguments, "roi_align": _roi_arguments}
 # --------------------------------------------------------------------------
 # Grid sampling: the NumPy API's functions (cropgrad._api.grid_sample) on
 # NumPy views of the tensors, writing into the result.  They check the data
-# (a non-finite grid) and convert what their kernels need (an image in
-# ``channels_last`` memory to contiguous NCHW, other dtypes to the
-# arithmetic type), nothing more; bfloat16 is converted by PyTorch instead
+# (a non-finite grid) and convert what their kernels need (other dtypes
+# to the arithmetic type; an image in ``channels_last`` memory is read in
+# place by the NHWC kernels, or changed to NCHW where those are slower),
+# nothing more; bfloat16 is converted by PyTorch instead
 # (NumPy has none without ml_dtypes), exactly, which is the conversion the
 # NumPy API makes.
 
