@@ -89,6 +89,7 @@ else:
 import importlib as _importlib
 
 from cropgrad import _ops as _model
+from cropgrad._api import docstrings as _docs
 from cropgrad._jax import batching as _batching
 from cropgrad._jax import checks as _checks
 from cropgrad._jax import derivatives as _derivatives
@@ -132,6 +133,7 @@ _batching.install()
 _derivatives.install()
 
 
+@_docs.shared
 def crop_and_resize(
     image,
     boxes,
@@ -169,11 +171,7 @@ def crop_and_resize(
         Static.  The boxes gradient of nearest sampling is zero.
     extrapolation_value : float, default 0.0
         Value of samples outside the image; static.
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-        Layout of `image` and of the result.
-    num_threads : int, optional
-        Threads of the kernel, 1 to 1024; static.  Default:
-        `DEFAULT_THREADS`.  The result does not depend on it.
+    {jax_options}
 
     Returns
     -------
@@ -230,6 +228,7 @@ def crop_and_resize(
     return crops
 
 
+@_docs.shared
 def crop_and_resize_grad_image(
     grads,
     boxes,
@@ -265,10 +264,7 @@ def crop_and_resize_grad_image(
         it float32); float16 and bfloat16 accumulate in float32 and are
         rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-    num_threads : int, optional
-        Threads of the kernel, 1 to 1024; static.  Default:
-        `DEFAULT_THREADS`.
+    {jax_options}
 
     Returns
     -------
@@ -301,6 +297,7 @@ def crop_and_resize_grad_image(
     )
 
 
+@_docs.shared
 def crop_and_resize_grad_boxes(
     grads,
     image,
@@ -330,10 +327,7 @@ def crop_and_resize_grad_boxes(
     box_ind : array of int, shape (num_boxes,)
         Image of each box, in ``[0, batch)``.
     method : {"bilinear"}
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-    num_threads : int, optional
-        Threads of the kernel, 1 to 1024; static.  Default:
-        `DEFAULT_THREADS`.
+    {jax_options}
 
     Returns
     -------

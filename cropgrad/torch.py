@@ -109,6 +109,7 @@ if tuple(int(p) for p in torch.__version__.split(".")[:2]) < _OLDEST:
         f"found {torch.__version__}: upgrade it (pip install -U torch)"
     )
 
+from cropgrad._api import docstrings as _docs  # noqa: E402
 from cropgrad._torch import checks as _checks  # noqa: E402
 from cropgrad._torch import pyramid as _pyramid  # noqa: E402
 from cropgrad._torch import registration as _registration  # noqa: E402
@@ -140,6 +141,7 @@ def _in_dtype_of(image, crops):
 # (cropgrad/_ops).
 
 
+@_docs.shared
 def crop_and_resize(
     image,
     boxes,
@@ -175,14 +177,7 @@ def crop_and_resize(
     method : {"bilinear", "nearest"}, default "bilinear"
     extrapolation_value : float, default 0.0
         Value of samples that fall outside the image.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-        Layout of `image` and of the result.
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).  The result
-        does not depend on it.
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic (see
-        `cropgrad.crop_and_resize_grad_image`).
+    {torch_options}
 
     Returns
     -------
@@ -206,6 +201,7 @@ def crop_and_resize(
     return _in_dtype_of(image, crops)
 
 
+@_docs.shared
 def crop_and_resize_grad_image(
     grads,
     boxes,
@@ -242,11 +238,7 @@ def crop_and_resize_grad_image(
         Output dtype; float16 and bfloat16 accumulate in float32 and are
         rounded once.
     method : {"bilinear", "nearest"}, default "bilinear"
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic.
+    {torch_options}
 
     Returns
     -------
@@ -267,6 +259,7 @@ def crop_and_resize_grad_image(
     return _registration.call("crop_and_resize_grad_image", locals())
 
 
+@_docs.shared
 def crop_and_resize_grad_boxes(
     grads,
     image,
@@ -299,11 +292,7 @@ def crop_and_resize_grad_boxes(
         Image of each box, in ``[0, batch)``.
     method : {"bilinear"}
         Only bilinear sampling has a boxes gradient.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic.
+    {torch_options}
 
     Returns
     -------

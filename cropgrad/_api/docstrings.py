@@ -1,5 +1,6 @@
-"""Docstring paragraphs that several of the NumPy API's functions share,
-written once, as NumPy writes its ufuncs' common parameters once.
+"""Docstring paragraphs that several of cropgrad's public functions share
+(the NumPy API's, and the adapters'), written once, as NumPy writes its
+ufuncs' common parameters once.
 
 A line of a docstring that holds only ``{name}`` stands for paragraph
 `name` of `PARAGRAPHS`, at that line's indentation; `shared` fills them in
@@ -50,6 +51,24 @@ num_threads : int, optional
     does not depend on it.
 flush_denormals : bool, default False
     Compute with flush-to-zero and denormals-are-zero.""",
+    # cropgrad.torch's options.
+    "torch_options": """\
+data_format : {"NCHW", "NHWC"}, default "NCHW"
+    Layout of `image` and of the result.
+num_threads : int, optional
+    Threads to use, 1 to 1024 (default: OpenMP's default).  The result
+    does not depend on it.
+flush_denormals : bool, default False
+    TensorFlow's flush-to-zero arithmetic (see
+    `cropgrad.crop_and_resize_grad_image`).""",
+    # cropgrad.jax's options.
+    "jax_options": """\
+data_format : {"NCHW", "NHWC"}
+    Layout of `image` and of the result.  Default: NHWC for
+    crop-and-resize (TensorFlow's), NCHW for the other families.
+num_threads : int, optional
+    Threads of the kernel, 1 to 1024; static.  Default:
+    `DEFAULT_THREADS`.  The result does not depend on it.""",
 }
 
 

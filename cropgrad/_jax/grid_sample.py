@@ -15,6 +15,7 @@ choice.
 
 import jax.numpy as jnp
 
+from cropgrad._api import docstrings as _docs
 from cropgrad._jax import checks
 from cropgrad._jax.primitives import bind
 from cropgrad._kernels.grid_sample import kernels as _kernels
@@ -47,6 +48,7 @@ def _call(name, options, arrays, **params):
     return out if name == "grid_sample_grad_grid" else jnp.transpose(out, (0, 2, 3, 1))
 
 
+@_docs.shared
 def grid_sample(
     image,
     grid,
@@ -85,11 +87,7 @@ def grid_sample(
     dtype : {float32, float64, float16, bfloat16}, optional
         Output dtype.  Default: the image's for float images, float32
         otherwise; rounded once from the arithmetic type.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-        Layout of `image` and of the result.
-    num_threads : int, optional
-        Threads to use, 1 to 1024; static.  The result does not depend on
-        it.
+    {jax_options}
 
     Returns
     -------

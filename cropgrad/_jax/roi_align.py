@@ -9,10 +9,12 @@ them.
 May import: JAX, NumPy, ``checks`` and ``primitives``.
 """
 
+from cropgrad._api import docstrings as _docs
 from cropgrad._jax import checks
 from cropgrad._jax.primitives import bind
 
 
+@_docs.shared
 def roi_align(
     image,
     boxes,
@@ -66,11 +68,7 @@ def roi_align(
         Output dtype; static.  Default: the image's when it is a floating
         dtype, float32 otherwise.  Computed in the arithmetic type and
         rounded once (float16 and bfloat16 from float32 arithmetic only).
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-        Layout of `image` and of the result.
-    num_threads : int, optional
-        Threads of the kernel, 1 to 1024; static.  Default:
-        `DEFAULT_THREADS`.  The result does not depend on it.
+    {jax_options}
 
     Returns
     -------
@@ -123,6 +121,7 @@ def roi_align(
     )
 
 
+@_docs.shared
 def roi_align_grad_image(
     grads,
     boxes,
@@ -162,10 +161,7 @@ def roi_align_grad_image(
         Output dtype; static.  Default: the dtype of `grads` when it is a
         floating one, float32 otherwise.  Accumulated in the arithmetic type
         and rounded once.
-    data_format : {"NCHW", "NHWC"}, default "NCHW"
-    num_threads : int, optional
-        Threads of the kernel, 1 to 1024; static.  Default:
-        `DEFAULT_THREADS`.
+    {jax_options}
 
     Returns
     -------
