@@ -393,18 +393,24 @@ def grad_boxes_plan(a):
     return [n, 4]
 
 
-def jvp_boxes_plan(a):
-    """Check the boxes JVP's metadata; return the output's shape."""
-    name = "crop_and_resize_jvp_boxes"
-    option(name, "method", a.method)
-    shape = forward_plan(a, name)
+def _boxes_tangent(a, image_name):
+    """Check a boxes JVP's tangent: real, of the boxes' shape, on the device
+    of the image (which the op calls `image_name`)."""
     _real(a.boxes_tangent, "boxes_tangent")
     if tuple(a.boxes_tangent.shape) != tuple(a.boxes.shape):
         raise ValueError(
             f"boxes_tangent must have the shape of boxes {tuple(a.boxes.shape)}, "
             f"got shape {tuple(a.boxes_tangent.shape)}"
         )
-    _one_device(image=a.image, boxes_tangent=a.boxes_tangent)
+    _one_device(**{image_name: a.image, "boxes_tangent": a.boxes_tangent})
+
+
+def jvp_boxes_plan(a):
+    """Check the boxes JVP's metadata; return the output's shape."""
+    name = "crop_and_resize_jvp_boxes"
+    option(name, "method", a.method)
+    shape = forward_plan(a, name)
+    _boxes_tangent(a, "image")
     return shape
 
 
@@ -576,11 +582,5 @@ def roi_jvp_boxes_plan(a):
     """Check the metadata of RoIAlign's boxes JVP; return the output's shape
     and dtype."""
     plan = roi_forward_plan(a, "image")
-    _real(a.boxes_tangent, "boxes_tangent")
-    if tuple(a.boxes_tangent.shape) != tuple(a.boxes.shape):
-        raise ValueError(
-            f"boxes_tangent must have the shape of boxes {tuple(a.boxes.shape)}, "
-            f"got shape {tuple(a.boxes_tangent.shape)}"
-        )
-    _one_device(input=a.image, boxes_tangent=a.boxes_tangent)
+    _boxes_tangent(a, "input")
     return plan
