@@ -76,29 +76,33 @@ cdef inline void _shape4(int64_t* dst, shape) except *:
 # --------------------------------------------------------------------------
 # The gate
 
-def check_crop_and_resize(image_shape, int image_dtype, int64_t num_boxes,
-                          int64_t crop_height, int64_t crop_width, int method,
-                          int layout, int num_threads):
-    """Raise what `cg_crop_and_resize` would for these shapes and codes."""
+cdef _check_crop_and_resize(image_shape, int image_dtype, int64_t num_boxes,
+                            int64_t crop_height, int64_t crop_width, int method,
+                            int layout, int num_threads, bint jvp):
     cdef cg_error err
     cdef int64_t s[4]
     _shape4(s, image_shape)
     if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                        layout, num_threads, False, &err) != CG_OK:
+                        layout, num_threads, jvp, &err) != CG_OK:
         _raise(&err)
+
+
+def check_crop_and_resize(image_shape, int image_dtype, int64_t num_boxes,
+                          int64_t crop_height, int64_t crop_width, int method,
+                          int layout, int num_threads):
+    """Raise what `cg_crop_and_resize` would for these shapes and codes."""
+    _check_crop_and_resize(image_shape, image_dtype, num_boxes, crop_height,
+                           crop_width, method, layout, num_threads, False)
 
 
 def check_crop_and_resize_jvp_boxes(image_shape, int image_dtype,
                                     int64_t num_boxes, int64_t crop_height,
                                     int64_t crop_width, int method, int layout,
                                     int num_threads):
-    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes."""
-    cdef cg_error err
-    cdef int64_t s[4]
-    _shape4(s, image_shape)
-    if cr.check_forward(s, image_dtype, num_boxes, crop_height, crop_width, method,
-                        layout, num_threads, True, &err) != CG_OK:
-        _raise(&err)
+    """Raise what `cg_crop_and_resize_jvp_boxes` would for these shapes (the
+    forward op's checks, bilinear only)."""
+    _check_crop_and_resize(image_shape, image_dtype, num_boxes, crop_height,
+                           crop_width, method, layout, num_threads, True)
 
 
 def check_crop_and_resize_grad_image(grads_shape, image_size, int output_dtype,
