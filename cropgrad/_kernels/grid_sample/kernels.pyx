@@ -32,7 +32,6 @@ along each point's channels, eight at a time, where the channels are
 contiguous (src/cg_grid_nhwc.h).
 """
 
-from libc.math cimport floor
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset, strcmp
@@ -45,9 +44,7 @@ from cropgrad._kernels.grid_sample.points cimport (
     Plan,
     Taps,
     bilinear_taps,
-    cubic_coefficients,
-    cubic_slopes,
-    cubic_taps,
+    cubic_point,
     locate,
     locate_grad,
     make_axis,
@@ -55,7 +52,6 @@ from cropgrad._kernels.grid_sample.points cimport (
     nearest_tap,
     read,
     real,
-    unnormalize,
 )
 from cropgrad._kernels.grid_sample.simd cimport (
     gs_axes,
@@ -157,7 +153,7 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
     cdef const real* g
     cdef const real* img
     cdef real* dst = out + b * p.c * per
-    cdef real x, y, x0, y0, acc
+    cdef real x, y, acc
     cdef real wt[4]
     cdef real frac[4]
     cdef real cx[4]
@@ -174,13 +170,7 @@ cdef void forward_row(const Plan* p, const real* image, const real* grid,
             y = locate(&ay, g[1])
             bilinear_taps(p, x, y, False, &t, wt, frac)
         else:
-            x = unnormalize(&ax, g[0])
-            y = unnormalize(&ay, g[1])
-            x0 = floor(x)
-            y0 = floor(y)
-            cubic_coefficients(x - x0, cx)
-            cubic_coefficients(y - y0, cy)
-            cubic_taps(p, &ax, &ay, x0, y0, &t)
+            cubic_point(p, &ax, &ay, g[0], g[1], cx, cy, NULL, NULL, &t)
         for c in range(p.c):
             img = image + b * p.c * plane + c * p.chan
             if p.mode == NEAREST:
@@ -216,7 +206,7 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
     cdef int64_t first = (task % p.ho) * p.wo, at, pix = p.pix, sample
     cdef const real* g
     cdef const real* img
-    cdef real x, y, x0, y0, gx, gy, sx, sy, vg, v, gc = 0, ux = 0, uy = 0
+    cdef real x, y, gx, gy, sx, sy, vg, v, gc = 0, ux = 0, uy = 0
     cdef real xm, ym
     cdef real wt[4]
     cdef real frac[4]
@@ -245,15 +235,7 @@ cdef void slopes_row(const Plan* p, const real* image, const real* grid,
             y = locate_grad(&ay, g[1], &ym)
             bilinear_taps(p, x, y, True, &t, wt, frac)
         else:
-            x = unnormalize(&ax, g[0])
-            y = unnormalize(&ay, g[1])
-            x0 = floor(x)
-            y0 = floor(y)
-            cubic_coefficients(x - x0, cx)
-            cubic_coefficients(y - y0, cy)
-            cubic_slopes(x - x0, dx)
-            cubic_slopes(y - y0, dy)
-            cubic_taps(p, &ax, &ay, x0, y0, &t)
+            cubic_point(p, &ax, &ay, g[0], g[1], cx, cy, dx, dy, &t)
             # PyTorch leaves the padding out of bicubic's derivative.
             xm = <real>ax.scale
             ym = <real>ay.scale
@@ -315,7 +297,7 @@ cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
     cdef int64_t first = p.q_start + task * TAPS_BLOCK
     cdef int64_t last = min(first + TAPS_BLOCK, p.q_end)
     cdef const real* g
-    cdef real x, y, x0, y0, xm, ym
+    cdef real x, y, xm, ym
     cdef real frac[4]
     cdef Taps t
     cdef int k
@@ -329,14 +311,9 @@ cdef void taps_block(const Plan* p, const real* grid, int64_t* offs, real* wts,
             y = locate_grad(&ay, g[1], &ym)
             bilinear_taps(p, x, y, True, &t, wts + 4 * r, frac)
         else:
-            x = unnormalize(&ax, g[0])
-            y = unnormalize(&ay, g[1])
-            x0 = floor(x)
-            y0 = floor(y)
             # cx then cy: tap (i, j) adds (g * cx_i) * cy_j.
-            cubic_coefficients(x - x0, wts + 8 * r)
-            cubic_coefficients(y - y0, wts + 8 * r + 4)
-            cubic_taps(p, &ax, &ay, x0, y0, &t)
+            cubic_point(p, &ax, &ay, g[0], g[1], wts + 8 * r, wts + 8 * r + 4,
+                        NULL, NULL, &t)
         for k in range(p.taps):
             offs[p.taps * r + k] = t.off[k]
 

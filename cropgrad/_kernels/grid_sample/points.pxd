@@ -316,6 +316,21 @@ cdef inline void cubic_taps(const Plan* p, const Axis* ax, const Axis* ay,
                 t.off[4 * i + j] = -1
 
 
+cdef inline void cubic_point(const Plan* p, const Axis* ax, const Axis* ay,
+                             real gx, real gy, real* cx, real* cy, real* dx,
+                             real* dy, Taps* t) noexcept nogil:
+    """Bicubic's 16 taps of grid point (gx, gy) and their weights along x
+    (`cx`) and y (`cy`); their slopes too unless `dx` is NULL."""
+    cdef real x = unnormalize(ax, gx), y = unnormalize(ay, gy)
+    cdef real x0 = floor(x), y0 = floor(y)
+    cubic_coefficients(x - x0, cx)
+    cubic_coefficients(y - y0, cy)
+    if dx != NULL:
+        cubic_slopes(x - x0, dx)
+        cubic_slopes(y - y0, dy)
+    cubic_taps(p, ax, ay, x0, y0, t)
+
+
 cdef inline real read(const real* plane, int64_t off, int64_t pix) noexcept nogil:
     """The pixel at offset `off` (-1: none, +0) of a channel whose pixels
     are `pix` apart."""
