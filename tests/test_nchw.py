@@ -724,6 +724,34 @@ def grid_run(op, layout, image, grid, grads, tangent, **kw):
 
 
 @pytest.mark.parametrize("num_threads", [1, 3])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "uint8", ">f4"])
+def test_images_in_the_other_layouts_memory(dtype, num_threads):
+    # An image that views the other layout's memory (PyTorch's
+    # channels_last seen as NCHW, or NCHW memory seen as NHWC) is copied
+    # C-contiguous by the parallel layout change (its own dtype of 2, 4 or
+    # 8 bytes) or by NumPy: the contiguous image's bits either way.
+    rng = np.random.default_rng(11)
+    nchw = as_image_dtype(rng.standard_normal((3, 5, 9, 7)) * 40, np.dtype(dtype))
+    nhwc = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
+    nchw = np.ascontiguousarray(nchw)
+    boxes = np.array([[0.1, 0.2, 0.9, 0.7], [-0.2, 0.0, 0.5, 1.3]], np.float32)
+    rois = np.array([[1.0, 0.5, 6.0, 7.5], [0.0, 2.0, 4.5, 8.0]], np.float32)
+    index = np.array([2, 0])
+    calls = (
+        (cropgrad.crop_and_resize, nchw.transpose(0, 2, 3, 1), nhwc, boxes, "NHWC"),
+        (cropgrad.roi_align, nhwc.transpose(0, 3, 1, 2), nchw, rois, "NCHW"),
+    )
+    for op, view, contiguous, coords, layout in calls:
+        assert not view.flags.c_contiguous
+        kw = dict(data_format=layout, num_threads=num_threads)
+        assert_same_bits(
+            op(view, coords, index, (4, 3), **kw),
+            op(contiguous, coords, index, (4, 3), **kw),
+            (op.__name__, dtype),
+        )
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8])
 @pytest.mark.parametrize("op", GRID_OPS)
 def test_grid_sample_non_finite_values(op, dtype, num_threads):

@@ -261,7 +261,7 @@ def crop_and_resize(
            [6., 8.]], dtype=float32)
     """
     o = _options(method, _v.METHODS, data_format, num_threads, flush_denormals)
-    image, image_code = _v.image_array(image, data_format)
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     crop_h, crop_w = _crop_size(crop_size)
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
@@ -364,7 +364,7 @@ def crop_and_resize_grad_boxes(
         method, ("bilinear",), data_format, num_threads, flush_denormals
     )
     grads = _v.grads_array(grads, data_format)
-    image, image_code = _v.image_array(image, data_format)
+    image, image_code = _v.image_array(image, data_format, num_threads=nthreads)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     _v.same_num_boxes(boxes.shape[0], grads.shape)
     _core.check_crop_and_resize_grad_boxes(
@@ -485,7 +485,7 @@ def crop_and_resize_jvp_boxes(
            [6., 6.]], dtype=float32)
     """
     o = _options(method, ("bilinear",), data_format, num_threads, flush_denormals)
-    image, image_code = _v.image_array(image, data_format)
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
     crop_h, crop_w = _crop_size(crop_size)

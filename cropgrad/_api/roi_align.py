@@ -114,7 +114,7 @@ def _pooled(
     boxes_tangent=_NO_TANGENT,
 ):
     """Convert the pooled ops' arguments, run the gate, allocate the output."""
-    image, image_code = _v.image_array(image, data_format)
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
     arith = _arithmetic(image_code)
     arith_code = _v.dtype_code(arith)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind, arith, _COLUMNS)
@@ -488,7 +488,7 @@ flush_denormals
         num_threads,
         flush_denormals,
     )
-    image, image_code = _v.image_array(image, data_format)
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
     arith = _arithmetic(image_code)
     arith_code = _v.dtype_code(arith)
     grads = _grads(_v.real_array(grads, "grads", bfloat16=True), arith, data_format)

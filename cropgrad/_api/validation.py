@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from cropgrad import capi
+from cropgrad._kernels.layout import change_layout
 from cropgrad._runtime import parallel as _parallel
 
 __all__ = []
@@ -317,14 +318,14 @@ def grads_array(grads, data_format="NHWC"):
     return grads
 
 
-def image_array(image, data_format="NHWC", contiguous=True):
+def image_array(image, data_format="NHWC", contiguous=True, num_threads=0):
     """Check the image of the forward op and the boxes gradient.
 
     Returns the C-contiguous array to pass to the C-level API (native byte
     order, used in place when it already is) and its dtype code; with
     ``contiguous=False``, the checked array as it is (a caller that
     changes its layout itself).  `data_format` (already checked) only words
-    the message.
+    the message; a copy is made on `num_threads` (0: the default).
     """
     image = real_array(image, "image", bfloat16=True)
     if image.ndim != 4:
@@ -337,8 +338,24 @@ def image_array(image, data_format="NHWC", contiguous=True):
     if code is None:
         raise TypeError(f"image must be {IMAGE_DTYPE_NAMES}, got {image.dtype}")
     if contiguous and (image.dtype != native or not image.flags.c_contiguous):
-        image = np.ascontiguousarray(image, dtype=native)
+        image = _contiguous(image, native, num_threads)
     return image, code
+
+
+def _contiguous(image, dtype, num_threads):
+    """4-D `image` as a C-contiguous array of `dtype`.  A view of the
+    other layout's C-contiguous memory (an NCHW view of NHWC memory, such
+    as PyTorch's channels_last, or the other way round) of that dtype is
+    copied by the parallel layout change, several times faster than
+    NumPy's strided copy."""
+    if image.dtype == dtype and dtype.itemsize in (2, 4, 8):
+        for axes, to_channels in (((0, 2, 3, 1), True), ((0, 3, 1, 2), False)):
+            memory = image.transpose(axes)
+            if memory.flags.c_contiguous:
+                copy = np.empty(image.shape, dtype)
+                change_layout(memory, copy, to_channels, num_threads)
+                return copy
+    return np.ascontiguousarray(image, dtype=dtype)
 
 
 def boxes_and_index(boxes, box_ind, dtype=_FLOAT32, columns="[y1, x1, y2, x2]"):
