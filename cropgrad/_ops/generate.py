@@ -6,7 +6,8 @@ public header ``cropgrad/include/cropgrad/capi.h`` (C and C++), in
 in the capsule's table ``cropgrad/_capi/table.pxi`` (the struct the
 header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
 functions' definitions: the shape pointers checked, then the family's call
-of the op's kind); and each op
+of the op's kind, which each family's ``cropgrad/_capi/<family>.pxd``
+declares from its template); and each op
 is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
 a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
 its stub in ``cropgrad/_core.pyi``); and each op's public functions are
@@ -17,7 +18,8 @@ templates beside them (``*.tp``), so that they cannot drift apart or miss
 an op.  Only the public files (`COMMITTED`: the header and capi.pxd, which
 C and Cython consumers read) are committed; ``tests/test_generated.py``
 fails when one differs from its rendering.  The others (`BUILT`: the
-table, the FFI targets, the bridges and the stubs) are build products,
+families' calls, the table, the FFI targets, the bridges and the stubs)
+are build products,
 ignored by git: setup.py renders every file before compiling (so an sdist
 or a clone builds as it is), and writes only those that differ.
 
@@ -54,6 +56,9 @@ COMMITTED = (
     "capi.pxd",
 )
 BUILT = (
+    os.path.join("_capi", "crop_and_resize.pxd"),
+    os.path.join("_capi", "roi_align.pxd"),
+    os.path.join("_capi", "grid_sample.pxd"),
     os.path.join("_capi", "table.pxi"),
     os.path.join("_jax", "targets.pxi"),
     "_bridges.pxi",
@@ -171,6 +176,18 @@ def pyx_types(op):
 def pyx_params(op):
     """`op`'s parameters as capi.pyx defines them, one a line."""
     return "\n".join(f"    {_cython_declarator(p)}," for p in op.c_params)
+
+
+def run_declarations(ops, family):
+    """The declarations of `family`'s calls, one per op kind (``run_<kind>``,
+    which its module of cropgrad._capi defines): the op's name for
+    messages, whether to run its metadata check, then its C parameters."""
+    return "\n\n".join(
+        f"cdef int run_{op.kind}(\n    const char* op, bint check,\n"
+        f"{pyx_params(op)}\n) noexcept nogil"
+        for op in ops
+        if op.family == family
+    )
 
 
 def pyx_args(op):
@@ -382,6 +399,7 @@ def render(path):
         pyx_types=pyx_types,
         pyx_params=pyx_params,
         pyx_args=pyx_args,
+        run_declarations=lambda family: run_declarations(ops, family),
         Bridge=Bridge,
         stub=stub,
         stub_all=stub_all,
