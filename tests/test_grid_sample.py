@@ -153,12 +153,24 @@ def _assert_nhwc_is_nchw_transposed(image, grid, grads, tangent, **kw):
         _nhwc(cropgrad.grid_sample_jvp_grid(image, grid, tangent, **kw)),
         "jvp_grid",
     )
-    # NCHW views of NHWC memory (PyTorch's channels_last) likewise, and
-    # the other way round.
+    # NCHW views of NHWC memory (PyTorch's channels_last, read in place
+    # where the NHWC kernels are the faster) likewise, and the other way
+    # round.
+    view = _nhwc(image).transpose(0, 3, 1, 2)
     assert_same_bits(
-        cropgrad.grid_sample(_nhwc(image).transpose(0, 3, 1, 2), grid, **kw),
+        cropgrad.grid_sample(view, grid, **kw),
         cropgrad.grid_sample(image, grid, **kw),
         "forward, NCHW view",
+    )
+    assert_same_bits(
+        cropgrad.grid_sample_grad_grid(grads, view, grid, **kw),
+        cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
+        "grad_grid, NCHW view",
+    )
+    assert_same_bits(
+        cropgrad.grid_sample_jvp_grid(view, grid, tangent, **kw),
+        cropgrad.grid_sample_jvp_grid(image, grid, tangent, **kw),
+        "jvp_grid, NCHW view",
     )
     assert_same_bits(
         cropgrad.grid_sample(image.transpose(0, 2, 3, 1), grid, **nhwc),
