@@ -328,10 +328,12 @@ def _roi_align_grad_image_probe():
 
 
 def _grid_sample_grad_image_probe():
-    """The same with grid_sample's image gradient (a few ms per call)."""
+    """The same with grid_sample's image gradient (a few ms per call: a
+    call of about a millisecond could end, on a loaded machine, before this
+    thread is woken to look)."""
     rng = np.random.default_rng(9)
-    grads = rng.standard_normal((1, 16, 160, 160), dtype=np.float32)
-    grid = rng.uniform(-1, 1, (1, 160, 160, 2)).astype(np.float32)
+    grads = rng.standard_normal((1, 16, 320, 320), dtype=np.float32)
+    grid = rng.uniform(-1, 1, (1, 320, 320, 2)).astype(np.float32)
     return _probe_into_out(GSI, (grads, grid), [1, 16, 64, 64])
 
 
