@@ -279,6 +279,69 @@ def test_nhwc_on_a_team_is_nchw_transposed(mode):
         _assert_nhwc_is_nchw_transposed(*problem, mode=mode, num_threads=2)
 
 
+@pytest.mark.parametrize("channels", [8, 13, 32])
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_nchw_batches_staged_through_nhwc_give_the_same_bits(channels, num_threads):
+    # Many small batches of many channels: the SIMD clone changes each
+    # batch to NHWC in a thread's scratch and back; the bits are those of
+    # the NCHW loops and of NHWC arrays.  17 x 19 points on 9 x 11 pixels:
+    # the image gradient too is staged; 13 channels leave a remainder to
+    # the 8 x 8 layout changes.
+    rng = np.random.default_rng(channels)
+    n, h, w, ho, wo = 4 * num_threads, 9, 11, 17, 19
+    image = rng.standard_normal((n, channels, h, w)).astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (n, ho, wo, 2)).astype(np.float32)
+    grads = rng.standard_normal((n, channels, ho, wo)).astype(np.float32)
+    nhwc = np.ascontiguousarray(image.transpose(0, 2, 3, 1))
+    grads_nhwc = np.ascontiguousarray(grads.transpose(0, 2, 3, 1))
+    simd = _kernels.use_simd(True)
+    _kernels.use_simd(simd)
+    for mode, padding_mode, align_corners in COMBOS:
+        kw = dict(
+            mode=mode,
+            padding_mode=padding_mode,
+            align_corners=align_corners,
+            num_threads=num_threads,
+        )
+        results = {}
+        for staging in (True, False):
+            before = _kernels.use_staging(staging)
+            runs = _kernels.staged_runs()
+            try:
+                with starting_teams():
+                    results[staging] = (
+                        cropgrad.grid_sample(image, grid, **kw),
+                        cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw),
+                        cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
+                    )
+            finally:
+                _kernels.use_staging(before)
+            # The forward op always; the image gradient but in nearest
+            # mode; the grid gradient with 32 channels or more and not in
+            # nearest mode (whose grid gradient is zero).
+            staged = 1 + (mode != "nearest") * (1 + (channels >= 32))
+            assert _kernels.staged_runs() - runs == (staged if staging and simd else 0)
+        with starting_teams():
+            nhwc_results = (
+                cropgrad.grid_sample(nhwc, grid, data_format="NHWC", **kw),
+                cropgrad.grid_sample_grad_image(
+                    grads_nhwc, grid, nhwc.shape, data_format="NHWC", **kw
+                ).transpose(0, 3, 1, 2),
+                cropgrad.grid_sample_grad_grid(
+                    grads_nhwc, nhwc, grid, data_format="NHWC", **kw
+                ),
+            )
+        nhwc_results = (nhwc_results[0].transpose(0, 3, 1, 2),) + nhwc_results[1:]
+        for name, staged, plain, other in zip(
+            ("forward", "grad_image", "grad_grid"),
+            results[True],
+            results[False],
+            nhwc_results,
+        ):
+            assert_same_bits(staged, plain, f"{name} {kw}")
+            assert_same_bits(staged, other, f"{name} {kw} NHWC")
+
+
 def test_other_image_dtypes_are_read_in_float32():
     image, grid, grads, _ = _problem(np.float32, 5)
     half = image.astype(np.float16)

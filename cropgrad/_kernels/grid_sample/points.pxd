@@ -45,6 +45,10 @@ cdef struct Plan:
     int taps
     int64_t* offs
     void* wts
+    # An NCHW problem run a batch a task through the NHWC clone: each
+    # thread's scratch of `staged` floats (NULL: not staged).
+    float* stage
+    int64_t staged
 
 
 # An axis of `size` pixels, its constants rounded in the arithmetic type and
