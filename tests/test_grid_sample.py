@@ -279,16 +279,19 @@ def test_nhwc_on_a_team_is_nchw_transposed(mode):
         _assert_nhwc_is_nchw_transposed(*problem, mode=mode, num_threads=2)
 
 
-@pytest.mark.parametrize("channels", [8, 13, 32])
+@pytest.mark.parametrize("channels, h, w", [(8, 64, 64), (13, 46, 57), (32, 32, 32)])
 @pytest.mark.parametrize("num_threads", [1, 3])
-def test_nchw_batches_staged_through_nhwc_give_the_same_bits(channels, num_threads):
+def test_nchw_batches_staged_through_nhwc_give_the_same_bits(
+    channels, h, w, num_threads
+):
     # Many small batches of many channels: the SIMD clone changes each
     # batch to NHWC in a thread's scratch and back; the bits are those of
-    # the NCHW loops and of NHWC arrays.  17 x 19 points on 9 x 11 pixels:
-    # the image gradient too is staged; 13 channels leave a remainder to
-    # the 8 x 8 layout changes.
+    # the NCHW loops and of NHWC arrays.  Images of 2**15 values a batch or
+    # more and 33 x 32 points, at least a quarter of the pixels: every op
+    # is staged; 13 channels and 46 x 57 pixels leave remainders to the
+    # 8 x 8 layout changes.
     rng = np.random.default_rng(channels)
-    n, h, w, ho, wo = 4 * num_threads, 9, 11, 17, 19
+    n, ho, wo = 4 * num_threads, 33, 32
     image = rng.standard_normal((n, channels, h, w)).astype(np.float32)
     grid = rng.uniform(-1.2, 1.2, (n, ho, wo, 2)).astype(np.float32)
     grads = rng.standard_normal((n, channels, ho, wo)).astype(np.float32)

@@ -163,18 +163,30 @@ cdef enum:
     # (STAGE_GRID_CHANNELS for the grid gradient, whose NHWC clone reads
     # each channel's grads apart), at most STAGE_FLOATS image and sample
     # values a batch (a thread's scratch, within its second-level cache),
-    # STAGE_BATCHES batches a thread or more (a task is a batch).  Measured
-    # on random points over 64 x 64 planes, float32: the forward op 1.1 to
-    # 3.5 times faster from 8 channels on; the image gradient 1.2 to 3
-    # times where the points are at least a quarter of the pixels, but
-    # slower with fewer points and in nearest mode (zeroing and changing
-    # the layout of the whole image gradient costs more than the points
-    # save); the grid gradient 1.1 to 1.7 times with 32 channels, slower
-    # with 8 and 16.
+    # STAGE_BATCHES batches a thread or more (a task is a batch), and at
+    # most STAGE_PIXELS pixels a point (STAGE_SCATTER_PIXELS for the image
+    # gradient, which zeroes and changes the layout of every pixel).  The
+    # forward op and the grid gradient also want STAGE_IMAGE_FLOATS image
+    # values a batch or more: a smaller image stays in the cache for the
+    # unstaged loops.  Measured with 1 thread on random points, float32,
+    # against the unstaged loops:
+    # - 64 x 64 pixels, 32 channels, 1200 points: the forward op 2.3 times
+    #   faster, the image gradient 1.9 to 2.3, the grid gradient 1.3;
+    # - the same with 300 points: the forward op and the grid gradient 2.2
+    #   and 1.7 times faster; the image gradient 1.2 times slower;
+    # - 64 x 64 pixels, 8 channels, as many points: the image gradient 2.2
+    #   times faster, the forward op alike, the grid gradient slower (8
+    #   and 16 channels);
+    # - 32 x 32 pixels, 16 channels, 256 points: the image gradient 1.6
+    #   times faster, the forward op 1.15 times slower;
+    # - the image gradient in nearest mode: 1.25 times slower.
     STAGE_CHANNELS = 8
     STAGE_GRID_CHANNELS = 32
     STAGE_FLOATS = 1 << 18
+    STAGE_IMAGE_FLOATS = 1 << 15
     STAGE_BATCHES = 4
+    STAGE_PIXELS = 32
+    STAGE_SCATTER_PIXELS = 4
 
 
 # --------------------------------------------------------------------------
@@ -573,15 +585,19 @@ cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
     p.wts = NULL
 
 
-cdef int stage(Plan* p, int threads) noexcept nogil:
+cdef int stage(Plan* p, int threads, int64_t channels, int64_t pixels,
+               int64_t image_floats) noexcept nogil:
     """The team of a staged run of `p` (`_staged_task`) with its scratch
-    in ``p.stage``, or 0: not staged (the problem is not of that kind, or
-    the scratch could not be had: the unstaged run needs none)."""
-    cdef int64_t floats = (p.h * p.w + p.ho * p.wo) * p.c
+    in ``p.stage``, or 0: not staged (the problem is not of that kind:
+    fewer than `channels` channels, more than `pixels` pixels a point,
+    fewer than `image_floats` image values a batch; or the scratch could
+    not be had: the unstaged run needs none)."""
+    cdef int64_t plane = p.h * p.w
+    cdef int64_t floats = (plane + p.ho * p.wo) * p.c
     cdef int team = team_size(threads, p.n)
-    if not (_staging and simd_takes(p) and not p.nhwc
-            and p.c >= STAGE_CHANNELS and floats <= STAGE_FLOATS
-            and p.n >= STAGE_BATCHES * team):
+    if not (_staging and simd_takes(p) and not p.nhwc and p.c >= channels
+            and plane <= pixels * p.ho * p.wo and plane * p.c >= image_floats
+            and floats <= STAGE_FLOATS and p.n >= STAGE_BATCHES * team):
         return 0
     p.staged = floats
     p.stage = <float*>malloc(<size_t>(team * floats) * sizeof(float))
@@ -607,7 +623,8 @@ cdef void forward_run(Plan* p, int threads, bint flush) noexcept nogil:
     cdef int team
     if p.n * p.c * p.ho * p.wo == 0:
         return
-    team = stage(p, threads)
+    team = stage(p, threads, STAGE_CHANNELS, STAGE_PIXELS,
+                 STAGE_IMAGE_FLOATS)
     if team:
         staged_run(p, team, work, flush)
     elif simd_takes(p):
@@ -626,8 +643,9 @@ cdef void slopes_run(Plan* p, int threads, bint flush) noexcept nogil:
         return
     # The clone has the grid gradient (grads given), not the JVP; nearest's
     # zeros are the portable rows'.
-    if p.grads != NULL and p.mode != NEAREST and p.c >= STAGE_GRID_CHANNELS:
-        team = stage(p, threads)
+    if p.grads != NULL and p.mode != NEAREST:
+        team = stage(p, threads, STAGE_GRID_CHANNELS, STAGE_PIXELS,
+                     STAGE_IMAGE_FLOATS)
     if team:
         staged_run(p, team, work, flush)
     elif p.grads != NULL and p.mode != NEAREST and simd_takes(p):
@@ -644,9 +662,8 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
     cdef size_t itemsize = 8 if p.wide else 4
     cdef size_t offs_bytes, wts_bytes
     cdef int team = 0
-    if (p.n * p.c * p.h * p.w * per > 0 and p.mode != NEAREST
-            and 4 * per >= p.h * p.w):
-        team = stage(p, threads)
+    if p.n * p.c * p.h * p.w * per > 0 and p.mode != NEAREST:
+        team = stage(p, threads, STAGE_CHANNELS, STAGE_SCATTER_PIXELS, 0)
     if team:
         p.image = NULL  # what tells the staged task it is this op
         staged_run(p, team, p.n * p.c * per * 4, flush)
