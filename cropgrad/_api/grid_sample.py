@@ -330,6 +330,36 @@ def _scratch(result, arith, o, kernel_nchw):
     return np.empty(shape, arith)
 
 
+def _image_and_grid(image, grid, o):
+    """The image checked (as `_image`), its arithmetic type, its NCHW shape
+    and the grid converted for it: how the ops that read an image begin."""
+    raw, arith = _image(image, o.nchw)
+    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
+    grid = _grid(grid, arith, n)
+    spatial(h, w, "image")
+    return raw, arith, (n, c, h, w), grid
+
+
+def _sample(bridge, raw, arith, image_shape, grid, dtype, out, o, *tangent):
+    """Run `bridge`, the forward op or the grid JVP, on the image `raw` (of
+    NCHW `image_shape`, as `_image_and_grid` returns it) and the grid, and
+    return the sampled output in the caller's dtype and layout.
+
+    The two take the same arguments but for the JVP's tangent, which
+    follows the grid: `tangent` is empty for the forward op and
+    ``(tangent,)`` for the JVP."""
+    n, c, _, _ = image_shape
+    result_dtype = _result_dtype(dtype, raw.dtype, arith)
+    k = _kernel_nchw(o, c, arith, raw)
+    image = _layout_array(raw, arith, o.nchw, k, o.threads)
+    arrays = (image, grid, *tangent)
+    shape = (n, c, grid.shape[1], grid.shape[2])
+    result = _output(out, shape, result_dtype, o.nchw, (raw, *arrays))
+    computed = _scratch(result, arith, o, k)
+    _run(bridge, arrays, arith, o, k, computed)
+    return _deliver(result, computed, o, k)
+
+
 @_docs.shared
 def grid_sample(
     image,
@@ -395,18 +425,8 @@ def grid_sample(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    raw, arith = _image(image, o.nchw)
-    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
-    grid = _grid(grid, arith, n)
-    spatial(h, w, "image")
-    result_dtype = _result_dtype(dtype, raw.dtype, arith)
-    k = _kernel_nchw(o, c, arith, raw)
-    image = _layout_array(raw, arith, o.nchw, k, o.threads)
-    shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid))
-    computed = _scratch(result, arith, o, k)
-    _run(_core.grid_sample, (image, grid), arith, o, k, computed)
-    return _deliver(result, computed, o, k)
+    raw, arith, shape, grid = _image_and_grid(image, grid, o)
+    return _sample(_core.grid_sample, raw, arith, shape, grid, dtype, out, o)
 
 
 @_docs.shared
@@ -535,10 +555,7 @@ def grid_sample_grad_grid(
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    raw, arith = _image(image, o.nchw)
-    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
-    grid = _grid(grid, arith, n)
-    spatial(h, w, "image")
+    raw, arith, (n, c, _, _), grid = _image_and_grid(image, grid, o)
     k = _kernel_nchw(o, c, arith, raw)
     grads_raw = grads
     grads = _grads(grads, arith, (n, c, grid.shape[1], grid.shape[2]), o, k)
@@ -605,17 +622,9 @@ num_threads, flush_denormals
     o = _options(
         mode, padding_mode, align_corners, data_format, num_threads, flush_denormals
     )
-    raw, arith = _image(image, o.nchw)
-    n, c, h, w = _nchw_shape(raw.shape, o.nchw)
-    grid = _grid(grid, arith, n)
-    spatial(h, w, "image")
+    raw, arith, shape, grid = _image_and_grid(image, grid, o)
     tangent = _v.float32_array(grid_tangent, "grid_tangent", arith)
     tangent_shape(tangent.shape, grid.shape)
-    result_dtype = _result_dtype(dtype, raw.dtype, arith)
-    k = _kernel_nchw(o, c, arith, raw)
-    image = _layout_array(raw, arith, o.nchw, k, o.threads)
-    shape = (n, c, grid.shape[1], grid.shape[2])
-    result = _output(out, shape, result_dtype, o.nchw, (raw, image, grid, tangent))
-    computed = _scratch(result, arith, o, k)
-    _run(_core.grid_sample_jvp_grid, (image, grid, tangent), arith, o, k, computed)
-    return _deliver(result, computed, o, k)
+    return _sample(
+        _core.grid_sample_jvp_grid, raw, arith, shape, grid, dtype, out, o, tangent
+    )
