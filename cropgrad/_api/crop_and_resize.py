@@ -50,23 +50,53 @@ def _crop_size(crop_size):
     return _v.size_pair(crop_size, "crop_size", "[crop_height, crop_width]")
 
 
-def _gated_crops(check, image, image_code, boxes, box_ind, crop_h, crop_w, o, out):
+class _Crops(NamedTuple):
+    """The arguments of the forward op (and of the boxes JVP), converted."""
+
+    image: np.ndarray
+    image_code: int
+    boxes: np.ndarray
+    tangent: np.ndarray
+    box_ind: np.ndarray
+    crop_h: int
+    crop_w: int
+
+
+# The forward op's place for the boxes JVP's tangent: it has none (a None
+# from a caller of the JVP is converted, and refused, as any tangent is).
+_NO_TANGENT = object()
+
+
+def _crops(image, boxes, box_ind, crop_size, o, data_format, boxes_tangent=_NO_TANGENT):
+    """Convert the arrays and the crop size of the forward op (and of the
+    boxes JVP, with its `boxes_tangent`) in the order the functions take
+    them."""
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
+    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
+    tangent = None
+    if boxes_tangent is not _NO_TANGENT:
+        tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
+    crop_h, crop_w = _crop_size(crop_size)
+    return _Crops(image, image_code, boxes, tangent, box_ind, crop_h, crop_w)
+
+
+def _gated_crops(check, a, o, out):
     """Run the gate `check` of the forward op or of its boxes JVP (both
-    check the same arguments), then return the native box_ind, its code,
-    and the crops to write."""
-    num_boxes = boxes.shape[0]
+    check the same arguments) on the converted arguments `a` (a `_Crops`),
+    then return the native box_ind, its code, and the crops to write."""
+    num_boxes = a.boxes.shape[0]
     check(
-        image.shape,
-        image_code,
+        a.image.shape,
+        a.image_code,
         num_boxes,
-        crop_h,
-        crop_w,
+        a.crop_h,
+        a.crop_w,
         o.method,
         o.layout,
         o.threads,
     )
-    index, index_code = _v.native_index(box_ind)
-    shape = _v.crops_shape(o.layout, image.shape, num_boxes, crop_h, crop_w)
+    index, index_code = _v.native_index(a.box_ind)
+    shape = _v.crops_shape(o.layout, a.image.shape, num_boxes, a.crop_h, a.crop_w)
     return index, index_code, _v.output(out, shape, np.dtype(np.float32))
 
 
@@ -261,29 +291,17 @@ def crop_and_resize(
            [6., 8.]], dtype=float32)
     """
     o = _options(method, _v.METHODS, data_format, num_threads, flush_denormals)
-    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
-    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    crop_h, crop_w = _crop_size(crop_size)
+    a = _crops(image, boxes, box_ind, crop_size, o, data_format)
     extrapolation = _v.real_scalar(extrapolation_value, "extrapolation_value")
-    index, index_code, result = _gated_crops(
-        _core.check_crop_and_resize,
-        image,
-        image_code,
-        boxes,
-        box_ind,
-        crop_h,
-        crop_w,
-        o,
-        out,
-    )
+    index, index_code, result = _gated_crops(_core.check_crop_and_resize, a, o, out)
     _core.crop_and_resize(
-        image,
-        image_code,
-        boxes,
+        a.image,
+        a.image_code,
+        a.boxes,
         index,
         index_code,
-        crop_h,
-        crop_w,
+        a.crop_h,
+        a.crop_w,
         o.method,
         float(extrapolation),
         o.layout,
@@ -485,30 +503,19 @@ def crop_and_resize_jvp_boxes(
            [6., 6.]], dtype=float32)
     """
     o = _options(method, ("bilinear",), data_format, num_threads, flush_denormals)
-    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
-    boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
-    tangent = _v.boxes_tangent(boxes_tangent, boxes.shape[0])
-    crop_h, crop_w = _crop_size(crop_size)
+    a = _crops(image, boxes, box_ind, crop_size, o, data_format, boxes_tangent)
     index, index_code, result = _gated_crops(
-        _core.check_crop_and_resize_jvp_boxes,
-        image,
-        image_code,
-        boxes,
-        box_ind,
-        crop_h,
-        crop_w,
-        o,
-        out,
+        _core.check_crop_and_resize_jvp_boxes, a, o, out
     )
     _core.crop_and_resize_jvp_boxes(
-        image,
-        image_code,
-        boxes,
-        tangent,
+        a.image,
+        a.image_code,
+        a.boxes,
+        a.tangent,
         index,
         index_code,
-        crop_h,
-        crop_w,
+        a.crop_h,
+        a.crop_w,
         o.method,
         o.layout,
         result,
