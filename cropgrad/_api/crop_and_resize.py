@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cropgrad import _core
+from cropgrad._api import docstrings as _docs
 from cropgrad._api import validation as _v
 
 __all__ = [
@@ -230,6 +231,7 @@ def crop_and_resize_grad_image(
     return result
 
 
+@_docs.shared
 def crop_and_resize(
     image,
     boxes,
@@ -262,18 +264,7 @@ def crop_and_resize(
     method : {"bilinear", "nearest"}, default "bilinear"
     extrapolation_value : float, default 0.0
         Value of samples that fall outside the image.
-    out : ndarray, optional
-        C-contiguous float32 array of the result's shape to overwrite.
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-        Layout of `image` and of the result: with ``"NCHW"``, image
-        ``(batch, depth, image_height, image_width)`` and crops
-        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC crops
-        transposed, bit for bit.
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic (see
-        `crop_and_resize_grad_image`).
+    {crops_options}
 
     Returns
     -------
@@ -406,6 +397,7 @@ def crop_and_resize_grad_boxes(
     return result
 
 
+@_docs.shared
 def crop_and_resize_jvp_boxes(
     image,
     boxes,
@@ -445,25 +437,11 @@ def crop_and_resize_jvp_boxes(
         ``[crop_height, crop_width]``, both positive; an int is a square.
     method : {"bilinear"}
         Only bilinear sampling has a boxes derivative.
-    out : ndarray, optional
-        C-contiguous float32 array of the result's shape to overwrite and
-        return instead of a new array.
-    data_format : {"NHWC", "NCHW"}, default "NHWC"
-        Layout of `image` and of the result: with ``"NCHW"``, image
-        ``(batch, depth, image_height, image_width)`` and result
-        ``(num_boxes, depth, crop_height, crop_width)``, the NHWC result
-        transposed, bit for bit.
-    num_threads : int, optional
-        Threads to use, 1 to 1024 (default: OpenMP's default).  The result
-        does not depend on it.
-    flush_denormals : bool, default False
-        TensorFlow's flush-to-zero arithmetic (see
-        `crop_and_resize_grad_image`).
+    {crops_options}
 
     Returns
     -------
-    ndarray of shape (num_boxes, crop_height, crop_width, depth), dtype=float32
-        (``(num_boxes, depth, crop_height, crop_width)`` in NCHW)
+    ndarray of the shape and dtype `crop_and_resize` returns
 
     Raises
     ------

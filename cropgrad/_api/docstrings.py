@@ -23,6 +23,16 @@ import textwrap
 
 __all__ = ["PARAGRAPHS", "shared"]
 
+# The threads and TensorFlow's flush-to-zero, the end of the options of
+# cropgrad.torch and of the crop_and_resize family.
+_TENSORFLOW_THREADS = """\
+num_threads : int, optional
+    Threads to use, 1 to 1024 (default: OpenMP's default).  The result
+    does not depend on it.
+flush_denormals : bool, default False
+    TensorFlow's flush-to-zero arithmetic (see
+    `cropgrad.crop_and_resize_grad_image`)."""
+
 PARAGRAPHS = {
     # The result's dtype, for an op whose input is an image.
     "dtype": """\
@@ -55,12 +65,21 @@ flush_denormals : bool, default False
     "torch_options": """\
 data_format : {"NCHW", "NHWC"}, default "NCHW"
     Layout of `image` and of the result.
-num_threads : int, optional
-    Threads to use, 1 to 1024 (default: OpenMP's default).  The result
-    does not depend on it.
-flush_denormals : bool, default False
-    TensorFlow's flush-to-zero arithmetic (see
-    `cropgrad.crop_and_resize_grad_image`).""",
+"""
+    + _TENSORFLOW_THREADS,
+    # The options of the crop_and_resize family's ops whose result is crops
+    # (the forward op and its boxes JVP).
+    "crops_options": """\
+out : ndarray, optional
+    C-contiguous float32 array of the result's shape to overwrite and
+    return instead of a new array.
+data_format : {"NHWC", "NCHW"}, default "NHWC"
+    Layout of `image` and of the result: with ``"NCHW"``, image
+    ``(batch, depth, image_height, image_width)`` and result
+    ``(num_boxes, depth, crop_height, crop_width)``, the NHWC result
+    transposed, bit for bit.
+"""
+    + _TENSORFLOW_THREADS,
     # cropgrad.jax's options.
     "jax_options": """\
 data_format : {"NCHW", "NHWC"}
