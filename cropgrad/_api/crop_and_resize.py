@@ -369,15 +369,13 @@ def crop_and_resize_grad_boxes(
     >>> cropgrad.crop_and_resize_grad_boxes(grads, image, boxes, [0])
     array([[12.,  4., 12.,  4.]], dtype=float32)
     """
-    method_code, layout, nthreads, flush = _options(
-        method, ("bilinear",), data_format, num_threads, flush_denormals
-    )
+    o = _options(method, ("bilinear",), data_format, num_threads, flush_denormals)
     grads = _v.grads_array(grads, data_format)
-    image, image_code = _v.image_array(image, data_format, num_threads=nthreads)
+    image, image_code = _v.image_array(image, data_format, num_threads=o.threads)
     boxes, box_ind = _v.boxes_and_index(boxes, box_ind)
     _v.same_num_boxes(boxes.shape[0], grads.shape)
     _core.check_crop_and_resize_grad_boxes(
-        grads.shape, image.shape, image_code, method_code, layout, nthreads
+        grads.shape, image.shape, image_code, o.method, o.layout, o.threads
     )
     index, index_code = _v.native_index(box_ind)
     result = _v.output(out, (boxes.shape[0], 4), np.dtype(np.float32))
@@ -389,10 +387,10 @@ def crop_and_resize_grad_boxes(
         index,
         index_code,
         result,
-        method_code,
-        layout,
-        nthreads,
-        flush,
+        o.method,
+        o.layout,
+        o.threads,
+        o.flush,
     )
     return result
 
