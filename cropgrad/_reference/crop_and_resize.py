@@ -128,6 +128,26 @@ def _inside_coords(lo, hi, size, crop, ratio=False, flush=False):
     return [(i, c) for i, c in enumerate(coords) if inside(c, size)]
 
 
+def _read_boxes(boxes, box_ind):
+    """The boxes as float32 (huge values overflow) and their images' indices."""
+    with np.errstate(all="ignore"):
+        boxes = np.asarray(boxes, dtype=f32)
+    return boxes, np.asarray(box_ind).astype(np.int64)
+
+
+def _box_samples(boxes, box_ind, size, crop, ratio=False, flush=False):
+    """``(box, image, rows, cols)`` per box: its samples inside the image.
+
+    `rows` and `cols` are `_inside_coords`'s along y and x, for an image of
+    `size` ``(height, width)`` and a crop of `crop` ``(height, width)``.
+    """
+    (height, width), (crop_h, crop_w) = size, crop
+    for b, (y1, x1, y2, x2) in enumerate(boxes):
+        rows = _inside_coords(y1, y2, height, crop_h, ratio, flush)
+        cols = _inside_coords(x1, x2, width, crop_w, ratio, flush)
+        yield b, int(box_ind[b]), rows, cols
+
+
 def _read_image(image, flush):
     """The image as float32, as the kernels read it (C's conversion).
 
@@ -203,20 +223,17 @@ def grad_image(
     nearest = _method(method)
     with np.errstate(all="ignore"):
         grads = _fz(np.asarray(grads, dtype=f32), flush)
-        boxes = np.asarray(boxes, dtype=f32)
-    box_ind = np.asarray(box_ind).astype(np.int64)
+    boxes, box_ind = _read_boxes(boxes, box_ind)
     batch, height, width, depth = (int(v) for v in image_size)
     acc = np.dtype(dtype) if exact else np.dtype(f64)
     out = np.zeros((batch, height, width, depth), acc)
     add = _adder(out, exact, flush)
     one = f32(1)
-    num_boxes, crop_h, crop_w = grads.shape[:3]
+    crop = grads.shape[1:3]
     with np.errstate(all="ignore"):
-        for b in range(num_boxes):
-            y1, x1, y2, x2 = boxes[b]
-            image = int(box_ind[b])
-            rows = _inside_coords(y1, y2, height, crop_h, flush=flush)
-            cols = _inside_coords(x1, x2, width, crop_w, flush=flush)
+        for b, image, rows, cols in _box_samples(
+            boxes, box_ind, (height, width), crop, flush=flush
+        ):
             for y, cy in rows:
                 for x, cx in cols:
                     g = grads[b, y, x]
@@ -326,10 +343,9 @@ def crop_and_resize(
     """
     nearest = _method(method)
     pixels = _read_image(image, flush)
+    boxes, box_ind = _read_boxes(boxes, box_ind)
     with np.errstate(all="ignore"):
-        boxes = np.asarray(boxes, dtype=f32)
         fill = f32(extrapolation_value)
-    box_ind = np.asarray(box_ind).astype(np.int64)
     _, height, width, depth = pixels.shape
     crop_h, crop_w = (int(v) for v in crop_size)
     shape = (len(boxes), crop_h, crop_w, depth)
@@ -341,11 +357,9 @@ def crop_and_resize(
         # crop copies them; it is handled before this is used).
         flushed = _fz(pixels, True)
     with np.errstate(all="ignore"):
-        for b in range(len(boxes)):
-            y1, x1, y2, x2 = boxes[b]
-            image_b = int(box_ind[b])
-            rows = _inside_coords(y1, y2, height, crop_h, flush=flush)
-            cols = _inside_coords(x1, x2, width, crop_w, flush=flush)
+        for b, image_b, rows, cols in _box_samples(
+            boxes, box_ind, (height, width), (crop_h, crop_w), flush=flush
+        ):
             for y, cy in rows:
                 for x, cx in cols:
                     if nearest:

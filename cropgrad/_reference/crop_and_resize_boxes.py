@@ -7,8 +7,9 @@ import numpy as np
 
 from .crop_and_resize import (
     TINY32,
+    _box_samples,
     _fz,
-    _inside_coords,
+    _read_boxes,
     _read_image,
     f32,
     f64,
@@ -33,47 +34,58 @@ def _box_factors(index, size, crop):
     return f32(f32(size - 1) - high), high
 
 
-def _box_terms(grads, pixels, box, image_b, size, crop, flush, exact):
-    """Per sample inside the image: (factors_y, factors_x, slope_y, slope_x).
+def _slopes(img, y_taps, x_taps, exact, flush):
+    """The image's slopes along y and x at a bilinear sample, per channel.
 
-    slope_y and slope_x are the image's slopes along y and x at the sample,
-    times the incoming gradient, per channel: float32 in the kernel's
+    `y_taps` and `x_taps` are `linear_taps`'s.  float32 in the kernel's
     order with ``exact``, float64 otherwise.
     """
-    y1, x1, y2, x2 = box
+    (top, bottom, y_lerp), (left, right, x_lerp) = y_taps, x_taps
+    tl, tr = img[top, left], img[top, right]
+    bl, br = img[bottom, left], img[bottom, right]
+    if not exact:
+        wy, wx = float(y_lerp), float(x_lerp)
+        slope_y = (1 - wx) * (bl - tl) + wx * (br - tr)
+        slope_x = (1 - wy) * (tr - tl) + wy * (br - bl)
+        return slope_y, slope_x
+    one = f32(1)
+    x_left = _fz(one - x_lerp, flush)
+    y_top = _fz(one - y_lerp, flush)
+    slope_y = _fz(
+        _fz(x_left * _fz(bl - tl, flush), flush)
+        + _fz(x_lerp * _fz(br - tr, flush), flush),
+        flush,
+    )
+    slope_x = _fz(
+        _fz(y_top * _fz(tr - tl, flush), flush)
+        + _fz(y_lerp * _fz(br - bl, flush), flush),
+        flush,
+    )
+    return slope_y, slope_x
+
+
+def _box_terms(grads, img, rows, cols, size, crop, flush, exact):
+    """Per sample inside the image: (factors_y, factors_x, slope_y, slope_x).
+
+    slope_y and slope_x are the image's slopes along y and x at the sample
+    (`_slopes`), times the incoming gradient, per channel: float32 in the
+    kernel's order with ``exact``, float64 otherwise.
+    """
     height, width = size
     crop_h, crop_w = crop
-    one = f32(1)
-    rows = _inside_coords(y1, y2, height, crop_h, ratio=True, flush=flush)
-    cols = _inside_coords(x1, x2, width, crop_w, ratio=True, flush=flush)
-    img = pixels[image_b]
     for y, cy in rows:
-        top, bottom, y_lerp = linear_taps(cy, height, flush)
+        y_taps = linear_taps(cy, height, flush)
         for x, cx in cols:
-            left, right, x_lerp = linear_taps(cx, width, flush)
-            tl, tr = img[top, left], img[top, right]
-            bl, br = img[bottom, left], img[bottom, right]
+            x_taps = linear_taps(cx, width, flush)
+            slope_y, slope_x = _slopes(img, y_taps, x_taps, exact, flush)
             g = grads[y, x]
             if exact:
-                x_left = _fz(one - x_lerp, flush)
-                y_top = _fz(one - y_lerp, flush)
-                slope_y = _fz(
-                    _fz(x_left * _fz(bl - tl, flush), flush)
-                    + _fz(x_lerp * _fz(br - tr, flush), flush),
-                    flush,
-                )
-                slope_x = _fz(
-                    _fz(y_top * _fz(tr - tl, flush), flush)
-                    + _fz(y_lerp * _fz(br - bl, flush), flush),
-                    flush,
-                )
                 slope_y = _fz(slope_y * g, flush)
                 slope_x = _fz(slope_x * g, flush)
             else:
-                wy, wx = float(y_lerp), float(x_lerp)
                 g64 = g.astype(f64)
-                slope_y = ((1 - wx) * (bl - tl) + wx * (br - tr)) * g64
-                slope_x = ((1 - wy) * (tr - tl) + wy * (br - bl)) * g64
+                slope_y = slope_y * g64
+                slope_x = slope_x * g64
             yield (
                 _box_factors(y, height, crop_h),
                 _box_factors(x, width, crop_w),
@@ -126,30 +138,24 @@ def grad_boxes(
         raise ValueError(f"the boxes gradient is bilinear only, got {method!r}")
     with np.errstate(all="ignore"):
         grads = _fz(np.asarray(grads, dtype=f32), flush)
-        boxes = np.asarray(boxes, dtype=f32)
+    boxes, box_ind = _read_boxes(boxes, box_ind)
     pixels = _fz(_read_image(image, flush), flush)
-    box_ind = np.asarray(box_ind).astype(np.int64)
-    _, height, width, _ = pixels.shape
-    num_boxes, crop_h, crop_w, _ = grads.shape
+    size = pixels.shape[1:3]
+    crop = grads.shape[1:3]
     if not exact:
         pixels = pixels.astype(f64)
-    out = np.zeros((num_boxes, 4), f32 if exact else f64)
+    out = np.zeros((len(grads), 4), f32 if exact else f64)
     with np.errstate(all="ignore"):
-        for b in range(num_boxes):
+        for b, image_b, rows, cols in _box_samples(
+            boxes, box_ind, size, crop, ratio=True, flush=flush
+        ):
             samples = _box_terms(
-                grads[b],
-                pixels,
-                boxes[b],
-                int(box_ind[b]),
-                (height, width),
-                (crop_h, crop_w),
-                flush,
-                exact,
+                grads[b], pixels[image_b], rows, cols, size, crop, flush, exact
             )
             if exact:
-                out[b] = _exact_box_sums(samples, (height, width), flush)
+                out[b] = _exact_box_sums(samples, size, flush)
             else:
-                out[b] = _float64_box_sums(samples, (height, width))
+                out[b] = _float64_box_sums(samples, size)
     return out
 
 
@@ -297,53 +303,34 @@ def jvp_boxes(
     """
     if method != "bilinear":
         raise ValueError(f"the boxes JVP is bilinear only, got {method!r}")
+    boxes, box_ind = _read_boxes(boxes, box_ind)
     with np.errstate(all="ignore"):
-        boxes = np.asarray(boxes, dtype=f32)
         tangent = _fz(np.asarray(boxes_tangent, dtype=f32), flush)
     pixels = _fz(_read_image(image, flush), flush)
-    box_ind = np.asarray(box_ind).astype(np.int64)
     _, height, width, depth = pixels.shape
     crop_h, crop_w = (int(v) for v in crop_size)
     if not exact:
         pixels = pixels.astype(f64)
     out = np.zeros((len(boxes), crop_h, crop_w, depth), f32 if exact else f64)
-    one = f32(1)
     with np.errstate(all="ignore"):
-        for b in range(len(boxes)):
-            y1, x1, y2, x2 = boxes[b]
+        for b, image_b, rows, cols in _box_samples(
+            boxes, box_ind, (height, width), (crop_h, crop_w), ratio=True, flush=flush
+        ):
             t_y1, t_x1, t_y2, t_x2 = tangent[b]
-            img = pixels[int(box_ind[b])]
-            rows = _inside_coords(y1, y2, height, crop_h, ratio=True, flush=flush)
-            cols = _inside_coords(x1, x2, width, crop_w, ratio=True, flush=flush)
+            img = pixels[image_b]
             for y, cy in rows:
-                top, bottom, y_lerp = linear_taps(cy, height, flush)
+                y_taps = linear_taps(cy, height, flush)
                 rate_y = _coord_tangent(t_y1, t_y2, y, height, crop_h, exact, flush)
                 for x, cx in cols:
-                    left, right, x_lerp = linear_taps(cx, width, flush)
+                    x_taps = linear_taps(cx, width, flush)
                     rate_x = _coord_tangent(t_x1, t_x2, x, width, crop_w, exact, flush)
-                    tl, tr = img[top, left], img[top, right]
-                    bl, br = img[bottom, left], img[bottom, right]
+                    slope_y, slope_x = _slopes(img, y_taps, x_taps, exact, flush)
                     if exact:
-                        x_left = _fz(one - x_lerp, flush)
-                        y_top = _fz(one - y_lerp, flush)
-                        slope_y = _fz(
-                            _fz(x_left * _fz(bl - tl, flush), flush)
-                            + _fz(x_lerp * _fz(br - tr, flush), flush),
-                            flush,
-                        )
-                        slope_x = _fz(
-                            _fz(y_top * _fz(tr - tl, flush), flush)
-                            + _fz(y_lerp * _fz(br - bl, flush), flush),
-                            flush,
-                        )
                         out[b, y, x] = _fz(
                             _fz(slope_y * rate_y, flush) + _fz(slope_x * rate_x, flush),
                             flush,
                         )
                     else:
-                        wy, wx = float(y_lerp), float(x_lerp)
-                        slope_y = (1 - wx) * (bl - tl) + wx * (br - tr)
-                        slope_x = (1 - wy) * (tr - tl) + wy * (br - bl)
                         out[b, y, x] = slope_y * rate_y + slope_x * rate_x
     return out
 
@@ -368,17 +355,15 @@ def grad_boxes_magnitude(grads, image, boxes, box_ind):
     """
     grads = np.abs(np.asarray(grads, dtype=f32))
     pixels = np.abs(_read_image(image, False)).astype(f64)
-    boxes = np.asarray(boxes, dtype=f32)
-    box_ind = np.asarray(box_ind).astype(np.int64)
+    boxes, box_ind = _read_boxes(boxes, box_ind)
     _, height, width, _ = pixels.shape
     num_boxes, crop_h, crop_w, _ = grads.shape
     out = np.zeros((num_boxes, 4))
     with np.errstate(all="ignore"):
-        for b in range(num_boxes):
-            y1, x1, y2, x2 = boxes[b]
-            img = pixels[int(box_ind[b])]
-            rows = _inside_coords(y1, y2, height, crop_h, ratio=True)
-            cols = _inside_coords(x1, x2, width, crop_w, ratio=True)
+        for b, image_b, rows, cols in _box_samples(
+            boxes, box_ind, (height, width), (crop_h, crop_w), ratio=True
+        ):
+            img = pixels[image_b]
             for y, cy in rows:
                 top, bottom, y_lerp = linear_taps(cy, height)
                 for x, cx in cols:
