@@ -4,10 +4,10 @@
 import numpy as np
 
 from .forward import (
-    _boxes_and_indices,
     _corners,
-    _geometries,
+    _inside_samples,
     _pooled_problem,
+    _read_boxes,
     _read_image,
     arithmetic_type,
     f32,
@@ -39,6 +39,17 @@ def _coord_factors(axis, p, i, pooled, spatial_scale, exact, T):
     return s * (1 - frac), s * frac
 
 
+def _factor_table(axis, pooled, spatial_scale, exact, T):
+    """``table[p][i]``: `_coord_factors` of sample `i` of bin `p`."""
+    return [
+        [
+            _coord_factors(axis, p, i, pooled, spatial_scale, exact, T)
+            for i in range(axis.grid)
+        ]
+        for p in range(pooled)
+    ]
+
+
 def _slopes(img, ty, tx, exact):
     """Per channel ``(slope_y, slope_x)``, each None where a clamp holds."""
     v1, v2, v3, v4 = _corners(img, ty, tx)
@@ -54,17 +65,13 @@ def _slopes(img, ty, tx, exact):
 
 def _rates(axis, t_lo, t_hi, pooled, spatial_scale, exact, T):
     """``rates[p][i]``: how fast sample `i` of bin `p` moves along the tangent."""
-    rates = []
-    for p in range(pooled):
-        row = []
-        for i in range(axis.grid):
-            f_lo, f_hi = _coord_factors(axis, p, i, pooled, spatial_scale, exact, T)
-            if f_hi is None:
-                row.append(t_lo * f_lo)
-            else:
-                row.append(t_lo * f_lo + t_hi * f_hi)
-        rates.append(row)
-    return rates
+    return [
+        [
+            t_lo * f_lo if f_hi is None else t_lo * f_lo + t_hi * f_hi
+            for f_lo, f_hi in row
+        ]
+        for row in _factor_table(axis, pooled, spatial_scale, exact, T)
+    ]
 
 
 def roi_align_jvp_boxes(
@@ -106,19 +113,14 @@ def roi_align_jvp_boxes(
     >>> jvp[0, 0].tolist()
     [[1.0, 1.0], [1.0, 1.0]]
     """
-    T = arithmetic_type(np.asarray(image).dtype)
-    pixels, boxes, box_ind, out = _pooled_problem(
-        image, boxes, box_ind, output_size, exact, T
+    params = (spatial_scale, sampling_ratio, aligned)
+    T, pixels, box_ind, geometries, out = _pooled_problem(
+        image, boxes, box_ind, output_size, params, exact
     )
-    channels, height, width = pixels.shape[1:]
-    out_h, out_w = out.shape[2:]
-    acc_type = out.dtype.type
+    channels, out_h, out_w = out.shape[1:]
     with np.errstate(all="ignore"):
         tangent = np.asarray(boxes_tangent, dtype=np.float64).reshape(-1, 4)
         tangent = tangent.astype(T) if exact else tangent.astype(T).astype(f64)
-    params = (spatial_scale, sampling_ratio, aligned)
-    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
-    with np.errstate(all="ignore"):
         for k, (rows, cols, count) in enumerate(geometries):
             t_x1, t_y1, t_x2, t_y2 = tangent[k]
             img = pixels[box_ind[k]]
@@ -126,23 +128,18 @@ def roi_align_jvp_boxes(
             rate_x = _rates(cols, t_x1, t_x2, out_w, spatial_scale, exact, T)
             for ph in range(out_h):
                 for pw in range(out_w):
-                    acc = np.zeros(channels, acc_type)
-                    for iy, ty in enumerate(rows.taps[ph]):
-                        for ix, tx in enumerate(cols.taps[pw]):
-                            if not (ty.inside and tx.inside):
-                                continue
-                            slope_y, slope_x = _slopes(img, ty, tx, exact)
-                            if slope_y is None and slope_x is None:
-                                continue
-                            if slope_x is None:
-                                term = slope_y * rate_y[ph][iy]
-                            elif slope_y is None:
-                                term = slope_x * rate_x[pw][ix]
-                            else:
-                                term = (
-                                    slope_y * rate_y[ph][iy] + slope_x * rate_x[pw][ix]
-                                )
-                            acc = acc + term
+                    acc = np.zeros(channels, out.dtype)
+                    for iy, ty, ix, tx in _inside_samples(rows, cols, ph, pw):
+                        slope_y, slope_x = _slopes(img, ty, tx, exact)
+                        if slope_y is None and slope_x is None:
+                            continue
+                        if slope_x is None:
+                            term = slope_y * rate_y[ph][iy]
+                        elif slope_y is None:
+                            term = slope_x * rate_x[pw][ix]
+                        else:
+                            term = slope_y * rate_y[ph][iy] + slope_x * rate_x[pw][ix]
+                        acc = acc + term
                     out[k, :, ph, pw] = acc / (count if exact else f64(count))
     return out
 
@@ -189,46 +186,40 @@ def roi_align_grad_boxes(
     """
     T = arithmetic_type(np.asarray(image).dtype)
     pixels = _read_image(image, T)
-    batch, channels, height, width = pixels.shape
-    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
+    channels = pixels.shape[1]
     with np.errstate(all="ignore"):
         grads = np.asarray(grads).astype(T)
     _, _, out_h, out_w = grads.shape
+    params = (spatial_scale, sampling_ratio, aligned)
+    box_ind, geometries = _read_boxes(
+        boxes, box_ind, pixels.shape, (out_h, out_w), params, T
+    )
     if not exact:
         pixels = pixels.astype(f64)
         grads = grads.astype(f64)
-    out = np.zeros((len(boxes), 4), T if exact else f64)
-    params = (spatial_scale, sampling_ratio, aligned)
-    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
+    out = np.zeros((len(box_ind), 4), T if exact else f64)
     with np.errstate(all="ignore"):
         for k, (rows, cols, count) in enumerate(geometries):
             img = pixels[box_ind[k]]
+            factors_y = _factor_table(rows, out_h, spatial_scale, exact, T)
+            factors_x = _factor_table(cols, out_w, spatial_scale, exact, T)
             # Terms of S_x1, S_y1, S_x2, S_y2, in the serial order.
             terms = ([], [], [], [])
             for ph in range(out_h):
                 for pw in range(out_w):
                     g = grads[k, :, ph, pw]
-                    for iy, ty in enumerate(rows.taps[ph]):
-                        fy = _coord_factors(
-                            rows, ph, iy, out_h, spatial_scale, exact, T
-                        )
-                        for ix, tx in enumerate(cols.taps[pw]):
-                            if not (ty.inside and tx.inside):
+                    for iy, ty, ix, tx in _inside_samples(rows, cols, ph, pw):
+                        slope_y, slope_x = _slopes(img, ty, tx, exact)
+                        for slope, (f_lo, f_hi), lo, hi in (
+                            (slope_y, factors_y[ph][iy], 1, 3),
+                            (slope_x, factors_x[pw][ix], 0, 2),
+                        ):
+                            if slope is None:
                                 continue
-                            fx = _coord_factors(
-                                cols, pw, ix, out_w, spatial_scale, exact, T
-                            )
-                            slope_y, slope_x = _slopes(img, ty, tx, exact)
-                            for slope, (f_lo, f_hi), lo, hi in (
-                                (slope_y, fy, 1, 3),
-                                (slope_x, fx, 0, 2),
-                            ):
-                                if slope is None:
-                                    continue
-                                gs = slope * g
-                                terms[lo].append(gs * f_lo)
-                                if f_hi is not None:
-                                    terms[hi].append(gs * f_hi)
+                            gs = slope * g
+                            terms[lo].append(gs * f_lo)
+                            if f_hi is not None:
+                                terms[hi].append(gs * f_hi)
             if exact:
                 sums = [_lane_sum(t, T, channels) for t in terms]
                 out[k] = [T(s / count) for s in sums]

@@ -165,7 +165,7 @@ def _geometries(boxes, feature_size, output_size, params, T):
     overflow, as in the kernels.
     """
     height, width = feature_size
-    out_h, out_w = output_size
+    out_h, out_w = _pair(output_size)
     geometries = []
     with np.errstate(all="ignore"):
         for x1, y1, x2, y2 in boxes:
@@ -181,7 +181,19 @@ def _geometries(boxes, feature_size, output_size, params, T):
     return geometries
 
 
-def _boxes_and_indices(boxes, box_ind, batch, T):
+def _inside_samples(rows, cols, ph, pw):
+    """``(iy, ty, ix, tx)`` of each inside sample of bin ``(ph, pw)``, in the
+    serial order; the others read no pixel and add nothing."""
+    for iy, ty in enumerate(rows.taps[ph]):
+        for ix, tx in enumerate(cols.taps[pw]):
+            if ty.inside and tx.inside:
+                yield iy, ty, ix, tx
+
+
+def _read_boxes(boxes, box_ind, image_shape, output_size, params, T):
+    """The boxes' image indices, checked against the batch of `image_shape`
+    ``(N, C, H, W)``, and their geometries (`_geometries`)."""
+    batch = image_shape[0]
     with np.errstate(all="ignore"):
         boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4).astype(T)
     box_ind = np.asarray(box_ind).astype(np.int64).reshape(-1)
@@ -192,7 +204,7 @@ def _boxes_and_indices(boxes, box_ind, batch, T):
         raise IndexError(
             f"box_ind[{bad[0]}] = {box_ind[bad[0]]} is not in [0, {batch})"
         )
-    return boxes, box_ind
+    return box_ind, _geometries(boxes, image_shape[2:], output_size, params, T)
 
 
 def _read_image(image, T):
@@ -211,18 +223,20 @@ def _pair(output_size):
     return out_h, out_w
 
 
-def _pooled_problem(image, boxes, box_ind, output_size, exact, T):
-    """The forward op's and the boxes JVP's inputs as they are read (the
-    pixels in float64 unless `exact`), and their zero output in the
+def _pooled_problem(image, boxes, box_ind, output_size, params, exact):
+    """The forward op's and the boxes JVP's inputs as they are read: the
+    arithmetic type, the pixels (in float64 unless `exact`), the boxes'
+    image indices and geometries, and their zero output in the
     accumulation type."""
+    T = arithmetic_type(np.asarray(image).dtype)
     pixels = _read_image(image, T)
-    batch, channels = pixels.shape[:2]
-    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
-    out_h, out_w = _pair(output_size)
+    box_ind, geometries = _read_boxes(
+        boxes, box_ind, pixels.shape, output_size, params, T
+    )
     if not exact:
         pixels = pixels.astype(f64)
-    out = np.zeros((len(boxes), channels, out_h, out_w), T if exact else f64)
-    return pixels, boxes, box_ind, out
+    shape = (len(box_ind), pixels.shape[1], *_pair(output_size))
+    return T, pixels, box_ind, geometries, np.zeros(shape, T if exact else f64)
 
 
 # --------------------------------------------------------------------------
@@ -274,31 +288,23 @@ def roi_align(
     >>> out[0, 0].tolist()
     [[5.0, 6.75], [12.0, 13.75]]
     """
-    T = arithmetic_type(np.asarray(image).dtype)
-    pixels, boxes, box_ind, out = _pooled_problem(
-        image, boxes, box_ind, output_size, exact, T
-    )
-    channels, height, width = pixels.shape[1:]
-    out_h, out_w = out.shape[2:]
-    acc_type = out.dtype.type
     params = (spatial_scale, sampling_ratio, aligned)
-    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
+    _, pixels, box_ind, geometries, out = _pooled_problem(
+        image, boxes, box_ind, output_size, params, exact
+    )
+    channels, out_h, out_w = out.shape[1:]
     with np.errstate(all="ignore"):
         for k, (rows, cols, count) in enumerate(geometries):
             img = pixels[box_ind[k]]
             for ph in range(out_h):
                 for pw in range(out_w):
-                    acc = np.zeros(channels, acc_type)
-                    for ty in rows.taps[ph]:
-                        for tx in cols.taps[pw]:
-                            if not (ty.inside and tx.inside):
-                                continue  # reads no pixel
-                            w = _weights(ty, tx, exact)
-                            v = _corners(img, ty, tx)
-                            acc = acc + (
-                                ((w[0] * v[0] + w[1] * v[1]) + w[2] * v[2])
-                                + w[3] * v[3]
-                            )
+                    acc = np.zeros(channels, out.dtype)
+                    for _, ty, _, tx in _inside_samples(rows, cols, ph, pw):
+                        w = _weights(ty, tx, exact)
+                        v = _corners(img, ty, tx)
+                        acc = acc + (
+                            ((w[0] * v[0] + w[1] * v[1]) + w[2] * v[2]) + w[3] * v[3]
+                        )
                     out[k, :, ph, pw] = acc / (count if exact else f64(count))
     return out
 
@@ -378,27 +384,24 @@ def roi_align_grad_image(
     batch, channels, height, width = (int(v) for v in image_size)
     with np.errstate(all="ignore"):
         grads = np.asarray(grads).astype(T)
-    boxes, box_ind = _boxes_and_indices(boxes, box_ind, batch, T)
     _, _, out_h, out_w = grads.shape
+    shape = (batch, channels, height, width)
+    params = (spatial_scale, sampling_ratio, aligned)
+    box_ind, geometries = _read_boxes(boxes, box_ind, shape, (out_h, out_w), params, T)
     if not exact:
         grads = grads.astype(f64)
-    out = np.zeros((batch, channels, height, width), T if exact else f64)
-    params = (spatial_scale, sampling_ratio, aligned)
-    geometries = _geometries(boxes, (height, width), (out_h, out_w), params, T)
+    out = np.zeros(shape, T if exact else f64)
     with np.errstate(all="ignore"):
         for k, (rows, cols, count) in enumerate(geometries):
             plane = out[box_ind[k]]
+            n = count if exact else f64(count)
             for ph in range(out_h):
                 for pw in range(out_w):
                     g = grads[k, :, ph, pw]
-                    for ty in rows.taps[ph]:
-                        for tx in cols.taps[pw]:
-                            if not (ty.inside and tx.inside):
-                                continue
-                            w = _weights(ty, tx, exact)
-                            n = count if exact else f64(count)
-                            plane[:, ty.low, tx.low] += (g * w[0]) / n
-                            plane[:, ty.low, tx.high] += (g * w[1]) / n
-                            plane[:, ty.high, tx.low] += (g * w[2]) / n
-                            plane[:, ty.high, tx.high] += (g * w[3]) / n
+                    for _, ty, _, tx in _inside_samples(rows, cols, ph, pw):
+                        w = _weights(ty, tx, exact)
+                        plane[:, ty.low, tx.low] += (g * w[0]) / n
+                        plane[:, ty.low, tx.high] += (g * w[1]) / n
+                        plane[:, ty.high, tx.low] += (g * w[2]) / n
+                        plane[:, ty.high, tx.high] += (g * w[3]) / n
     return out
