@@ -236,8 +236,6 @@ def boxes_and_index(
 # the arithmetic type (float64 for float64 data, float32 otherwise), as the
 # NumPy API computes them
 
-ROI_COLUMNS = "[x1, y1, x2, y2]"
-
 
 def roi_options(spatial_scale, sampling_ratio, aligned, data_format, num_threads):
     """The options every RoIAlign op takes, as its primitive's parameters, in
@@ -258,6 +256,12 @@ def roi_options(spatial_scale, sampling_ratio, aligned, data_format, num_threads
         "data_format": layout,
         "num_threads": DEFAULT_THREADS if num_threads == 0 else num_threads,
     }
+
+
+def roi_boxes(boxes, box_ind, dtype, grads=None):
+    """RoIAlign's ``boxes``, in the arithmetic type `dtype`, and
+    ``box_ind``, as `boxes_and_index` converts them."""
+    return boxes_and_index(boxes, box_ind, grads, dtype, "[x1, y1, x2, y2]")
 
 
 def output_size(value):

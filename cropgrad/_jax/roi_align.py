@@ -14,6 +14,29 @@ from cropgrad._jax import checks
 from cropgrad._jax.primitives import bind
 
 
+def _pooled(name, options, output_size, dtype, *operands):
+    """The pooled output of op `name`, `roi_align` or its boxes JVP, of the
+    caller's `operands` (the image, boxes and box_ind, then the JVP's boxes
+    tangent), converted in that order, then `output_size` and `dtype`."""
+    image, boxes, box_ind, *tangent = operands
+    image = checks.image(image, options["data_format"])
+    arith = checks.arithmetic(image.dtype)
+    boxes, box_ind = checks.roi_boxes(boxes, box_ind, arith)
+    tangent = [checks.boxes_tangent(t, boxes.shape[0], arith) for t in tangent]
+    output_size = checks.output_size(output_size)
+    dtype = checks.result_dtype(dtype, image.dtype)
+    return bind(
+        name,
+        image,
+        boxes,
+        box_ind,
+        *tangent,
+        output_size=output_size,
+        dtype=dtype,
+        **options,
+    )
+
+
 @_docs.shared
 def roi_align(
     image,
@@ -101,24 +124,7 @@ def roi_align(
     options = checks.roi_options(
         spatial_scale, sampling_ratio, aligned, data_format, num_threads
     )
-    image = checks.image(image, options["data_format"])
-    boxes, box_ind = checks.boxes_and_index(
-        boxes,
-        box_ind,
-        dtype=checks.arithmetic(image.dtype),
-        columns=checks.ROI_COLUMNS,
-    )
-    output_size = checks.output_size(output_size)
-    dtype = checks.result_dtype(dtype, image.dtype)
-    return bind(
-        "roi_align",
-        image,
-        boxes,
-        box_ind,
-        output_size=output_size,
-        dtype=dtype,
-        **options,
-    )
+    return _pooled("roi_align", options, output_size, dtype, image, boxes, box_ind)
 
 
 @_docs.shared
@@ -185,9 +191,7 @@ def roi_align_grad_image(
     )
     raw = checks.array(grads, "grads")
     grads = checks.roi_grads(raw, options["data_format"])
-    boxes, box_ind = checks.boxes_and_index(
-        boxes, box_ind, grads, dtype=grads.dtype, columns=checks.ROI_COLUMNS
-    )
+    boxes, box_ind = checks.roi_boxes(boxes, box_ind, grads.dtype, grads)
     image_shape = checks.image_shape(image_shape, options["data_format"])
     dtype = checks.result_dtype(dtype, raw.dtype)
     return bind(
@@ -257,9 +261,7 @@ def roi_align_grad_boxes(
     image = checks.image(image, options["data_format"])
     arith = checks.arithmetic(image.dtype)
     grads = checks.roi_grads(grads, options["data_format"], arith)
-    boxes, box_ind = checks.boxes_and_index(
-        boxes, box_ind, grads, dtype=arith, columns=checks.ROI_COLUMNS
-    )
+    boxes, box_ind = checks.roi_boxes(boxes, box_ind, arith, grads)
     return bind("roi_align_grad_boxes", grads, image, boxes, box_ind, **options)
 
 
@@ -317,21 +319,5 @@ def roi_align_jvp_boxes(
     options = checks.roi_options(
         spatial_scale, sampling_ratio, aligned, data_format, num_threads
     )
-    image = checks.image(image, options["data_format"])
-    arith = checks.arithmetic(image.dtype)
-    boxes, box_ind = checks.boxes_and_index(
-        boxes, box_ind, dtype=arith, columns=checks.ROI_COLUMNS
-    )
-    boxes_tangent = checks.boxes_tangent(boxes_tangent, boxes.shape[0], arith)
-    output_size = checks.output_size(output_size)
-    dtype = checks.result_dtype(dtype, image.dtype)
-    return bind(
-        "roi_align_jvp_boxes",
-        image,
-        boxes,
-        box_ind,
-        boxes_tangent,
-        output_size=output_size,
-        dtype=dtype,
-        **options,
-    )
+    operands = image, boxes, box_ind, boxes_tangent
+    return _pooled("roi_align_jvp_boxes", options, output_size, dtype, *operands)
