@@ -48,6 +48,19 @@ def _call(name, options, arrays, **params):
     return out if name == "grid_sample_grad_grid" else jnp.transpose(out, (0, 2, 3, 1))
 
 
+def _sampled(name, options, dtype, image, **points):
+    """The samples of op `name`, `grid_sample` or its grid JVP, of the
+    caller's `image` at `points` (the grid, then the JVP's tangent, by
+    name): the image converted, `dtype` checked, then the points; computed
+    in the image's arithmetic type and cast to the result's dtype."""
+    image = checks.grid_image(image, options["data_format"])
+    arith = checks.arithmetic(image.dtype)
+    result = checks.grid_result_dtype(dtype, image.dtype, arith)
+    arrays = {"image": image.astype(arith)}
+    arrays.update((k, checks.grid(v, arith, k)) for k, v in points.items())
+    return _call(name, options, arrays, dtype=arith).astype(result)
+
+
 @_docs.shared
 def grid_sample(
     image,
@@ -113,13 +126,7 @@ def grid_sample(
     options = checks.grid_options(
         mode, padding_mode, align_corners, data_format, num_threads
     )
-    layout = options["data_format"]
-    image = checks.grid_image(image, layout)
-    arith = checks.arithmetic(image.dtype)
-    result = checks.grid_result_dtype(dtype, image.dtype, arith)
-    grid = checks.grid(grid, arith)
-    arrays = {"image": image.astype(arith), "grid": grid}
-    return _call("grid_sample", options, arrays, dtype=arith).astype(result)
+    return _sampled("grid_sample", options, dtype, image, grid=grid)
 
 
 def grid_sample_grad_image(
@@ -173,11 +180,10 @@ def grid_sample_grad_image(
     options = checks.grid_options(
         mode, padding_mode, align_corners, data_format, num_threads
     )
-    layout = options["data_format"]
     raw = checks.array(grads, "grads")
     grads = checks.grid_grads(raw)
     arith = grads.dtype
-    image_shape = checks.image_shape(image_shape, layout)
+    image_shape = checks.image_shape(image_shape, options["data_format"])
     result = checks.grid_result_dtype(dtype, raw.dtype, arith)
     arrays = {"grads": grads, "grid": checks.grid(grid, arith)}
     out = _call(
@@ -230,8 +236,7 @@ def grid_sample_grad_grid(
     options = checks.grid_options(
         mode, padding_mode, align_corners, data_format, num_threads
     )
-    layout = options["data_format"]
-    image = checks.grid_image(image, layout)
+    image = checks.grid_image(image, options["data_format"])
     arith = checks.arithmetic(image.dtype)
     arrays = {
         "grads": checks.grid_grads(grads, arith),
@@ -286,14 +291,5 @@ def grid_sample_jvp_grid(
     options = checks.grid_options(
         mode, padding_mode, align_corners, data_format, num_threads
     )
-    layout = options["data_format"]
-    image = checks.grid_image(image, layout)
-    arith = checks.arithmetic(image.dtype)
-    result = checks.grid_result_dtype(dtype, image.dtype, arith)
-    arrays = {
-        "image": image.astype(arith),
-        "grid": checks.grid(grid, arith),
-        "grid_tangent": checks.grid(grid_tangent, arith, "grid_tangent"),
-    }
-    out = _call("grid_sample_jvp_grid", options, arrays, dtype=arith)
-    return out.astype(result)
+    points = {"grid": grid, "grid_tangent": grid_tangent}
+    return _sampled("grid_sample_jvp_grid", options, dtype, image, **points)
