@@ -133,6 +133,16 @@ _batching.install()
 _derivatives.install()
 
 
+def _in_image_dtype(crops, image):
+    """The float32 `crops` of `image` as crop_and_resize and its boxes JVP
+    return them: in the image's floating dtype, as JAX's ops return results
+    (float16 and bfloat16 rounded once, float64 widened exactly).  The
+    primitives themselves keep float32."""
+    if jnp.issubdtype(image.dtype, jnp.floating) and image.dtype != jnp.float32:
+        return crops.astype(image.dtype)
+    return crops
+
+
 @_docs.shared
 def crop_and_resize(
     image,
@@ -220,12 +230,7 @@ def crop_and_resize(
         extrapolation_value=extrapolation_value,
         **options,
     )
-    # JAX's ops return results in their input's floating dtype: float16
-    # and bfloat16 rounded once from the float32 crops, float64 widened
-    # exactly.  The primitive itself keeps float32.
-    if jnp.issubdtype(image.dtype, jnp.floating) and image.dtype != jnp.float32:
-        crops = crops.astype(image.dtype)
-    return crops
+    return _in_image_dtype(crops, image)
 
 
 @_docs.shared
@@ -416,7 +421,4 @@ def crop_and_resize_jvp_boxes(
         crop_size=crop_size,
         **options,
     )
-    # As crop_and_resize returns its crops.
-    if jnp.issubdtype(image.dtype, jnp.floating) and image.dtype != jnp.float32:
-        crops = crops.astype(image.dtype)
-    return crops
+    return _in_image_dtype(crops, image)
