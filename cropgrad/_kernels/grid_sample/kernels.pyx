@@ -84,8 +84,6 @@ from cropgrad._runtime.simd cimport chosen_target
 cdef bint _simd_ok = gs_simd_supported() and (
     strcmp(chosen_target(), b"avx2") == 0 or strcmp(chosen_target(), b"avx512") == 0)
 cdef bint _simd = _simd_ok
-cdef bint _staging = True
-cdef Py_ssize_t _staged_runs = 0
 
 
 def nhwc_in_place(int64_t channels, bint wide, int mode):
@@ -98,20 +96,6 @@ def nhwc_in_place(int64_t channels, bint wide, int mode):
     such a call changes layout around the NCHW kernels (the bits are the
     same)."""
     return not (_simd and not wide and channels < 8 and mode != NEAREST)
-
-
-def use_staging(bint on):
-    """Run NCHW problems of many small batches a batch at a time through
-    the NHWC clone (`stage`) or not; returns the previous setting."""
-    global _staging
-    cdef bint before = _staging
-    _staging = on
-    return before
-
-
-def staged_runs():
-    """How many runs have been staged in this process (for the tests)."""
-    return _staged_runs
 
 
 def use_simd(bint on):
@@ -159,34 +143,6 @@ cdef enum:
     TAPS_BLOCK = 256
     # The SIMD forward op's and grid gradient's tasks: spans of SPAN points.
     SPAN = 256
-    # NCHW batches staged (`stage`): at least STAGE_CHANNELS channels
-    # (STAGE_GRID_CHANNELS for the grid gradient, whose NHWC clone reads
-    # each channel's grads apart), at most STAGE_FLOATS image and sample
-    # values a batch (a thread's scratch, within its second-level cache),
-    # STAGE_BATCHES batches a thread or more (a task is a batch), and at
-    # most STAGE_PIXELS pixels a point (STAGE_SCATTER_PIXELS for the image
-    # gradient, which zeroes and changes the layout of every pixel).  The
-    # forward op and the grid gradient also want STAGE_IMAGE_FLOATS image
-    # values a batch or more: a smaller image stays in the cache for the
-    # unstaged loops.  Measured with 1 thread on random points, float32,
-    # against the unstaged loops:
-    # - 64 x 64 pixels, 32 channels, 1200 points: the forward op 2.3 times
-    #   faster, the image gradient 1.9 to 2.3, the grid gradient 1.3;
-    # - the same with 300 points: the forward op and the grid gradient 2.2
-    #   and 1.7 times faster; the image gradient 1.2 times slower;
-    # - 64 x 64 pixels, 8 channels, as many points: the image gradient 2.2
-    #   times faster, the forward op alike, the grid gradient slower (8
-    #   and 16 channels);
-    # - 32 x 32 pixels, 16 channels, 256 points: the image gradient 1.6
-    #   times faster, the forward op 1.15 times slower;
-    # - the image gradient in nearest mode: 1.25 times slower.
-    STAGE_CHANNELS = 8
-    STAGE_GRID_CHANNELS = 32
-    STAGE_FLOATS = 1 << 18
-    STAGE_IMAGE_FLOATS = 1 << 15
-    STAGE_BATCHES = 4
-    STAGE_PIXELS = 32
-    STAGE_SCATTER_PIXELS = 4
 
 
 # --------------------------------------------------------------------------
@@ -519,39 +475,8 @@ cdef void _scatter8_task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
                        p.ho * p.wo, b, lo, hi, &axes)
 
 
-cdef void _staged_task(void* ctx, Py_ssize_t b, int thread) noexcept nogil:
-    """Batch ``b`` of an NCHW problem through the NHWC clone, in the
-    thread's scratch: its planes (and grads) changed to pixels by channels,
-    the op run there, its samples (or image gradient) changed back into
-    the output.  Where a batch's planes are small and its points scattered
-    (deformable attention's), NCHW reads a line of each plane per point
-    and channel, and NHWC one line per point for eight channels; the NHWC
-    clone's operations are the NCHW clone's, lane for lane, so the bits
-    are the same."""
-    cdef const Plan* p = <const Plan*>ctx
-    cdef gs_axes axes = simd_axes(p)
-    cdef int64_t plane = p.h * p.w, per = p.ho * p.wo, c = p.c
-    cdef float* pixels = p.stage + thread * p.staged     # [plane, c]
-    cdef float* samples = pixels + plane * c             # [per, c]
-    cdef const float* grid = <const float*>p.grid + 2 * b * per
-    if p.grads != NULL:
-        gs_transpose8(<const float*>p.grads + b * c * per, samples, c, per)
-    if p.image == NULL:
-        # The image gradient: every pixel of the batch is the task's.
-        memset(pixels, 0, <size_t>(plane * c) * sizeof(float))
-        gs_scatter_nhwc8(samples, grid, pixels, c, <int32_t>p.h,
-                         <int32_t>p.w, per, 0, 0, plane, &axes)
-        gs_transpose8(pixels, <float*>p.out + b * c * plane, plane, c)
-        return
-    gs_transpose8(<const float*>p.image + b * c * plane, pixels, c, plane)
-    if p.grads == NULL:
-        gs_forward_nhwc8(pixels, grid, samples, c, <int32_t>p.h,
-                         <int32_t>p.w, per, 0, 0, per, &axes)
-        gs_transpose8(samples, <float*>p.out + b * c * per, per, c)
-    else:
-        gs_grad_grid_nhwc8(pixels, grid, samples,
-                           <float*>p.out + 2 * b * per, c, <int32_t>p.h,
-                           <int32_t>p.w, per, 0, 0, per, &axes)
+# NCHW problems of many small batches, a batch a task through the NHWC clone.
+include "staged.pxi"
 
 
 # --------------------------------------------------------------------------
@@ -583,33 +508,6 @@ cdef void plan(Plan* p, int64_t n, int64_t c, int64_t h, int64_t w, int64_t ho,
     p.taps = 1 if mode == NEAREST else (4 if mode == BILINEAR else 16)
     p.offs = NULL
     p.wts = NULL
-
-
-cdef int stage(Plan* p, int threads, int64_t channels, int64_t pixels,
-               int64_t image_floats) noexcept nogil:
-    """The team of a staged run of `p` (`_staged_task`) with its scratch
-    in ``p.stage``, or 0: not staged (the problem is not of that kind:
-    fewer than `channels` channels, more than `pixels` pixels a point,
-    fewer than `image_floats` image values a batch; or the scratch could
-    not be had: the unstaged run needs none)."""
-    cdef int64_t plane = p.h * p.w
-    cdef int64_t floats = (plane + p.ho * p.wo) * p.c
-    cdef int team = team_size(threads, p.n)
-    if not (_staging and simd_takes(p) and not p.nhwc and p.c >= channels
-            and plane <= pixels * p.ho * p.wo and plane * p.c >= image_floats
-            and floats <= STAGE_FLOATS and p.n >= STAGE_BATCHES * team):
-        return 0
-    p.staged = floats
-    p.stage = <float*>malloc(<size_t>(team * floats) * sizeof(float))
-    return team if p.stage != NULL else 0
-
-
-cdef void staged_run(Plan* p, int team, Py_ssize_t work, bint flush) noexcept nogil:
-    global _staged_runs
-    _staged_runs += 1
-    run_tasks(_staged_task, p, p.n, team, work, flush, SCHEDULE_DYNAMIC)
-    free(p.stage)
-    p.stage = NULL
 
 
 cdef inline Py_ssize_t spans(const Plan* p) noexcept nogil:
