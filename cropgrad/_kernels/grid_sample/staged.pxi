@@ -33,12 +33,12 @@ cdef enum:
     # unstaged loops.  Measured with 1 thread on random points, float32,
     # against the unstaged loops:
     # - 64 x 64 pixels, 32 channels, 1200 points: the forward op 2.3 times
-    #   faster, the image gradient 1.9 to 2.3, the grid gradient 1.3;
-    # - the same with 300 points: the forward op and the grid gradient 2.2
-    #   and 1.7 times faster; the image gradient 1.2 times slower;
+    #   faster, the image gradient 1.9 to 2.3, the grid gradient 1.9;
+    # - the same with 300 points: the forward op and the grid gradient 2
+    #   times faster; the image gradient 1.1 times slower;
     # - 64 x 64 pixels, 8 channels, as many points: the image gradient 2.2
-    #   times faster, the forward op alike, the grid gradient slower (8
-    #   and 16 channels);
+    #   times faster, the forward op alike; the NHWC grid gradient slower
+    #   than the NCHW loops with 8 channels, as fast with 16;
     # - 32 x 32 pixels, 16 channels, 256 points: the image gradient 1.6
     #   times faster, the forward op 1.15 times slower;
     # - the image gradient in nearest mode: 1.25 times slower.

@@ -83,13 +83,54 @@ GS_AVX2 static inline void gs_nhwc_taps(const float* g, int valid,
     gs_nhwc_corners(&cn, axes->nearest ? 1 : 4, c, t);
 }
 
+/* Channel `ch` of eight rows of channels, row i at ``base + at[i]`` (+0
+ * where at[i] is -1): a tap of eight points, or their grads. */
+GS_AVX2 static inline __m256 gs_lanes8(const float* base, const int64_t* at,
+                                       int64_t ch) {
+#define GS_LANE(i) (at[i] >= 0 ? base[at[i] + ch] : 0.0f)
+    return _mm256_setr_ps(GS_LANE(0), GS_LANE(1), GS_LANE(2), GS_LANE(3),
+                          GS_LANE(4), GS_LANE(5), GS_LANE(6), GS_LANE(7));
+#undef GS_LANE
+}
+
 /* Channel `ch` of eight points' tap k (+0 where it is not read). */
 GS_AVX2 static inline __m256 gs_tap8(const float* img, const gs_taps_nhwc* t,
                                      int k, int64_t ch) {
-#define GS_TAP(i) (t->at[k][i] >= 0 ? img[t->at[k][i] + ch] : 0.0f)
-    return _mm256_setr_ps(GS_TAP(0), GS_TAP(1), GS_TAP(2), GS_TAP(3),
-                          GS_TAP(4), GS_TAP(5), GS_TAP(6), GS_TAP(7));
-#undef GS_TAP
+    return gs_lanes8(img, t->at[k], ch);
+}
+
+/* r[k] = column k of the 8 x 8 matrix whose rows are r[0..7]: pairs of
+ * rows interleaved, then pairs of pairs, then the 128-bit halves. */
+GS_AVX2 static inline void gs_transpose_regs8(__m256* r) {
+    __m256 t[8];
+    int k;
+    for (k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (k = 0; k < 8; k += 4) {
+        r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (k = 0; k < 4; k++) {
+        t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
+        t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
+    }
+    for (k = 0; k < 8; k++) r[k] = t[k];
+}
+
+/* Channels [ch, ch + 8) of eight rows as gs_lanes8 reads one: v[j] is
+ * channel ch + j of the eight rows, read eight channels a row and
+ * transposed (the same values, fewer loads). */
+GS_AVX2 static inline void gs_lanes8x8(const float* base, const int64_t* at,
+                                       int64_t ch, __m256* v) {
+    int i;
+    for (i = 0; i < 8; i++)
+        v[i] = at[i] >= 0 ? _mm256_loadu_ps(base + at[i] + ch)
+                          : _mm256_setzero_ps();
+    gs_transpose_regs8(v);
 }
 
 /* Channels [ch, ch + 8) of a tap's pixel, +0 for a tap that is not read
@@ -222,36 +263,45 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
         float* out, int64_t c, int32_t h, int32_t w, int64_t per,
         int64_t b, int64_t first, int64_t count, const gs_axes* axes) {
     const float* img = image + b * ((int64_t)h * w) * c;
-    int64_t q, ch, end = first + count;
-    __m256 sign = _mm256_set1_ps(-0.0f), gx, gy, gc, mult[2], x, y;
-    __m256 nw, ne, sw, se, dx, dy, vg;
-    float tx[8], ty[8], gl[8];
-    int i, j, lane, valid;
+    int64_t q, ch, end = first + count, rows[8];
+    __m256 sign = _mm256_set1_ps(-0.0f), gx, gy, mult[2], x, y;
+    /* Eight channels at a time: the grads and each tap read eight
+     * channels a point and transposed; then the channels left one at a
+     * time.  Either way each channel's terms in the channels' order. */
+    __m256 gb[8], v[16][8];
+    float tx[8], ty[8];
+    int i, j, k, lane, valid;
     for (q = first; q < end; q += 8) {
         const float* g = grid + 2 * (b * per + q);
         valid = (int)(end - q < 8 ? end - q : 8);
+        for (lane = 0; lane < 8; lane++)
+            rows[lane] = lane < valid ? (b * per + q + lane) * c : -1;
         gx = gy = _mm256_setzero_ps();
+        gs_load8(g, valid, &x, &y);
         if (axes->cubic) {
             gs_taps_nhwc t;
             gs_cubic8 cb;
-            gs_load8(g, valid, &x, &y);
             gs_cubic_taps8(x, y, axes, h, w, 1, &cb);
             gs_nhwc_cubic(&cb, c, &t);
             mult[0] = _mm256_set1_ps(axes->scale[0]);
             mult[1] = _mm256_set1_ps(axes->scale[1]);
-            for (ch = 0; ch < c; ch++) {
-                for (lane = 0; lane < 8; lane++)
-                    gl[lane] = lane < valid ? grads[(b * per + q + lane) * c + ch]
-                                            : 0.0f;
-                gc = _mm256_loadu_ps(gl);
-                for (i = 0; i < 4; i++) {
-                    for (j = 0; j < 4; j++) {
-                        vg = _mm256_mul_ps(gs_tap8(img, &t, 4 * i + j, ch), gc);
+            for (ch = 0; ch < c; ch += 8) {
+                int block = c - ch >= 8;
+                if (block) {
+                    gs_lanes8x8(grads, rows, ch, gb);
+                    for (k = 0; k < 16; k++) gs_lanes8x8(img, t.at[k], ch, v[k]);
+                }
+                for (j = 0; j < (block ? 8 : c - ch); j++) {
+                    __m256 gc = block ? gb[j] : gs_lanes8(grads, rows, ch + j);
+                    for (k = 0; k < 16; k++) {
+                        __m256 vg = _mm256_mul_ps(
+                            block ? v[k][j] : gs_tap8(img, &t, k, ch + j), gc);
+                        i = k / 4;
                         gx = _mm256_fmadd_ps(
                             _mm256_xor_ps(_mm256_mul_ps(vg, cb.dx[i]), sign),
-                            cb.cy[j], gx);
+                            cb.cy[k % 4], gx);
                         gy = _mm256_fmadd_ps(
-                            _mm256_xor_ps(_mm256_mul_ps(vg, cb.dy[j]), sign),
+                            _mm256_xor_ps(_mm256_mul_ps(vg, cb.dy[k % 4]), sign),
                             cb.cx[i], gy);
                     }
                 }
@@ -259,29 +309,41 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
         } else {
             gs_taps_nhwc t;
             gs_corners8 cn;
-            gs_load8(g, valid, &x, &y);
             x = gs_locate8(x, axes, 0, 1, &mult[0]);
             y = gs_locate8(y, axes, 1, 1, &mult[1]);
             gs_corners(x, y, h, w, &cn);
             gs_nhwc_corners(&cn, 4, c, &t);
-            for (ch = 0; ch < c; ch++) {
-                for (lane = 0; lane < 8; lane++)
-                    gl[lane] = lane < valid ? grads[(b * per + q + lane) * c + ch]
-                                            : 0.0f;
-                gc = _mm256_loadu_ps(gl);
-                nw = gs_tap8(img, &t, 0, ch);
-                ne = gs_tap8(img, &t, 1, ch);
-                sw = gs_tap8(img, &t, 2, ch);
-                se = gs_tap8(img, &t, 3, ch);
-                /* frac: n, s, w, e */
-                dx = _mm256_fmadd_ps(
-                    _mm256_sub_ps(se, sw), cn.frac[0],
-                    _mm256_mul_ps(_mm256_sub_ps(ne, nw), cn.frac[1]));
-                dy = _mm256_fmadd_ps(
-                    _mm256_sub_ps(se, ne), cn.frac[2],
-                    _mm256_mul_ps(_mm256_sub_ps(sw, nw), cn.frac[3]));
-                gx = _mm256_fmadd_ps(dx, gc, gx);
-                gy = _mm256_fmadd_ps(dy, gc, gy);
+            for (ch = 0; ch < c; ch += 8) {
+                int block = c - ch >= 8;
+                if (block) {
+                    gs_lanes8x8(grads, rows, ch, gb);
+                    for (k = 0; k < 4; k++) gs_lanes8x8(img, t.at[k], ch, v[k]);
+                }
+                for (j = 0; j < (block ? 8 : c - ch); j++) {
+                    __m256 gc, nw, ne, sw, se, dx, dy;
+                    if (block) {
+                        gc = gb[j];
+                        nw = v[0][j];
+                        ne = v[1][j];
+                        sw = v[2][j];
+                        se = v[3][j];
+                    } else {
+                        gc = gs_lanes8(grads, rows, ch + j);
+                        nw = gs_tap8(img, &t, 0, ch + j);
+                        ne = gs_tap8(img, &t, 1, ch + j);
+                        sw = gs_tap8(img, &t, 2, ch + j);
+                        se = gs_tap8(img, &t, 3, ch + j);
+                    }
+                    /* frac: n, s, w, e */
+                    dx = _mm256_fmadd_ps(
+                        _mm256_sub_ps(se, sw), cn.frac[0],
+                        _mm256_mul_ps(_mm256_sub_ps(ne, nw), cn.frac[1]));
+                    dy = _mm256_fmadd_ps(
+                        _mm256_sub_ps(se, ne), cn.frac[2],
+                        _mm256_mul_ps(_mm256_sub_ps(sw, nw), cn.frac[3]));
+                    gx = _mm256_fmadd_ps(dx, gc, gx);
+                    gy = _mm256_fmadd_ps(dy, gc, gy);
+                }
             }
         }
         _mm256_storeu_ps(tx, _mm256_mul_ps(gx, mult[0]));
@@ -294,31 +356,17 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
 }
 
 /* The 8 x 8 block of src at row i, column j transposed into dst: src
- * `rows` x `cols` float32, row-major, dst `cols` x `rows`.  Pairs of rows
- * interleaved, then pairs of pairs, then the 128-bit halves: row k of the
- * result is column j + k.  Always inlined (GCC keeps it a call, in two
- * loops, and the loop loses a quarter of its speed). */
+ * `rows` x `cols` float32, row-major, dst `cols` x `rows`.  Always inlined
+ * (GCC keeps it a call, in two loops, and the loop loses a quarter of its
+ * speed). */
 GS_AVX2 __attribute__((always_inline)) static inline void gs_block8(
         const float* src, float* dst, int64_t rows, int64_t cols, int64_t i,
         int64_t j) {
-    __m256 r[8], t[8];
+    __m256 r[8];
     int k;
     for (k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(src + (i + k) * cols + j);
-    for (k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    }
-    for (k = 0; k < 8; k += 4) {
-        r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-        r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-        r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-        r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-    }
-    for (k = 0; k < 4; k++) {
-        t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
-        t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
-    }
-    for (k = 0; k < 8; k++) _mm256_storeu_ps(dst + (j + k) * rows + i, t[k]);
+    gs_transpose_regs8(r);
+    for (k = 0; k < 8; k++) _mm256_storeu_ps(dst + (j + k) * rows + i, r[k]);
 }
 
 /* dst = src transposed (src `rows` x `cols`), 8 x 8 blocks through
