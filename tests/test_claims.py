@@ -195,9 +195,30 @@ def _grid_ops(rng, nchw):
     return ops
 
 
+def _staged_grid_ops(rng):
+    # NCHW batches that run a batch a task through the NHWC clone (on a
+    # SIMD-capable CPU): 12 batches, enough for teams of 3; 32 channels of
+    # 32 x 32 pixels and 17 x 16 points, so that all three ops are staged.
+    image = rng.standard_normal((12, 32, 32, 32)).astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (12, 17, 16, 2)).astype(np.float32)
+    grads = rng.standard_normal((12, 32, 17, 16)).astype(np.float32)
+    return {
+        "grid_sample-staged": lambda t: cropgrad.grid_sample(
+            image, grid, num_threads=t
+        ),
+        "grid_sample_grad_image-staged": lambda t: cropgrad.grid_sample_grad_image(
+            grads, grid, image.shape, num_threads=t
+        ),
+        "grid_sample_grad_grid-staged": lambda t: cropgrad.grid_sample_grad_grid(
+            grads, image, grid, num_threads=t
+        ),
+    }
+
+
 def _all_ops(nchw):
     rng = np.random.default_rng(11 + nchw)
-    return {**_crop_ops(rng, nchw), **_roi_ops(rng, nchw), **_grid_ops(rng, nchw)}
+    ops = {**_crop_ops(rng, nchw), **_roi_ops(rng, nchw), **_grid_ops(rng, nchw)}
+    return {**ops, **_staged_grid_ops(rng)} if nchw else ops
 
 
 @pytest.mark.skipif(not OPENMP, reason="a serial build starts no workers")
