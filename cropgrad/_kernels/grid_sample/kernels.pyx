@@ -563,7 +563,6 @@ cdef int grad_image_run(Plan* p, int threads, bint flush,
     if p.n * p.c * p.h * p.w * per > 0 and p.mode != NEAREST:
         team = stage(p, threads, STAGE_CHANNELS, STAGE_SCATTER_PIXELS, 0)
     if team:
-        p.image = NULL  # what tells the staged task it is this op
         staged_run(p, team, p.n * p.c * per * 4, flush)
         return 0
     if p.n * p.c * p.h * p.w * per > 0 and simd_takes(p):

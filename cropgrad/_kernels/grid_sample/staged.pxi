@@ -69,7 +69,8 @@ cdef void _staged_task(void* ctx, Py_ssize_t b, int thread) noexcept nogil:
     if p.grads != NULL:
         gs_transpose8(<const float*>p.grads + b * c * per, samples, c, per)
     if p.image == NULL:
-        # The image gradient: every pixel of the batch is the task's.
+        # The image gradient (whose plan has no image): every pixel of the
+        # batch is the task's.
         memset(pixels, 0, <size_t>(plane * c) * sizeof(float))
         gs_scatter_nhwc8(samples, grid, pixels, c, <int32_t>p.h,
                          <int32_t>p.w, per, 0, 0, plane, &axes)

@@ -133,6 +133,27 @@ GS_AVX2 static inline void gs_lanes8x8(const float* base, const int64_t* at,
     gs_transpose_regs8(v);
 }
 
+/* Channels [ch, ch + n) of eight points, n = min(8, c - ch): their
+ * grads (rows at ``grads + rows[i]``) in gb[j] and their taps' pixels in
+ * v[k][j], channel ch + j each; eight channels a load and transposed, or
+ * the last ones a value at a time.  Returns n. */
+GS_AVX2 static inline int gs_channels8(const float* grads,
+                                       const int64_t* rows, const float* img,
+                                       const gs_taps_nhwc* t, int64_t ch,
+                                       int64_t c, __m256* gb, __m256 (*v)[8]) {
+    int j, k, n = c - ch < 8 ? (int)(c - ch) : 8;
+    if (n == 8) {
+        gs_lanes8x8(grads, rows, ch, gb);
+        for (k = 0; k < t->taps; k++) gs_lanes8x8(img, t->at[k], ch, v[k]);
+        return n;
+    }
+    for (j = 0; j < n; j++) {
+        gb[j] = gs_lanes8(grads, rows, ch + j);
+        for (k = 0; k < t->taps; k++) v[k][j] = gs_tap8(img, t, k, ch + j);
+    }
+    return n;
+}
+
 /* Channels [ch, ch + 8) of a tap's pixel, +0 for a tap that is not read
  * (`px` NULL). */
 GS_AVX2 static inline __m256 gs_pixel8(const float* px, int64_t ch) {
@@ -265,12 +286,11 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
     const float* img = image + b * ((int64_t)h * w) * c;
     int64_t q, ch, end = first + count, rows[8];
     __m256 sign = _mm256_set1_ps(-0.0f), gx, gy, mult[2], x, y;
-    /* Eight channels at a time: the grads and each tap read eight
-     * channels a point and transposed; then the channels left one at a
-     * time.  Either way each channel's terms in the channels' order. */
+    /* Eight channels at a time (gs_channels8), each channel's terms in
+     * the channels' order. */
     __m256 gb[8], v[16][8];
     float tx[8], ty[8];
-    int i, j, k, lane, valid;
+    int i, j, k, n, lane, valid;
     for (q = first; q < end; q += 8) {
         const float* g = grid + 2 * (b * per + q);
         valid = (int)(end - q < 8 ? end - q : 8);
@@ -286,16 +306,10 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
             mult[0] = _mm256_set1_ps(axes->scale[0]);
             mult[1] = _mm256_set1_ps(axes->scale[1]);
             for (ch = 0; ch < c; ch += 8) {
-                int block = c - ch >= 8;
-                if (block) {
-                    gs_lanes8x8(grads, rows, ch, gb);
-                    for (k = 0; k < 16; k++) gs_lanes8x8(img, t.at[k], ch, v[k]);
-                }
-                for (j = 0; j < (block ? 8 : c - ch); j++) {
-                    __m256 gc = block ? gb[j] : gs_lanes8(grads, rows, ch + j);
+                n = gs_channels8(grads, rows, img, &t, ch, c, gb, v);
+                for (j = 0; j < n; j++) {
                     for (k = 0; k < 16; k++) {
-                        __m256 vg = _mm256_mul_ps(
-                            block ? v[k][j] : gs_tap8(img, &t, k, ch + j), gc);
+                        __m256 vg = _mm256_mul_ps(v[k][j], gb[j]);
                         i = k / 4;
                         gx = _mm256_fmadd_ps(
                             _mm256_xor_ps(_mm256_mul_ps(vg, cb.dx[i]), sign),
@@ -314,26 +328,10 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
             gs_corners(x, y, h, w, &cn);
             gs_nhwc_corners(&cn, 4, c, &t);
             for (ch = 0; ch < c; ch += 8) {
-                int block = c - ch >= 8;
-                if (block) {
-                    gs_lanes8x8(grads, rows, ch, gb);
-                    for (k = 0; k < 4; k++) gs_lanes8x8(img, t.at[k], ch, v[k]);
-                }
-                for (j = 0; j < (block ? 8 : c - ch); j++) {
-                    __m256 gc, nw, ne, sw, se, dx, dy;
-                    if (block) {
-                        gc = gb[j];
-                        nw = v[0][j];
-                        ne = v[1][j];
-                        sw = v[2][j];
-                        se = v[3][j];
-                    } else {
-                        gc = gs_lanes8(grads, rows, ch + j);
-                        nw = gs_tap8(img, &t, 0, ch + j);
-                        ne = gs_tap8(img, &t, 1, ch + j);
-                        sw = gs_tap8(img, &t, 2, ch + j);
-                        se = gs_tap8(img, &t, 3, ch + j);
-                    }
+                n = gs_channels8(grads, rows, img, &t, ch, c, gb, v);
+                for (j = 0; j < n; j++) {
+                    __m256 gc = gb[j], nw = v[0][j], ne = v[1][j];
+                    __m256 sw = v[2][j], se = v[3][j], dx, dy;
                     /* frac: n, s, w, e */
                     dx = _mm256_fmadd_ps(
                         _mm256_sub_ps(se, sw), cn.frac[0],
