@@ -255,6 +255,23 @@ def test_layout_changes_copy_every_element_on_any_team(dtype, shape, num_threads
     assert parallel.last_team() <= num_threads
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 3, 40), (1, 64, 64, 16), (3, 5, 7, 9)])
+def test_layout_changes_of_32_bit_values_move_every_bit(shape):
+    # 8 channels or more go through 8 x 8 blocks of registers: spans
+    # shorter and longer than the channels, whole blocks and edges, and
+    # any bits of 32 (NaN payloads among them) as they were.
+    from cropgrad._kernels.layout import change_layout
+
+    bits = np.random.default_rng(3).integers(0, 2**32, shape, dtype=np.uint32)
+    for values in (bits, bits.view(np.float32)):
+        nchw = np.zeros(values.transpose(0, 3, 1, 2).shape, values.dtype)
+        back = np.zeros_like(values)
+        change_layout(values, nchw, True, 2)
+        change_layout(nchw, back, False, 2)
+        np.testing.assert_array_equal(nchw.view(np.uint32), bits.transpose(0, 3, 1, 2))
+        np.testing.assert_array_equal(back.view(np.uint32), bits)
+
+
 def test_layout_changes_refuse_what_does_not_fit():
     from cropgrad._kernels.layout import change_layout
 

@@ -196,3 +196,13 @@ cdef extern from "cg_simd.h" nogil:
     int cg_simd_supported(const char* target)
     const char* cg_simd_choice(const char* target)
     int cg_simd_select(const char* target)
+
+cdef extern from "cg_transpose.h" nogil:
+    # dst (cols x rows, rows dst_stride values apart) = src (rows x cols,
+    # rows src_stride apart) transposed, any 32-bit values; 8 x 8 blocks
+    # through registers where `simd` (cg_transpose_simd(): the CPU has
+    # AVX2).
+    int cg_transpose_simd()
+    void cg_transpose32(const void* src, Py_ssize_t src_stride, void* dst,
+                        Py_ssize_t dst_stride, Py_ssize_t rows, Py_ssize_t cols,
+                        int simd)

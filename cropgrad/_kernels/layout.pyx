@@ -9,7 +9,10 @@ time on one thread.  A copy moves bits unchanged, so any dtype of the
 same itemsize goes through as unsigned integers of that size.
 
 The pixels of an image are cut into spans of `SPAN`, a task each, claimed
-by the team; a task goes over its span in tiles of `TILE` pixels, each
+by the team.  A span of 32-bit values in 8 channels or more, on a CPU
+with AVX2, is transposed in 8 x 8 blocks through registers
+(cg_transpose.h: two to three times faster than the loop below with 32
+channels); any other goes over its span in tiles of `TILE` pixels, each
 tile channel after channel, so that the strided side of the copy stays
 within a few kilobytes.
 """
@@ -22,6 +25,7 @@ from cpython.buffer cimport (
 )
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 
+from cropgrad._kernels.cdefs cimport cg_transpose32, cg_transpose_simd
 from cropgrad._runtime.parallel cimport (
     SCHEDULE_STATIC,
     resolve_threads,
@@ -45,6 +49,7 @@ cdef struct Job:
     int64_t spans        # tasks per image
     bint to_channels     # NHWC source to NCHW destination (else back)
     int itemsize
+    bint blocks          # 32-bit values through cg_transpose32's blocks
 
 
 cdef inline void _copy(const Job* j, const bits* src, bits* dst,
@@ -67,9 +72,23 @@ cdef inline void _copy(const Job* j, const bits* src, bits* dst,
         t0 = t1
 
 
+cdef void _blocks(const Job* j, Py_ssize_t task) noexcept nogil:
+    """`_copy`'s span as a transpose of pixels by channels (or back)."""
+    cdef int64_t b = task // j.spans, p0 = (task % j.spans) * SPAN
+    cdef int64_t span = min(p0 + SPAN, j.p) - p0, c = j.c, pixels = j.p
+    cdef const uint32_t* src = <const uint32_t*>j.src + b * pixels * c
+    cdef uint32_t* dst = <uint32_t*>j.dst + b * pixels * c
+    if j.to_channels:
+        cg_transpose32(src + p0 * c, c, dst + p0, pixels, span, c, 1)
+    else:
+        cg_transpose32(src + p0, pixels, dst + p0 * c, c, c, span, 1)
+
+
 cdef void _task(void* ctx, Py_ssize_t task, int thread) noexcept nogil:
     cdef const Job* j = <const Job*>ctx
-    if j.itemsize == 2:
+    if j.blocks:
+        _blocks(j, task)
+    elif j.itemsize == 2:
         _copy(j, <const uint16_t*>j.src, <uint16_t*>j.dst, task)
     elif j.itemsize == 4:
         _copy(j, <const uint32_t*>j.src, <uint32_t*>j.dst, task)
@@ -110,6 +129,8 @@ def change_layout(src, dst, bint to_channels, int num_threads):
     j.spans = (j.p + SPAN - 1) // SPAN
     j.to_channels = to_channels
     j.itemsize = src.dtype.itemsize
+    # Fewer than 8 channels make no block: the tiles are faster there.
+    j.blocks = j.itemsize == 4 and j.c >= 8 and cg_transpose_simd() != 0
     with nogil:
         run_tasks(_task, &j, j.n * j.spans, threads, j.n * j.p * j.c, False,
                   SCHEDULE_STATIC)

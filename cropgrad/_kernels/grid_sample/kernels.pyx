@@ -55,6 +55,7 @@ from cropgrad._kernels.grid_sample.points cimport (
     read,
     real,
 )
+from cropgrad._kernels.cdefs cimport cg_transpose32
 from cropgrad._kernels.grid_sample.simd cimport (
     gs_axes,
     gs_forward_bz8,
@@ -67,7 +68,6 @@ from cropgrad._kernels.grid_sample.simd cimport (
     gs_scatter_cubic_bz8,
     gs_scatter_nhwc8,
     gs_simd_supported,
-    gs_transpose8,
     points_fn,
     slopes_fn,
 )

@@ -48,8 +48,6 @@ cdef extern from "cg_grid_nhwc.h":
                           int64_t c, int32_t h, int32_t w, int64_t per,
                           int64_t b, int64_t lo, int64_t hi,
                           const gs_axes* axes) noexcept nogil
-    void gs_transpose8(const float* src, float* dst, int64_t rows,
-                       int64_t cols) noexcept nogil
 
 cdef extern from "cg_grid_cubic.h":
     void gs_forward_cubic_bz8(const float* image, const float* grid,

@@ -51,6 +51,12 @@ cdef enum:
     STAGE_SCATTER_PIXELS = 4
 
 
+cdef inline void _transposed(const float* src, float* dst, int64_t rows,
+                             int64_t cols) noexcept nogil:
+    """dst = src (`rows` x `cols`) transposed; staged runs have AVX2."""
+    cg_transpose32(src, cols, dst, rows, rows, cols, 1)
+
+
 cdef void _staged_task(void* ctx, Py_ssize_t b, int thread) noexcept nogil:
     """Batch ``b`` of an NCHW problem through the NHWC clone, in the
     thread's scratch: its planes (and grads) changed to pixels by channels,
@@ -67,20 +73,20 @@ cdef void _staged_task(void* ctx, Py_ssize_t b, int thread) noexcept nogil:
     cdef float* samples = pixels + plane * c             # [per, c]
     cdef const float* grid = <const float*>p.grid + 2 * b * per
     if p.grads != NULL:
-        gs_transpose8(<const float*>p.grads + b * c * per, samples, c, per)
+        _transposed(<const float*>p.grads + b * c * per, samples, c, per)
     if p.image == NULL:
         # The image gradient (whose plan has no image): every pixel of the
         # batch is the task's.
         memset(pixels, 0, <size_t>(plane * c) * sizeof(float))
         gs_scatter_nhwc8(samples, grid, pixels, c, <int32_t>p.h,
                          <int32_t>p.w, per, 0, 0, plane, &axes)
-        gs_transpose8(pixels, <float*>p.out + b * c * plane, plane, c)
+        _transposed(pixels, <float*>p.out + b * c * plane, plane, c)
         return
-    gs_transpose8(<const float*>p.image + b * c * plane, pixels, c, plane)
+    _transposed(<const float*>p.image + b * c * plane, pixels, c, plane)
     if p.grads == NULL:
         gs_forward_nhwc8(pixels, grid, samples, c, <int32_t>p.h,
                          <int32_t>p.w, per, 0, 0, per, &axes)
-        gs_transpose8(samples, <float*>p.out + b * c * per, per, c)
+        _transposed(samples, <float*>p.out + b * c * per, per, c)
     else:
         gs_grad_grid_nhwc8(pixels, grid, samples,
                            <float*>p.out + 2 * b * per, c, <int32_t>p.h,

@@ -10,6 +10,7 @@
 #define CG_GRID_NHWC_H
 
 #include "cg_grid_cubic.h"
+#include "cg_transpose.h"
 
 #if GS_SIMD
 
@@ -102,35 +103,6 @@ GS_AVX2 static inline __m256 gs_tap8(const float* img, const gs_taps_nhwc* t,
 /* A row of eight zeros: the row of a tap that is not read. */
 static const float gs_zeros8[8] = {0};
 
-/* v[j] = column j of the 8 x 8 matrix whose row i is the eight floats at
- * row[i].  Each half of a row is loaded into the 128-bit lane where its
- * column ends (rows i and i + 4 share a register), so that two rounds of
- * shuffles within the lanes finish the transpose: a third fewer shuffles
- * than a transpose of loaded rows, and twice as fast in a copy of 4096 x
- * 32 floats. */
-GS_AVX2 static inline void gs_rows8x8(const float* const* row, __m256* v) {
-    __m256 t[8];
-    int k;
-    for (k = 0; k < 4; k++) {
-        v[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(row[k])),
-                                    _mm_loadu_ps(row[k + 4]), 1);
-        v[k + 4] = _mm256_insertf128_ps(
-            _mm256_castps128_ps256(_mm_loadu_ps(row[k] + 4)),
-            _mm_loadu_ps(row[k + 4] + 4), 1);
-    }
-    /* v[k], k < 4: columns 0-3 of rows k and k + 4; v[k + 4]: 4-7. */
-    for (k = 0; k < 8; k += 4) {
-        t[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
-        t[k + 2] = _mm256_unpacklo_ps(v[k + 2], v[k + 3]);
-        t[k + 3] = _mm256_unpackhi_ps(v[k + 2], v[k + 3]);
-        v[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-        v[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-        v[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-        v[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-    }
-}
-
 /* Channels [ch, ch + 8) of eight rows as gs_lanes8 reads one: v[j] is
  * channel ch + j of the eight rows, read eight channels a row and
  * transposed (the same values, fewer loads). */
@@ -139,7 +111,7 @@ GS_AVX2 static inline void gs_lanes8x8(const float* base, const int64_t* at,
     const float* row[8];
     int i;
     for (i = 0; i < 8; i++) row[i] = at[i] >= 0 ? base + at[i] + ch : gs_zeros8;
-    gs_rows8x8(row, v);
+    cg_rows8x8(row, v);
 }
 
 /* Channels [ch, ch + n) of eight points, n = min(8, c - ch): their
@@ -359,43 +331,6 @@ GS_AVX2 static void gs_grad_grid_nhwc8(
             out[2 * (b * per + q + lane)] = tx[lane];
             out[2 * (b * per + q + lane) + 1] = ty[lane];
         }
-    }
-}
-
-/* The 8 x 8 block of src at row i, column j transposed into dst: src
- * `rows` x `cols` float32, row-major, dst `cols` x `rows`.  Always inlined
- * (GCC keeps it a call, in two loops, and the loop loses a quarter of its
- * speed). */
-GS_AVX2 __attribute__((always_inline)) static inline void gs_block8(
-        const float* src, float* dst, int64_t rows, int64_t cols, int64_t i,
-        int64_t j) {
-    const float* row[8];
-    __m256 r[8];
-    int k;
-    for (k = 0; k < 8; k++) row[k] = src + (i + k) * cols + j;
-    gs_rows8x8(row, r);
-    for (k = 0; k < 8; k++) _mm256_storeu_ps(dst + (j + k) * rows + i, r[k]);
-}
-
-/* dst = src transposed (src `rows` x `cols`), 8 x 8 blocks through
- * registers, the edges one element at a time.  The blocks go along the
- * longer side: 4096 pixels by 32 channels become 32 rows of 4096 written
- * eight at a time from start to end (a block at a time across all 32,
- * 16 KB apart, they would share a set of the first-level cache and evict
- * each other: twice as slow).  A copy: bits unchanged. */
-GS_AVX2 static void gs_transpose8(const float* src, float* dst, int64_t rows,
-                                  int64_t cols) {
-    int64_t i, j, i8 = rows - rows % 8, j8 = cols - cols % 8;
-    if (rows > cols) {
-        for (j = 0; j < j8; j += 8)
-            for (i = 0; i < i8; i += 8) gs_block8(src, dst, rows, cols, i, j);
-    } else {
-        for (i = 0; i < i8; i += 8)
-            for (j = 0; j < j8; j += 8) gs_block8(src, dst, rows, cols, i, j);
-    }
-    for (j = 0; j < cols; j++) {
-        /* The rows past the blocks, and the columns past them. */
-        for (i = j < j8 ? i8 : 0; i < rows; i++) dst[j * rows + i] = src[i * cols + j];
     }
 }
 #endif

@@ -33,7 +33,5 @@ static void gs_scatter_nhwc8(const float* grads, const float* grid, float* out,
                              int64_t c, int32_t h, int32_t w, int64_t per,
                              int64_t b, int64_t lo, int64_t hi,
                              const gs_axes* axes) {}
-static void gs_transpose8(const float* src, float* dst, int64_t rows,
-                          int64_t cols) {}
 
 #endif /* CG_GRID_STUBS_H */
