@@ -255,7 +255,9 @@ def test_layout_changes_copy_every_element_on_any_team(dtype, shape, num_threads
     assert parallel.last_team() <= num_threads
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 3, 40), (1, 64, 64, 16), (3, 5, 7, 9)])
+@pytest.mark.parametrize(
+    "shape", [(2, 3, 3, 40), (1, 64, 64, 16), (3, 5, 7, 9), (1, 5, 5, 9)]
+)
 def test_layout_changes_of_32_bit_values_move_every_bit(shape):
     # 8 channels or more go through 8 x 8 blocks of registers: spans
     # shorter and longer than the channels, whole blocks and edges, and

@@ -57,19 +57,39 @@ CG_TR_AVX2 __attribute__((always_inline)) static inline void cg_block8(
     for (k = 0; k < 8; k++) _mm256_storeu_ps(dst + (j + k) * dst_stride + i, v[k]);
 }
 
+/* Two blocks on top of each other, rows i to i + 16: each row of dst gets
+ * sixteen values, a whole cache line where dst is aligned, at once. */
+CG_TR_AVX2 __attribute__((always_inline)) static inline void cg_block16(
+        const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+        int64_t i, int64_t j) {
+    const float* row[8];
+    __m256 v[8], w[8];
+    int k;
+    for (k = 0; k < 8; k++) row[k] = src + (i + k) * src_stride + j;
+    cg_rows8x8(row, v);
+    for (k = 0; k < 8; k++) row[k] += 8 * src_stride;
+    cg_rows8x8(row, w);
+    for (k = 0; k < 8; k++) {
+        _mm256_storeu_ps(dst + (j + k) * dst_stride + i, v[k]);
+        _mm256_storeu_ps(dst + (j + k) * dst_stride + i + 8, w[k]);
+    }
+}
+
 /* The whole blocks of cg_transpose32, along the longer side: 4096 pixels
- * by 32 channels become 32 rows of 4096 written eight at a time from
+ * by 32 channels become 32 rows of 4096 written sixteen at a time from
  * start to end (a block at a time across all 32, 16 KB apart, they would
  * share a set of the first-level cache and evict each other: twice as
- * slow). */
+ * slow; eight at a time, about 15% slower). */
 CG_TR_AVX2 static void cg_blocks8(const float* src, int64_t src_stride,
                                   float* dst, int64_t dst_stride, int64_t rows,
                                   int64_t cols) {
     int64_t i, j, i8 = rows - rows % 8, j8 = cols - cols % 8;
     if (rows > cols) {
-        for (j = 0; j < j8; j += 8)
-            for (i = 0; i < i8; i += 8)
-                cg_block8(src, src_stride, dst, dst_stride, i, j);
+        for (j = 0; j < j8; j += 8) {
+            for (i = 0; i + 16 <= i8; i += 16)
+                cg_block16(src, src_stride, dst, dst_stride, i, j);
+            if (i < i8) cg_block8(src, src_stride, dst, dst_stride, i, j);
+        }
     } else {
         for (i = 0; i < i8; i += 8)
             for (j = 0; j < j8; j += 8)
