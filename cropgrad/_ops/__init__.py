@@ -1,10 +1,11 @@
 """The op model (private): every op family described once, for every layer.
 
 - `model`: the vocabulary: an argument (`Arg`: its kind, role, default and
-  spelling per API), an op (`Op`: its arguments in order, layouts, family,
-  kind, its C function's parameters and the C-level API version that added
-  it), a family (`Family`: its ops by kind), the roles an operand plays and
-  the adjoint algebra every family shares (`ADJOINTS`);
+  spelling per API; an array's rank and the dtypes its C function takes,
+  `DTYPES`), an op (`Op`: its arguments in order, its result, layouts,
+  family, kind, its C function's parameters and the C-level API version
+  that added it), a family (`Family`: its ops by kind), the roles an
+  operand plays and the adjoint algebra every family shares (`ADJOINTS`);
 - `common`: the arguments and C parameters several families share;
 - one module per family (`crop_and_resize`, `roi_align`, `grid_sample`):
   its ops;
@@ -33,7 +34,18 @@ Examples
 
 from .crop_and_resize import FAMILY as _CROP_AND_RESIZE
 from .grid_sample import FAMILY as _GRID_SAMPLE
-from .model import ADJOINTS, APIS, KINDS, REQUIRED, ROLES, Arg, CParam, Family, Op
+from .model import (
+    ADJOINTS,
+    APIS,
+    DTYPES,
+    KINDS,
+    REQUIRED,
+    ROLES,
+    Arg,
+    CParam,
+    Family,
+    Op,
+)
 from .roi_align import FAMILY as _ROI_ALIGN
 
 __all__ = [
@@ -41,6 +53,7 @@ __all__ = [
     "API_VERSION",
     "APIS",
     "C_OPS",
+    "DTYPES",
     "FAMILIES",
     "KINDS",
     "OPS",

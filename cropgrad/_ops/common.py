@@ -13,6 +13,18 @@ def arg(name, kind, default=REQUIRED, **kw):
     return Arg(name, kind, default, **kw)
 
 
+def array(name, role, rank, dtypes, **kw):
+    """An array operand: its role (`model.ROLES`), its rank and the dtypes
+    its op's C function takes for it (`model.DTYPES`)."""
+    return Arg(name, "array", role=role, rank=rank, dtypes=dtypes, **kw)
+
+
+def result(name, rank, dtypes):
+    """An op's result (`Op.result`): its name in messages, its rank, its
+    dtypes (`model.DTYPES`)."""
+    return Arg(name, "array", apis=(), rank=rank, dtypes=dtypes)
+
+
 def method(choices):
     """The sampling method, bilinear by default."""
     return arg("method", "str", "bilinear", choices=choices)
@@ -43,11 +55,18 @@ def options(apis=APIS, flushing=("numpy", "torch")):
     )
 
 
-def op(name, args, c_params, apis=APIS, c_doc=""):
+def op(name, args, c_params, result, apis=APIS, c_doc=""):
     """An op (its family given by `family`), with its C function's parameters
-    before the options every C function ends with (`C_TAIL`)."""
+    before the options every C function ends with (`C_TAIL`), and its
+    result."""
     return Op(
-        name, args, layouts={}, apis=apis, c_params=(*c_params, *C_TAIL), c_doc=c_doc
+        name,
+        args,
+        layouts={},
+        apis=apis,
+        c_params=(*c_params, *C_TAIL),
+        c_doc=c_doc,
+        result=result,
     )
 
 

@@ -8,10 +8,12 @@ from .common import (
     IMAGE_DTYPE,
     LAYOUT,
     arg,
+    array,
     family,
     method,
     op,
     options,
+    result,
     shape,
 )
 from .model import CParam
@@ -41,9 +43,9 @@ FAMILY = family(
     forward=op(
         "crop_and_resize",
         (
-            arg("image", "array", role="image"),
-            arg("boxes", "array", role="coords"),
-            arg("box_ind", "array", role="indices"),
+            array("image", "image", 4, "image"),
+            array("boxes", "coords", 2, "float32"),
+            array("box_ind", "indices", 1, "index"),
             arg("crop_size", "ints"),
             method(BOTH_METHODS),
             arg("extrapolation_value", "float", 0.0),
@@ -61,13 +63,14 @@ FAMILY = family(
             LAYOUT,
             CParam("float*", "crops", f"OUT {_CROPS}"),
         ),
+        result("crops", 4, "float32"),
     ),
     grad_image=op(
         "crop_and_resize_grad_image",
         (
-            arg("grads", "array", role="grads"),
-            arg("boxes", "array", role="coords"),
-            arg("box_ind", "array", role="indices"),
+            array("grads", "grads", 4, "float32"),
+            array("boxes", "coords", 2, "float32"),
+            array("box_ind", "indices", 1, "index"),
             arg("image_size", "ints", renamed={"jax": "image_shape"}),
             arg("dtype", "dtype", "float32"),
             method(BOTH_METHODS),
@@ -86,14 +89,15 @@ FAMILY = family(
             CParam("int", "method", "CG_BILINEAR or CG_NEAREST"),
             LAYOUT,
         ),
+        result("output", 4, "float"),
     ),
     grad_coords=op(
         "crop_and_resize_grad_boxes",
         (
-            arg("grads", "array", role="grads"),
-            arg("image", "array", role="image"),
-            arg("boxes", "array", role="coords"),
-            arg("box_ind", "array", role="indices"),
+            array("grads", "grads", 4, "float32"),
+            array("image", "image", 4, "image"),
+            array("boxes", "coords", 2, "float32"),
+            array("box_ind", "indices", 1, "index"),
             method(BILINEAR),
             *options(),
         ),
@@ -109,14 +113,15 @@ FAMILY = family(
             CParam("int", "method", "CG_BILINEAR only"),
             LAYOUT,
         ),
+        result("output", 2, "float32"),
     ),
     jvp_coords=op(
         "crop_and_resize_jvp_boxes",
         (
-            arg("image", "array", role="image"),
-            arg("boxes", "array", role="coords"),
-            arg("box_ind", "array", role="indices"),
-            arg("boxes_tangent", "array", role="tangent"),
+            array("image", "image", 4, "image"),
+            array("boxes", "coords", 2, "float32"),
+            array("box_ind", "indices", 1, "index"),
+            array("boxes_tangent", "tangent", 2, "float32"),
             arg("crop_size", "ints"),
             method(BILINEAR),
             *options(),
@@ -133,6 +138,7 @@ FAMILY = family(
             LAYOUT,
             CParam("float*", "output", f"OUT {_CROPS}"),
         ),
+        result("output", 4, "float32"),
         c_doc=(
             "The derivative of cg_crop_and_resize (bilinear) along a tangent of "
             "the boxes: per crop element, the image's slopes at the sample times "

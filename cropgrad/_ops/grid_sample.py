@@ -11,8 +11,8 @@ there.  PyTorch's take
 positional, ``align_corners=None`` (False), the dtype, layout and threads
 those of the tensors and of PyTorch."""
 
-from .common import C_TAIL, arg, family, options, shape
-from .model import CParam, Op
+from .common import arg, array, family, op, options, result, shape
+from .model import CParam
 
 __all__ = ["FAMILY"]
 
@@ -64,15 +64,9 @@ def _options(dtype=True):
 
 
 def _op(name, args, c_params, c_doc=""):
-    """An op of the NumPy API, JAX, PyTorch and the C-level API."""
-    return Op(
-        name,
-        args,
-        layouts={},
-        apis=_APIS,
-        c_params=(*c_params, *C_TAIL),
-        c_doc=c_doc,
-    )
+    """An op of the NumPy API, JAX, PyTorch and the C-level API, its result
+    of the grid's dtype."""
+    return op(name, args, c_params, result("output", 4, "coords"), _APIS, c_doc)
 
 
 # C parameters.  Every array is of the arithmetic type `dtype` names and
@@ -98,7 +92,7 @@ _SAMPLED = CParam("void*", "output", "OUT [batch, C, out_h, out_w]")
 
 
 def _grid():
-    return arg("grid", "array", role="coords")
+    return array("grid", "coords", 4, "arithmetic")
 
 
 FAMILY = family(
@@ -122,7 +116,7 @@ FAMILY = family(
     forward=_op(
         "grid_sample",
         (
-            arg("image", "array", role="image", renamed={"torch": "input"}),
+            array("image", "image", 4, "coords", renamed={"torch": "input"}),
             _grid(),
             *_options(),
         ),
@@ -131,7 +125,7 @@ FAMILY = family(
     grad_image=_op(
         "grid_sample_grad_image",
         (
-            arg("grads", "array", role="grads"),
+            array("grads", "grads", 4, "coords"),
             _grid(),
             arg("image_size", "ints", renamed={"jax": "image_shape"}),
             *_options(),
@@ -149,8 +143,8 @@ FAMILY = family(
     grad_coords=_op(
         "grid_sample_grad_grid",
         (
-            arg("grads", "array", role="grads"),
-            arg("image", "array", role="image"),
+            array("grads", "grads", 4, "coords"),
+            array("image", "image", 4, "coords"),
             _grid(),
             *_options(dtype=False),
         ),
@@ -167,9 +161,9 @@ FAMILY = family(
     jvp_coords=_op(
         "grid_sample_jvp_grid",
         (
-            arg("image", "array", role="image"),
+            array("image", "image", 4, "coords"),
             _grid(),
-            arg("grid_tangent", "array", role="tangent"),
+            array("grid_tangent", "tangent", 4, "coords"),
             *_options(),
         ),
         (

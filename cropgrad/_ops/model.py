@@ -32,6 +32,7 @@ from collections.abc import Mapping
 __all__ = [
     "ADJOINTS",
     "APIS",
+    "DTYPES",
     "KINDS",
     "REQUIRED",
     "ROLES",
@@ -52,6 +53,18 @@ REQUIRED = inspect.Parameter.empty
 #   box_ind; torchvision's boxes hold it in column 0);
 # - tangent: a tangent of the coordinates.
 ROLES = ("image", "grads", "coords", "indices", "tangent")
+
+# The dtypes an op's C function takes for an array (an operand, or the op's
+# result; `Arg.dtypes`), each given its own dtype code but float32 (a C
+# ``float`` array) and coords:
+# - image: any image dtype (uint8, int8, uint16, int16, int32, int64,
+#   float16, float32, float64, bfloat16);
+# - float32: float32 alone;
+# - float: float16, bfloat16, float32 or float64 (a result rounded once);
+# - arithmetic: float32 or float64, the type the op computes in;
+# - coords: the coordinates' arithmetic type, whose code it shares;
+# - index: int32 or int64 (box_ind).
+DTYPES = ("image", "float32", "float", "arithmetic", "coords", "index")
 
 # The ops of a family, by what each computes:
 # - forward: the samples of an image at the coordinates;
@@ -137,6 +150,10 @@ class Arg:
         ``align_corners=None``).
     role : str or None
         An array operand's role (`ROLES`).
+    rank : int or None
+        An array's rank, as the op's C function takes it.
+    dtypes : str or None
+        The dtypes the op's C function takes for an array (`DTYPES`).
     """
 
     name: str
@@ -149,6 +166,8 @@ class Arg:
     positional_in: tuple = ()
     defaults: Mapping = dataclasses.field(default_factory=dict)
     role: str | None = None
+    rank: int | None = None
+    dtypes: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,8 +175,10 @@ class Op:
     """An op: its name, its arguments in order, its default layout per API,
     the APIs that have it, its family and kind (`KINDS`), the version of
     the C-level API that added it (None: the C-level API does not have
-    it), its C function's parameters (`CParam`, in order) and what the C
-    headers say before it (`c_doc`)."""
+    it), its C function's parameters (`CParam`, in order), what the C
+    headers say before it (`c_doc`), and its result (`result`: an array
+    `Arg` that no API takes, named as messages name it, with its rank and
+    dtypes)."""
 
     name: str
     args: tuple
@@ -168,6 +189,7 @@ class Op:
     c_api: tuple | None = (1, 0)
     c_params: tuple = ()
     c_doc: str = ""
+    result: Arg | None = None
     # What the methods below compute from `args`, kept: the PyTorch
     # adapter asks for it on every call of an op.
     _memo: dict = dataclasses.field(

@@ -7,9 +7,11 @@ from .common import (
     IMAGE_DTYPE,
     LAYOUT,
     arg,
+    array,
     family,
     op,
     options,
+    result,
     shape,
 )
 from .model import CParam
@@ -45,7 +47,7 @@ def _options(dtype=True):
 
 def _box_ind():
     """The image of each box: torchvision's boxes hold it in column 0."""
-    return arg("box_ind", "array", role="indices", apis=_NOT_TORCH)
+    return array("box_ind", "indices", 1, "index", apis=_NOT_TORCH)
 
 
 _IMAGE = CParam("const void*", "image", "IN  [batch, C, H, W] (CG_NCHW) or NHWC")
@@ -89,8 +91,8 @@ FAMILY = family(
     forward=op(
         "roi_align",
         (
-            arg("image", "array", role="image", renamed={"torch": "input"}),
-            arg("boxes", "array", role="coords"),
+            array("image", "image", 4, "image", renamed={"torch": "input"}),
+            array("boxes", "coords", 2, "arithmetic"),
             _box_ind(),
             arg("output_size", "ints"),
             *_options(),
@@ -108,12 +110,13 @@ FAMILY = family(
             CParam("void*", "output", "OUT [num_boxes, C, out_h, out_w] or NHWC"),
             _OUTPUT_DTYPE,
         ),
+        result("output", 4, "float"),
     ),
     grad_image=op(
         "roi_align_grad_image",
         (
-            arg("grads", "array", role="grads"),
-            arg("boxes", "array", role="coords"),
+            array("grads", "grads", 4, "arithmetic"),
+            array("boxes", "coords", 2, "arithmetic"),
             _box_ind(),
             arg("image_size", "ints", renamed={"jax": "image_shape"}),
             *_options(),
@@ -133,13 +136,14 @@ FAMILY = family(
             CParam("void*", "output", "OUT image_size, of output_dtype"),
             _OUTPUT_DTYPE,
         ),
+        result("output", 4, "float"),
     ),
     grad_coords=op(
         "roi_align_grad_boxes",
         (
-            arg("grads", "array", role="grads"),
-            arg("image", "array", role="image"),
-            arg("boxes", "array", role="coords"),
+            array("grads", "grads", 4, "arithmetic"),
+            array("image", "image", 4, "image"),
+            array("boxes", "coords", 2, "arithmetic"),
             _box_ind(),
             *_options(dtype=False),
         ),
@@ -157,14 +161,15 @@ FAMILY = family(
             LAYOUT,
             CParam("void*", "output", "OUT [num_boxes, 4], boxes_dtype"),
         ),
+        result("output", 2, "coords"),
     ),
     jvp_coords=op(
         "roi_align_jvp_boxes",
         (
-            arg("image", "array", role="image"),
-            arg("boxes", "array", role="coords"),
+            array("image", "image", 4, "image"),
+            array("boxes", "coords", 2, "arithmetic"),
             _box_ind(),
-            arg("boxes_tangent", "array", role="tangent"),
+            array("boxes_tangent", "tangent", 2, "coords"),
             arg("output_size", "ints"),
             *_options(),
         ),
@@ -182,6 +187,7 @@ FAMILY = family(
             CParam("void*", "output", "OUT as cg_roi_align's"),
             _OUTPUT_DTYPE,
         ),
+        result("output", 4, "float"),
         c_doc=(
             "The derivative of cg_roi_align along a tangent of the boxes, whose "
             "transpose cg_roi_align_grad_boxes is."
