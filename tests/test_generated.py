@@ -196,3 +196,38 @@ def test_ops_jax_lacks_get_no_ffi_target():
     targets = generate.render(os.path.join("_jax", "targets.pxi"))
     for op in _ops.C_OPS.values():
         assert (f'"cropgrad_{op.name}"' in targets) == ("jax" in op.apis), op.name
+
+
+def test_each_ffi_handler_takes_every_operand_once_then_its_result():
+    # The rows by which the handlers take an op's buffers from the frame:
+    # its operands in JAX's order (the boxes and box_ind, which its family
+    # decodes together, left out), then its result, each with the model's
+    # rank and dtypes.
+    slot = re.compile(r'^([A-Z]+), (\d+), (\d+), "(\w+)", TAKES_([A-Z0-9]+)$')
+    for op in _ops.OPS.values():
+        if "jax" not in op.apis:
+            continue
+        row = generate.FfiRow(op, _ops.FAMILIES[op.family])
+        arrays = [a for a in op.args_of("jax") if a.kind == "array"]
+        taken = [slot.match(text).groups() for text in row.slots]
+        *operands, result = taken
+        expected = [
+            (a.role.upper(), str(i), str(a.rank), a.name, a.dtypes.upper())
+            for i, a in enumerate(arrays)
+            if row.boxes < 0 or i not in (row.boxes, row.boxes + 1)
+        ]
+        assert operands == expected, op.name
+        assert result == (
+            "RESULT",
+            "0",
+            str(op.result.rank),
+            op.result.name,
+            op.result.dtypes.upper(),
+        ), op.name
+        if row.boxes >= 0:
+            assert [a.role for a in arrays[row.boxes : row.boxes + 2]] == [
+                "coords",
+                "indices",
+            ], op.name
+        for array in (*arrays, op.result):
+            assert array.dtypes in _ops.DTYPES, (op.name, array.name)

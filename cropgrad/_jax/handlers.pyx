@@ -15,15 +15,21 @@ the call; it never crashes the process.
 Nothing here needs JAX to build or import: ffi.pxd declares the few
 structs of XLA's FFI C API that the handlers use.
 
-An op is its family's and kind's `_run_<family>_<kind>` here (decode the
-frame's buffers and attributes, call the family's ``run_<kind>``, named
-the target's name for messages, through the gate); its `Target` row (its
-name in messages, operand count, the FFI API version declared, that
-function), the C entry point
-that hands XLA's frame and the row to `_handle`, and its entry in
-`handlers()`, whose names are the FFI target names (exported artefacts
-refer to them, so they never change), are generated from the op model
-(targets.pxi, cropgrad/_ops/generate.py).
+Every op's handler decodes its frame the same way, by the op's `Row`:
+its buffers first (`_buffers`: each operand's and its result's place, rank
+and name, as the op model has them), then its family's decoding
+(`_decode_<family>`: the family's attributes, then the buffers' dtypes,
+those the model says the op takes, in the family's order), then the op's
+call (`_call_<family>_<kind>`, written by hand here and in
+handlers_roi.pxi and handlers_grid.pxi: the checks of the shapes against
+one another that only its family makes, then the family's ``run_<kind>``,
+named the target's name for messages, through the gate).  The row, the
+function that runs it, the op's `Target` row (its name in messages,
+operand count, the FFI API version declared, that function), the C entry
+point that hands XLA's frame and the target row to `_handle`, and its
+entry in `handlers()`, whose names are the FFI target names (exported
+artefacts refer to them, so they never change), are generated from the op
+model (targets.pxi, cropgrad/_ops/generate.py).
 
 Targets and their operands (shapes in the layout's order, NHWC or NCHW).
 An op's target is ``cropgrad_`` and the op's name; each family's below is
@@ -162,17 +168,179 @@ cdef cg_ffi_error* _handle(cg_ffi_call_frame* frame,
     return frames.xla_error(frame, target.name, &e)
 
 
+# --------------------------------------------------------------------------
+# An op's buffers, by its row
+
+# What a buffer is to its op: its operand's role (cropgrad._ops.ROLES), or
+# its result.  box_ind is decoded with the boxes, by the family.
+cdef enum:
+    IMAGE
+    GRADS
+    COORDS
+    INDICES
+    TANGENT
+    RESULT
+    ROLES
+
+# The dtypes an op takes for a buffer (cropgrad._ops.DTYPES).
+cdef enum:
+    TAKES_IMAGE
+    TAKES_FLOAT32
+    TAKES_FLOAT
+    TAKES_ARITHMETIC
+    TAKES_COORDS
+    TAKES_INDEX
+
+# The op kinds with a kernel (cropgrad._ops.KINDS).
+cdef enum:
+    FORWARD
+    GRAD_IMAGE
+    GRAD_COORDS
+    JVP_COORDS
+
+
+cdef struct Slot:
+    # A buffer an op's handler takes from the frame: its role, its place
+    # (among the operands, or the results for the result), its rank, its
+    # name in messages and the dtypes the op takes for it (TAKES_*).
+    int role
+    int64_t index
+    int64_t rank
+    const char* name
+    int dtypes
+
+
+cdef struct Buffer:
+    # A buffer as its slot decoded it: XLA's (NULL: the op has none of that
+    # role, or decodes it itself), where its elements are (never NULL), its
+    # dims, and its dtype code once checked.
+    const Slot* slot
+    cg_ffi_buffer* ffi
+    void* data
+    const int64_t* dims
+    int dtype
+
+
+cdef struct Row
+
+# A family's decoding of an op's attributes and dtypes, once its buffers are
+# taken (0 or -1), and an op's call (its shape checks, then its family's
+# run_<kind>), given the buffers by role.
+ctypedef int (*decode_t)(const cg_ffi_call_frame*, const Row*, Buffer*,
+                         frames.Decoded*, capi.cg_error*) noexcept nogil
+ctypedef void (*call_t)(const char*, const cg_ffi_call_frame*, const Row*,
+                        const Buffer*, frames.Decoded*,
+                        capi.cg_error*) noexcept nogil
+
+
+cdef struct Row:
+    # How an op's handler decodes its frame, from the op model (targets.pxi):
+    # its buffers in the order it takes them (its operands, then its
+    # result), its kind, its boxes' place among the operands (box_ind the
+    # next one; -1: none), whether they may be float64, what messages call
+    # its coordinates; its family's decoding and its call.
+    const Slot* slots
+    int nslots
+    int kind
+    int64_t boxes
+    bint wide
+    const char* coords
+    decode_t decode
+    call_t call
+
+
+cdef void _run(const char* op, cg_ffi_call_frame* frame, const Row* row,
+               frames.Decoded* d, capi.cg_error* e) noexcept nogil:
+    """Run an op on a checked frame by its row: its buffers, its family's
+    decoding of its attributes and their dtypes, its call (named `op`)."""
+    cdef Buffer b[ROLES]
+    if (_buffers(frame, row, b, e) == 0
+            and row.decode(frame, row, b, d, e) == 0):
+        row.call(op, frame, row, b, d, e)
+
+
+cdef int _buffers(const cg_ffi_call_frame* frame, const Row* row, Buffer* b,
+                  capi.cg_error* e) noexcept nogil:
+    """Take the row's buffers from the frame into `b`, by role; 0, or -1 if
+    one is not a buffer of its rank.  Each is taken whatever became of the
+    ones before it: the error is the last wrong one's."""
+    cdef const Slot* s
+    cdef Buffer* x
+    cdef int i, status = 0
+    for i in range(ROLES):
+        b[i].ffi = NULL
+    for i in range(row.nslots):
+        s = &row.slots[i]
+        x = &b[s.role]
+        x.slot = s
+        x.ffi = frames.buffer(&frame.rets if s.role == RESULT else &frame.args,
+                              s.index, s.rank, s.name, e)
+        if x.ffi == NULL:
+            status = -1
+        else:
+            x.data = frames.data(x.ffi)
+            x.dims = x.ffi.dims
+    return status
+
+
+cdef int _dtypes(const Row* row, Buffer* b, const int* order, int n,
+                 capi.cg_error* e) noexcept nogil:
+    """Check the buffers' dtypes, by role in `order` (the family's: a call
+    with more than one wrong gets the first's message), and keep their
+    codes; 0 or -1.  A buffer of the coordinates' dtype is checked here
+    when the op takes them with its buffers (the grid), else by the op's
+    call, once it has decoded them (the boxes)."""
+    cdef Buffer* x
+    cdef int i
+    for i in range(n):
+        x = &b[order[i]]
+        if x.ffi == NULL:
+            continue
+        if x.slot.dtypes == TAKES_IMAGE:
+            x.dtype = frames.dtype_of(x.ffi, x.slot.name, True, e)
+        elif x.slot.dtypes == TAKES_FLOAT32:
+            x.dtype = frames.dtype_of(x.ffi, x.slot.name, False, e)
+        elif x.slot.dtypes == TAKES_FLOAT:
+            x.dtype = frames.float_dtype_of(x.ffi, x.slot.name, False, e)
+        elif x.slot.dtypes == TAKES_ARITHMETIC:
+            x.dtype = frames.float_dtype_of(x.ffi, x.slot.name, True, e)
+        elif x.slot.dtypes == TAKES_COORDS and b[COORDS].ffi != NULL:
+            x.dtype = _coords_dtype(x, b[COORDS].dtype, row.coords, e)
+        else:
+            continue
+        if x.dtype < 0:
+            return -1
+    return 0
+
+
+cdef int _coords_dtype(const Buffer* x, int dtype, const char* coords,
+                       capi.cg_error* e) noexcept nogil:
+    """Check that `x` has the coordinates' arithmetic type `dtype` (`coords`:
+    what messages call them); its code, or -1."""
+    cdef int code = frames.float_dtype_of(x.ffi, x.slot.name, True, e)
+    if code < 0 or code == dtype:
+        return code
+    snprintf(e.message, capi.CG_MESSAGE_SIZE, "%s must have the dtype of %s",
+             x.slot.name, coords)
+    e.status = capi.CG_ERR_TYPE
+    e.position = -1
+    return -1
+
+
+# --------------------------------------------------------------------------
+# The families' decoding and the ops' calls
+
 cdef inline int64_t _depth(const int64_t* dims, int layout) noexcept nogil:
     return dims[3] if layout == capi.CG_NHWC else dims[1]
 
 
-cdef int _crop_size(const cg_ffi_buffer* out, const char* name,
-                    const cg_ffi_buffer* image, int layout, int64_t* crop_h,
+cdef int _crop_size(const Buffer* b, int layout, int64_t* crop_h,
                     int64_t* crop_w, capi.cg_error* e) noexcept nogil:
-    """The crop size of crops `out`, whose depth must be the image's."""
-    if _depth(out.dims, layout) != _depth(image.dims, layout):
+    """The crop size of the result, whose depth must be the image's."""
+    cdef const Buffer* out = &b[RESULT]
+    if _depth(out.dims, layout) != _depth(b[IMAGE].dims, layout):
         snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "%s and image differ in depth", name)
+                 "%s and image differ in depth", out.slot.name)
         e.status = capi.CG_ERR_VALUE
         e.position = -1
         return -1
@@ -183,260 +351,109 @@ cdef int _crop_size(const cg_ffi_buffer* out, const char* name,
     return 0
 
 
-# Each op's run, by family and kind: decode its buffers (operands, then its
-# result), check them against one another, and call the family's call of
-# the kind with the metadata check (the C-level API's gate), named `op`,
-# the target's name.
+cdef int _boxes(const cg_ffi_call_frame* frame, const Row* row,
+                const Buffer* b, frames.Decoded* d,
+                capi.cg_error* e) noexcept nogil:
+    """Decode the boxes and box_ind into `d`: a box for each crop (of the
+    grads, or of the result), indexing the images (the image's, or the
+    image gradient's)."""
+    cdef const Buffer* crops = &b[GRADS] if b[GRADS].ffi != NULL else &b[RESULT]
+    cdef const Buffer* images = &b[IMAGE] if b[IMAGE].ffi != NULL else &b[RESULT]
+    return frames.boxes_and_index(&frame.args, row.boxes, crops.dims[0],
+                                  images.dims[0], row.wide, d, e)
 
-cdef void _run_crop_and_resize_forward(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+
+# The boxes' families check the image's dtype first, then the grads', the
+# result's and the tangent's (a call with more than one wrong gets the
+# first's message).
+cdef int _BOXES_ORDER[4]
+_BOXES_ORDER[:] = [IMAGE, GRADS, RESULT, TANGENT]
+
+
+cdef int _decode_crop_and_resize(
+    const cg_ffi_call_frame* frame, const Row* row, Buffer* b, frames.Decoded* d,
+    capi.cg_error* e,
 ) noexcept nogil:
-    cdef int image_dtype
+    # The forward op's fill is its own attribute.
+    if frames.decode_attributes(frame, row.kind == FORWARD, &d.attrs, e) < 0:
+        return -1
+    return _dtypes(row, b, _BOXES_ORDER, 4, e)
+
+
+cdef void _call_crop_and_resize_forward(
+    const char* op, const cg_ffi_call_frame* frame, const Row* row,
+    const Buffer* b, frames.Decoded* d, capi.cg_error* e,
+) noexcept nogil:
+    cdef const Buffer* image = &b[IMAGE]
     cdef int64_t crop_h, crop_w
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
-    cdef cg_ffi_buffer* crops = frames.buffer(&frame.rets, 0, 4, "crops", e)
-    if (image == NULL or crops == NULL
-            or frames.decode_attributes(frame, True, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if image_dtype < 0 or frames.dtype_of(crops, "crops", False, e) < 0:
-        return
-    if (frames.boxes_and_index(&frame.args, 1, crops.dims[0], image.dims[0],
-                               False, d, e) < 0
-            or _crop_size(crops, "crops", image, d.attrs.layout, &crop_h,
-                          &crop_w, e) < 0):
+    if (_boxes(frame, row, b, d, e) < 0
+            or _crop_size(b, d.attrs.layout, &crop_h, &crop_w, e) < 0):
         return
     cr.run_forward(
         op, True,
-        frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
+        image.data, image.dtype, image.dims, <const float*>d.boxes,
         d.box_ind, d.index_dtype, d.num_boxes, crop_h, crop_w, d.attrs.method,
         d.attrs.extrapolation_value, d.attrs.layout,
-        <float*>frames.data(crops), d.attrs.num_threads, 1, e)
+        <float*>b[RESULT].data, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_grad_image(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+cdef void _call_crop_and_resize_grad_image(
+    const char* op, const cg_ffi_call_frame* frame, const Row* row,
+    const Buffer* b, frames.Decoded* d, capi.cg_error* e,
 ) noexcept nogil:
-    cdef int output_dtype
-    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
-    if (grads == NULL or output == NULL
-            or frames.decode_attributes(frame, False, &d.attrs, e) < 0):
-        return
-    if frames.dtype_of(grads, "grads", False, e) < 0:
-        return
-    output_dtype = frames.float_dtype_of(output, "output", False, e)
-    if output_dtype < 0:
-        return
+    cdef const Buffer* output = &b[RESULT]
     # The output's shape is image_size: the C-level API checks it against
     # the grads.
-    if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
-                              False, d, e) < 0:
+    if _boxes(frame, row, b, d, e) < 0:
         return
     cr.run_grad_image(
         op, True,
-        <const float*>frames.data(grads), grads.dims, <const float*>d.boxes,
-        d.box_ind, d.index_dtype, output.dims, frames.data(output), output_dtype,
+        <const float*>b[GRADS].data, b[GRADS].dims, <const float*>d.boxes,
+        d.box_ind, d.index_dtype, output.dims, output.data, output.dtype,
         d.attrs.method, d.attrs.layout, d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_grad_coords(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+cdef void _call_crop_and_resize_grad_coords(
+    const char* op, const cg_ffi_call_frame* frame, const Row* row,
+    const Buffer* b, frames.Decoded* d, capi.cg_error* e,
 ) noexcept nogil:
-    cdef int image_dtype
-    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 2, "output", e)
-    if (grads == NULL or image == NULL or output == NULL
-            or frames.decode_attributes(frame, False, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if (image_dtype < 0 or frames.dtype_of(grads, "grads", False, e) < 0
-            or frames.dtype_of(output, "output", False, e) < 0):
-        return
-    if (frames.box_rows(output, grads.dims[0], "output", e) < 0
-            or frames.boxes_and_index(&frame.args, 2, grads.dims[0],
-                                      image.dims[0], False, d, e) < 0):
+    cdef const Buffer* grads = &b[GRADS]
+    cdef const Buffer* image = &b[IMAGE]
+    if (frames.box_rows(b[RESULT].ffi, grads.dims[0], "output", e) < 0
+            or _boxes(frame, row, b, d, e) < 0):
         return
     cr.run_grad_coords(
         op, True,
-        <const float*>frames.data(grads), grads.dims, frames.data(image),
-        image_dtype, image.dims, <const float*>d.boxes, d.box_ind,
-        d.index_dtype, <float*>frames.data(output), d.attrs.method, d.attrs.layout,
+        <const float*>grads.data, grads.dims, image.data, image.dtype,
+        image.dims, <const float*>d.boxes, d.box_ind, d.index_dtype,
+        <float*>b[RESULT].data, d.attrs.method, d.attrs.layout,
         d.attrs.num_threads, 1, e)
 
 
-cdef void _run_crop_and_resize_jvp_coords(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
+cdef void _call_crop_and_resize_jvp_coords(
+    const char* op, const cg_ffi_call_frame* frame, const Row* row,
+    const Buffer* b, frames.Decoded* d, capi.cg_error* e,
 ) noexcept nogil:
-    cdef int image_dtype
+    cdef const Buffer* image = &b[IMAGE]
+    cdef const Buffer* tangent = &b[TANGENT]
     cdef int64_t crop_h, crop_w
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
-    cdef cg_ffi_buffer* tangent = frames.buffer(&frame.args, 3, 2,
-                                                "boxes_tangent", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
-    if (image == NULL or tangent == NULL or output == NULL
-            or frames.decode_attributes(frame, False, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if (image_dtype < 0 or frames.dtype_of(output, "output", False, e) < 0
-            or frames.dtype_of(tangent, "boxes_tangent", False, e) < 0):
-        return
-    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
-                               False, d, e) < 0
-            or frames.box_rows(tangent, output.dims[0], "boxes_tangent", e) < 0
-            or _crop_size(output, "output", image, d.attrs.layout, &crop_h,
-                          &crop_w, e) < 0):
+    if (_boxes(frame, row, b, d, e) < 0
+            or frames.box_rows(tangent.ffi, b[RESULT].dims[0], "boxes_tangent",
+                               e) < 0
+            or _crop_size(b, d.attrs.layout, &crop_h, &crop_w, e) < 0):
         return
     cr.run_jvp_coords(
         op, True,
-        frames.data(image), image_dtype, image.dims, <const float*>d.boxes,
-        <const float*>frames.data(tangent), d.box_ind, d.index_dtype,
+        image.data, image.dtype, image.dims, <const float*>d.boxes,
+        <const float*>tangent.data, d.box_ind, d.index_dtype,
         d.num_boxes, crop_h, crop_w, d.attrs.method, d.attrs.layout,
-        <float*>frames.data(output), d.attrs.num_threads, 1, e)
+        <float*>b[RESULT].data, d.attrs.num_threads, 1, e)
 
 
-# The RoIAlign family: boxes [x1, y1, x2, y2] in the arithmetic type
-# (float64 for float64 data, float32 otherwise), as are grads and tangents;
-# the C-level API checks that they agree.
+# The RoIAlign family's decoding and calls.
+include "handlers_roi.pxi"
 
-cdef int _boxes_dtype(const cg_ffi_buffer* b, const char* name,
-                      const frames.Decoded* d, capi.cg_error* e) noexcept nogil:
-    """Check that `b` has the boxes' dtype; 0 or -1."""
-    if frames.float_dtype_of(b, name, True, e) < 0:
-        return -1
-    if frames.image_dtype(b.dtype) != d.boxes_dtype:
-        snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "%s must have the dtype of boxes", name)
-        e.status = capi.CG_ERR_TYPE
-        e.position = -1
-        return -1
-    return 0
-
-
-cdef void _run_roi_align_forward(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
-) noexcept nogil:
-    cdef int image_dtype, output_dtype
-    cdef int64_t out_h, out_w
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
-    if (image == NULL or output == NULL
-            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if image_dtype < 0:
-        return
-    output_dtype = frames.float_dtype_of(output, "output", False, e)
-    if output_dtype < 0:
-        return
-    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
-                               True, d, e) < 0
-            or _crop_size(output, "output", image, d.attrs.layout, &out_h,
-                          &out_w, e) < 0):
-        return
-    ra.run_forward(
-        op, True,
-        frames.data(image), image_dtype, image.dims, d.boxes, d.boxes_dtype,
-        d.box_ind, d.index_dtype, d.num_boxes, out_h, out_w,
-        d.attrs.spatial_scale, d.attrs.sampling_ratio, d.attrs.aligned,
-        d.attrs.layout, frames.data(output), output_dtype, d.attrs.num_threads,
-        1, e)
-
-
-cdef void _run_roi_align_grad_image(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
-) noexcept nogil:
-    cdef int grads_dtype, output_dtype
-    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
-    if (grads == NULL or output == NULL
-            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
-        return
-    grads_dtype = frames.float_dtype_of(grads, "grads", True, e)
-    if grads_dtype < 0:
-        return
-    output_dtype = frames.float_dtype_of(output, "output", False, e)
-    if output_dtype < 0:
-        return
-    # The output's shape is image_size: the C-level API checks it against
-    # the grads.
-    if frames.boxes_and_index(&frame.args, 1, grads.dims[0], output.dims[0],
-                              True, d, e) < 0:
-        return
-    ra.run_grad_image(
-        op, True,
-        frames.data(grads), grads_dtype, grads.dims, d.boxes, d.boxes_dtype,
-        d.box_ind, d.index_dtype, output.dims, d.attrs.spatial_scale,
-        d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
-        frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
-
-
-cdef void _run_roi_align_grad_coords(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
-) noexcept nogil:
-    cdef int grads_dtype, image_dtype
-    cdef cg_ffi_buffer* grads = frames.buffer(&frame.args, 0, 4, "grads", e)
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 1, 4, "image", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 2, "output", e)
-    if (grads == NULL or image == NULL or output == NULL
-            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if image_dtype < 0:
-        return
-    grads_dtype = frames.float_dtype_of(grads, "grads", True, e)
-    if grads_dtype < 0:
-        return
-    if (frames.boxes_and_index(&frame.args, 2, grads.dims[0], image.dims[0],
-                               True, d, e) < 0
-            or frames.box_rows(output, grads.dims[0], "output", e) < 0
-            or _boxes_dtype(output, "output", d, e) < 0):
-        return
-    ra.run_grad_coords(
-        op, True,
-        frames.data(grads), grads_dtype, grads.dims, frames.data(image),
-        image_dtype, image.dims, d.boxes, d.boxes_dtype, d.box_ind,
-        d.index_dtype, d.attrs.spatial_scale, d.attrs.sampling_ratio,
-        d.attrs.aligned, d.attrs.layout, frames.data(output),
-        d.attrs.num_threads, 1, e)
-
-
-cdef void _run_roi_align_jvp_coords(
-    const char* op, cg_ffi_call_frame* frame, frames.Decoded* d, capi.cg_error* e,
-) noexcept nogil:
-    cdef int image_dtype, output_dtype
-    cdef int64_t out_h, out_w
-    cdef cg_ffi_buffer* image = frames.buffer(&frame.args, 0, 4, "image", e)
-    cdef cg_ffi_buffer* tangent = frames.buffer(&frame.args, 3, 2,
-                                                "boxes_tangent", e)
-    cdef cg_ffi_buffer* output = frames.buffer(&frame.rets, 0, 4, "output", e)
-    if (image == NULL or tangent == NULL or output == NULL
-            or frames.decode_roi_attributes(frame, &d.attrs, e) < 0):
-        return
-    image_dtype = frames.dtype_of(image, "image", True, e)
-    if image_dtype < 0:
-        return
-    output_dtype = frames.float_dtype_of(output, "output", False, e)
-    if output_dtype < 0:
-        return
-    if (frames.boxes_and_index(&frame.args, 1, output.dims[0], image.dims[0],
-                               True, d, e) < 0
-            or frames.box_rows(tangent, output.dims[0], "boxes_tangent", e) < 0
-            or _boxes_dtype(tangent, "boxes_tangent", d, e) < 0
-            or _crop_size(output, "output", image, d.attrs.layout, &out_h,
-                          &out_w, e) < 0):
-        return
-    ra.run_jvp_coords(
-        op, True,
-        frames.data(image), image_dtype, image.dims, d.boxes,
-        frames.data(tangent), d.boxes_dtype, d.box_ind, d.index_dtype,
-        d.num_boxes, out_h, out_w, d.attrs.spatial_scale,
-        d.attrs.sampling_ratio, d.attrs.aligned, d.attrs.layout,
-        frames.data(output), output_dtype, d.attrs.num_threads, 1, e)
-
-
-# The grid-sampling family's runs.
+# The grid-sampling family's decoding and calls.
 include "handlers_grid.pxi"
 
 # The smallest op: it reports the FFI API version of the running XLA (the
@@ -470,7 +487,7 @@ cdef object _capsule(handler_t fn):
     return PyCapsule_New(<void*>fn, NULL, NULL)
 
 
-# Every op's target, row and entry point, from the op model.
+# Every op's decoding row, target row and entry point, from the op model.
 include "targets.pxi"
 
 

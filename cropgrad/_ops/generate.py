@@ -8,7 +8,8 @@ header's ``cropgrad_api_t`` mirrors, which ``capi.pyx`` includes, with the
 functions' definitions: the shape pointers checked, then the family's call
 of the op's kind, which each family's ``cropgrad/_capi/<family>.pxd``
 declares from its template); and each op
-is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``) and
+is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``, with
+the row by which its handler takes its buffers from the call frame) and
 a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
 its stub in ``cropgrad/_core.pyi``); and each op's public functions are
 typed in the stubs of cropgrad and cropgrad.jax (``cropgrad/__init__.pyi``,
@@ -297,6 +298,48 @@ class Bridge:
         return text.replace("\0", " ")
 
 
+class FfiRow:
+    """How cropgrad.jax's FFI handler of `op` (of `family`) takes its
+    buffers from the call frame: the `Row` of cropgrad/_jax/handlers.pyx.
+
+    `slots` are the buffers it takes, in order: its array operands but the
+    boxes and box_ind, which its family's call decodes together
+    (frames.boxes_and_index) once the others' dtypes are checked, then its
+    result; each is a `Slot` as the handlers spell it: role, place (among
+    the operands, or the results), rank, name in messages, the dtypes the
+    op takes.  `boxes` is the boxes' place (-1: none), box_ind's the next;
+    `wide` whether the boxes may be float64 too; `coords` what messages
+    call the coordinates.
+    """
+
+    def __init__(self, op, family):
+        arrays = [a for a in op.args_of("jax") if a.kind == "array"]
+        names = [a.name for a in arrays]
+        together = op.operand("indices") is not None
+        self.slots = [
+            self._slot(a.role, place, a.renamed.get("jax", a.name), a)
+            for place, a in enumerate(arrays)
+            if not (together and a.role in ("coords", "indices"))
+        ]
+        self.slots.append(self._slot("result", 0, op.result.name, op.result))
+        self.boxes, self.wide, self.coords = -1, False, family.coords
+        if together:
+            self.boxes = names.index(op.operand("coords"))
+            boxes, index = arrays[self.boxes], arrays[self.boxes + 1 :][:1]
+            if (
+                [a.role for a in index] != ["indices"]
+                or (boxes.rank, index[0].rank) != (2, 1)
+                or boxes.dtypes not in ("float32", "arithmetic")
+            ):
+                raise ValueError(f"{op.name}: boxes [n, 4], then box_ind [n]")
+            self.wide = boxes.dtypes == "arithmetic"
+
+    @staticmethod
+    def _slot(role, place, name, array):
+        dtypes = f"TAKES_{array.dtypes.upper()}"
+        return f'{role.upper()}, {place}, {array.rank}, "{name}", {dtypes}'
+
+
 # How each API's stub annotates an argument, by kind (`model.Arg.kind`); a
 # size is the image's (an image gradient's) or the result's, a string option
 # the `Literal` of its choices, ``out=`` an array of the result's type.
@@ -401,6 +444,7 @@ def render(path):
         pyx_args=pyx_args,
         run_declarations=lambda family: run_declarations(ops, family),
         Bridge=Bridge,
+        ffi_row=lambda op: FfiRow(op, model.FAMILIES[op.family]),
         stub=stub,
         stub_all=stub_all,
         all_ops=list(model.OPS.values()),
