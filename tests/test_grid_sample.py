@@ -304,8 +304,9 @@ def test_nchw_batches_staged_through_nhwc_give_the_same_bits(
     channels, h, w, num_threads
 ):
     # Many small batches of many channels: the SIMD clone changes each
-    # batch to NHWC in a thread's scratch and back; the bits are those of
-    # the NCHW loops and of NHWC arrays.  Images of 2**15 values a batch or
+    # batch to NHWC in a thread's scratch and back (or copies an NHWC
+    # batch's image there); the bits are those of the NCHW loops and of
+    # NHWC arrays, staged or not.  Images of 2**15 values a batch or
     # more and 33 x 32 points, at least a quarter of the pixels: every op
     # is staged; 13 channels and 46 x 57 pixels leave remainders to the
     # 8 x 8 layout changes.
@@ -325,7 +326,7 @@ def test_nchw_batches_staged_through_nhwc_give_the_same_bits(
             align_corners=align_corners,
             num_threads=num_threads,
         )
-        results = {}
+        results, nhwc_results = {}, {}
         for staging in (True, False):
             before = _kernels.use_staging(staging)
             runs = _kernels.staged_runs()
@@ -336,32 +337,42 @@ def test_nchw_batches_staged_through_nhwc_give_the_same_bits(
                         cropgrad.grid_sample_grad_image(grads, grid, image.shape, **kw),
                         cropgrad.grid_sample_grad_grid(grads, image, grid, **kw),
                     )
+                    nhwc_runs = _kernels.staged_runs()
+                    nhwc_results[staging] = (
+                        cropgrad.grid_sample(
+                            nhwc, grid, data_format="NHWC", **kw
+                        ).transpose(0, 3, 1, 2),
+                        cropgrad.grid_sample_grad_image(
+                            grads_nhwc, grid, nhwc.shape, data_format="NHWC", **kw
+                        ).transpose(0, 3, 1, 2),
+                        cropgrad.grid_sample_grad_grid(
+                            grads_nhwc, nhwc, grid, data_format="NHWC", **kw
+                        ),
+                    )
             finally:
                 _kernels.use_staging(before)
-            # The forward op always; the image gradient but in nearest
-            # mode; the grid gradient with 32 channels or more and not in
-            # nearest mode (whose grid gradient is zero).
-            staged = 1 + (mode != "nearest") * (1 + (channels >= 32))
-            assert _kernels.staged_runs() - runs == (staged if staging and simd else 0)
-        with starting_teams():
-            nhwc_results = (
-                cropgrad.grid_sample(nhwc, grid, data_format="NHWC", **kw),
-                cropgrad.grid_sample_grad_image(
-                    grads_nhwc, grid, nhwc.shape, data_format="NHWC", **kw
-                ).transpose(0, 3, 1, 2),
-                cropgrad.grid_sample_grad_grid(
-                    grads_nhwc, nhwc, grid, data_format="NHWC", **kw
-                ),
+            # NCHW: the forward op always; the image gradient but in
+            # nearest mode; the grid gradient with 32 channels or more and
+            # not in nearest mode (whose grid gradient is zero).  NHWC
+            # arrays (of 8 channels or more, read in place): the forward op
+            # and that grid gradient, each batch's image copied whole.
+            grid_staged = mode != "nearest" and channels >= 32
+            staged = 1 + (mode != "nearest") + grid_staged
+            nhwc_staged = 1 + grid_staged
+            assert nhwc_runs - runs == (staged if staging and simd else 0)
+            assert _kernels.staged_runs() - nhwc_runs == (
+                nhwc_staged if staging and simd else 0
             )
-        nhwc_results = (nhwc_results[0].transpose(0, 3, 1, 2),) + nhwc_results[1:]
-        for name, staged, plain, other in zip(
+        for name, staged, plain, other, other_plain in zip(
             ("forward", "grad_image", "grad_grid"),
             results[True],
             results[False],
-            nhwc_results,
+            nhwc_results[True],
+            nhwc_results[False],
         ):
             assert_same_bits(staged, plain, f"{name} {kw}")
             assert_same_bits(staged, other, f"{name} {kw} NHWC")
+            assert_same_bits(staged, other_plain, f"{name} {kw} NHWC unstaged")
 
 
 def test_other_image_dtypes_are_read_in_float32():

@@ -36,7 +36,7 @@ thread's scratch (`stage`), where that is faster.
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset, strcmp
+from libc.string cimport memcpy, memset, strcmp
 
 from cropgrad._kernels.grid_sample.points cimport (
     BICUBIC,
