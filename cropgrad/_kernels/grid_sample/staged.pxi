@@ -80,39 +80,36 @@ cdef void _staged_task(void* ctx, Py_ssize_t b, int thread) noexcept nogil:
     cdef float* pixels = p.stage + thread * p.staged     # [plane, c]
     cdef float* samples = pixels + plane * c             # [per, c]
     cdef const float* grid = <const float*>p.grid + 2 * b * per
-    if p.nhwc:
-        # An NHWC problem's forward op or grid gradient: the batch's image
-        # copied whole, the samples and grads used where they are.
-        memcpy(pixels, <const float*>p.image + b * plane * c,
-               <size_t>(plane * c) * sizeof(float))
-        if p.grads == NULL:
-            gs_forward_nhwc8(pixels, grid, <float*>p.out + b * per * c, c,
-                             <int32_t>p.h, <int32_t>p.w, per, 0, 0, per, &axes)
-        else:
-            gs_grad_grid_nhwc8(pixels, grid,
-                               <const float*>p.grads + b * per * c,
-                               <float*>p.out + 2 * b * per, c, <int32_t>p.h,
-                               <int32_t>p.w, per, 0, 0, per, &axes)
-        return
-    if p.grads != NULL:
-        _transposed(<const float*>p.grads + b * c * per, samples, c, per)
+    cdef const float* grads = <const float*>p.grads
     if p.image == NULL:
-        # The image gradient (whose plan has no image): every pixel of the
-        # batch is the task's.
+        # The image gradient (NCHW alone; its plan has no image): every
+        # pixel of the batch is the task's.
+        _transposed(grads + b * c * per, samples, c, per)
         memset(pixels, 0, <size_t>(plane * c) * sizeof(float))
         gs_scatter_nhwc8(samples, grid, pixels, c, <int32_t>p.h,
                          <int32_t>p.w, per, 0, 0, plane, &axes)
         _transposed(pixels, <float*>p.out + b * c * plane, plane, c)
         return
-    _transposed(<const float*>p.image + b * c * plane, pixels, c, plane)
-    if p.grads == NULL:
-        gs_forward_nhwc8(pixels, grid, samples, c, <int32_t>p.h,
-                         <int32_t>p.w, per, 0, 0, per, &axes)
-        _transposed(samples, <float*>p.out + b * c * per, per, c)
+    # The batch's image: an NHWC one copied as it is, the samples and
+    # grads then used where they are.
+    if p.nhwc:
+        memcpy(pixels, <const float*>p.image + b * plane * c,
+               <size_t>(plane * c) * sizeof(float))
     else:
-        gs_grad_grid_nhwc8(pixels, grid, samples,
-                           <float*>p.out + 2 * b * per, c, <int32_t>p.h,
-                           <int32_t>p.w, per, 0, 0, per, &axes)
+        _transposed(<const float*>p.image + b * c * plane, pixels, c, plane)
+    if p.grads == NULL:
+        gs_forward_nhwc8(pixels, grid,
+                         <float*>p.out + b * per * c if p.nhwc else samples,
+                         c, <int32_t>p.h, <int32_t>p.w, per, 0, 0, per, &axes)
+        if not p.nhwc:
+            _transposed(samples, <float*>p.out + b * c * per, per, c)
+        return
+    grads += b * c * per
+    if not p.nhwc:
+        _transposed(grads, samples, c, per)
+        grads = samples
+    gs_grad_grid_nhwc8(pixels, grid, grads, <float*>p.out + 2 * b * per, c,
+                       <int32_t>p.h, <int32_t>p.w, per, 0, 0, per, &axes)
 
 
 cdef int stage(Plan* p, int threads, int64_t channels, int64_t pixels,
