@@ -304,13 +304,16 @@ def _enlarging_problem(rng, depth, batch=3, height=23, width=19, num_boxes=12):
     return grads, boxes, box_ind, [batch, height, width, depth]
 
 
+@pytest.mark.parametrize("width", [19, 2, 1])
 @pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
-def test_enlarging_crops_of_shallow_images(depth, out_dtype):
+def test_enlarging_crops_of_shallow_images(depth, width, out_dtype):
     # Pixels of 1 to 4 channels are summed a crop row at a time with the
-    # current pixels held in registers: same bits as the serial reference
-    # and for any partition of the rows among threads.
+    # current pixels held in registers (two columns of a row in one vector
+    # on AVX2): same bits as the serial reference and for any partition of
+    # the rows among threads.  Images of 1 and 2 columns: every sample is
+    # at the last column, or next to it.
     rng = np.random.default_rng(depth)
-    grads, boxes, box_ind, size = _enlarging_problem(rng, depth)
+    grads, boxes, box_ind, size = _enlarging_problem(rng, depth, width=width)
     results = []
     with starting_teams():
         for n in (1, 2, 3, 5):

@@ -1,11 +1,10 @@
 """Every instruction set of the inner loops gives the same bits.
 
-The image gradient's deep-pixel loop, the boxes gradient's terms, the
-NCHW kernels' plane transposes and RoIAlign's channel loops have clones
-for wider vectors (x86-64: AVX2
-and AVX-512F beside the SSE2 baseline; AArch64: NEON beside the scalar
-portable code), chosen at import by what the CPU runs, or by
-``CROPGRAD_SIMD``.
+The image gradient's loops over deep and shallow pixels, the boxes
+gradient's terms, the NCHW kernels' plane transposes and RoIAlign's
+channel loops have clones for wider vectors (x86-64: AVX2 and AVX-512F
+beside the SSE2 baseline; AArch64: NEON beside the scalar portable code),
+chosen at import by what the CPU runs, or by ``CROPGRAD_SIMD``.
 Each lane does the scalar arithmetic of one channel, without contraction,
 and the transposes only move floats, so the TensorFlow fixtures and the
 thread-count checks must pass unchanged on every target this CPU runs.
@@ -39,6 +38,8 @@ SELECTION = (
     "or non_finite_gradients or large_overlapping or grad_image_big_problems "
     "or out_at_any_offset_in_a_cache_line "
     "or tall_boxes or forward_and_boxes_gradient_big_problems "
+    # Pixels of 1 to 4 channels (cg_shallow.h).
+    "or enlarging_crops_of_shallow_images "
     "or image_dtypes_are_read_as_float32 "
     # RoIAlign: torchvision's bits, and the tiles against the planes.
     "or torchvision_bits or every_thread_count_gives_the_same_bits "

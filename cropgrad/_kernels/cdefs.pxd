@@ -60,7 +60,8 @@ cdef extern from "cg_scatter.h" nogil:
                   const float* g_end, cg_ahead* ask, Py_ssize_t ask_count)
 
 cdef extern from "cg_shallow.h" nogil:
-    # One crop row of bilinear samples into pixels of 1 to 4 channels.
+    # One crop row of bilinear samples into pixels of 1 to 4 channels (the
+    # float one a clone cg_simd_select chooses).
     void cg_shallow_rows_f(float* top, Py_ssize_t top_step, float* bottom,
                            Py_ssize_t bottom_step, const float* g,
                            const Py_ssize_t* col_lo, const Py_ssize_t* col_hi,
@@ -185,7 +186,7 @@ cdef extern from "cg_roi.h" nogil:
                           double rate_x, int axes, Py_ssize_t n)
 
 cdef extern from "cg_simd.h" nogil:
-    # Which clones of the inner loops above (cg_scatter.h, cg_terms.h,
+    # Which clones of the inner loops above (cg_scatter.h, cg_shallow.h, cg_terms.h,
     # cg_lerp.h, cg_planes.h, cg_roi.h, and the F16C rounding of cg_half.h) this
     # module runs: cg_simd_select points them at a target (x86-64: sse2,
     # avx2 or avx512; AArch64: neon or baseline; elsewhere baseline) and

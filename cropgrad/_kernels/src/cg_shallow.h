@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include "cg_build.h"
+
 /* Every function here is static inline: the ABI of passing a 32-byte
  * vector, which GCC notes without AVX, never applies.  (GCC emits the note
  * at the end of the translation unit, so it stays off from here on; it
@@ -92,9 +94,10 @@ static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_
 #define CG_NOINLINE __attribute__((noinline))
 #endif
 
-/* cg_shallow_rows_f (float accumulator) and cg_shallow_rows_d (double),
- * and their NCHW forms cg_shallow_rows_f_planes and cg_shallow_rows_d_planes:
- * one body, cg_shallow_rows.inc, included once per accumulator type. */
+/* cg_shallow_rows_f_base (float accumulator) and cg_shallow_rows_d_base
+ * (double), and their NCHW forms cg_shallow_rows_f_planes and
+ * cg_shallow_rows_d_planes: one body, cg_shallow_rows.inc, included once
+ * per accumulator type. */
 #define CG_ACC float
 #define CG_VEC cg_f4
 #define CG_ADD cg_f4_acc
@@ -106,5 +109,25 @@ static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_
 #define CG_ADD cg_d4_acc
 #define CG_NAME(suffix) cg_shallow_rows_d##suffix
 #include "cg_shallow_rows.inc"
+
+/* NHWC with a float accumulator has a clone: on x86-64, the AVX2 walk of
+ * cg_shallow_pairs.h, which holds both of a row's pixels in one vector;
+ * NEON runs the portable walk.  cg_simd_select (cg_simd.h) chooses it with
+ * the other clones.  Every call goes through the pointer, so every banding
+ * runs one copy of the machine code (DEVELOPING.md, rule 4). */
+#if CG_SIMD_DISPATCH
+#include "cg_shallow_pairs.h"
+#endif
+#define cg_shallow_rows_f_neon cg_shallow_rows_f_base
+
+typedef void (*cg_shallow_rows_f_fn)(float*, ptrdiff_t, float*, ptrdiff_t,
+                                     const float*, const ptrdiff_t*,
+                                     const ptrdiff_t*, const float*,
+                                     const float*, ptrdiff_t, ptrdiff_t, float,
+                                     float, int, ptrdiff_t);
+static cg_shallow_rows_f_fn cg_shallow_rows_f = cg_shallow_rows_f_base;
+
+/* A double accumulator: the portable walk. */
+#define cg_shallow_rows_d cg_shallow_rows_d_base
 
 #endif

@@ -1,5 +1,6 @@
 /* Which clones of the inner loops run: the corner updates (cg_scatter.h)
- * and rows of them, the plane transposes (cg_planes.h), the boxes
+ * and rows of them, the rows of pixels of 1 to 4 channels (cg_shallow.h),
+ * the plane transposes (cg_planes.h), the boxes
  * gradient's terms (cg_terms.h), the forward op's samples (cg_lerp.h),
  * RoIAlign's channel loops (cg_roi.h) and the rounding of a float32
  * accumulator into a float16 output (cg_half.h).
@@ -24,6 +25,7 @@
 #include "cg_planes.h"
 #include "cg_roi.h"
 #include "cg_scatter.h"
+#include "cg_shallow.h"
 #include "cg_terms.h"
 
 static const char* cg_simd_target = CG_SIMD_BASELINE;
@@ -45,7 +47,8 @@ static inline int cg_simd_supported(const char* target) {
 }
 
 /* Point this module's clones at the suffix's: corner updates, crop rows,
- * terms, forward samples and RoIAlign's loops (CORE), plane transposes (PLANES; AVX2 serves AVX-512F too). */
+ * terms, forward samples and RoIAlign's loops (CORE), plane transposes and
+ * shallow rows (PLANES; AVX2 serves AVX-512F too). */
 #define CG_SIMD_USE(CORE, PLANES, NAME)                                       \
     do {                                                                      \
         cg_row_f = cg_row_f_##CORE;                                           \
@@ -54,6 +57,7 @@ static inline int cg_simd_supported(const char* target) {
         cg_lerp_row = cg_lerp_row_##CORE;                                     \
         cg_planes_gather = cg_planes_gather_##PLANES;                         \
         cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
+        cg_shallow_rows_f = cg_shallow_rows_f_##PLANES;                       \
         cg_round_half = cg_round_half_base;                                   \
         CG_ROI_USE(CORE);                                                     \
         cg_simd_target = NAME;                                                \
