@@ -69,6 +69,9 @@ class Op:
         is shifted into it, the others (one row a box) get more boxes.
     params : tuple of str
         The parameters, ``fold`` last.
+    attributes : tuple of cropgrad._ops.Attribute
+        The attributes of its FFI call, from its parameters: its family's
+        that it has (`cropgrad._ops.Family.attributes_of`).
     result : {"crops", "sampled", "image", "coords"}
         What the op returns (`shapes.result`).
     title : str
@@ -114,6 +117,7 @@ class Op:
     name: str
     operands: tuple
     params: tuple
+    attributes: tuple
     result: str
     title: str
     transposes: Mapping
@@ -137,16 +141,19 @@ class Op:
 
 
 def _row(signature, **columns):
-    """A row whose operands and parameters are those of `signature` (an op of
-    the signature table) in JAX's spelling; `columns` give the rest."""
-    args = _ops.OPS[signature].args_of("jax")
+    """A row whose operands, parameters and attributes are those of
+    `signature` (an op of the signature table) in JAX's spelling; `columns`
+    give the rest."""
+    op = _ops.OPS[signature]
+    args = op.args_of("jax")
     columns.setdefault("name", signature)
-    columns.setdefault("operands", _ops.OPS[signature].operands("jax"))
+    columns.setdefault("operands", op.operands("jax"))
     columns.setdefault("title", columns["name"])
     columns.setdefault("second_derivative_of", columns["title"])
     columns.setdefault("gate", _checks.GATES.get(columns["name"]))
     params = tuple(a.renamed.get("jax", a.name) for a in args if a.kind != "array")
-    return Op(params=(*params, "fold"), transposes={}, **columns)
+    attributes = _ops.FAMILIES[op.family].attributes_of(op.kind)
+    return Op(params=(*params, "fold"), attributes=attributes, transposes={}, **columns)
 
 
 def _family(family, sampled="crops", **common):

@@ -1,11 +1,12 @@
 """The primitives: binding, abstract evaluation, eager evaluation, lowering.
 
 Each row of the op table (ops.py) becomes a JAX primitive lowered to one
-XLA FFI call whose attributes are the parameters (`_attributes`).  Its
-abstract evaluation runs the op's gate (checks.py) before giving the
-result's shape; JAX caches it per shapes and parameters, so the gate runs
-once per traced signature.  Eager evaluation compiles the primitive alone
-with `jax.jit` (cached per parameters), so that it runs the same XLA call.
+XLA FFI call whose attributes are the parameters, as the op model lists
+its family's (`_attributes`).  Its abstract evaluation runs the op's gate
+(checks.py) before giving the result's shape; JAX caches it per shapes and
+parameters, so the gate runs once per traced signature.  Eager evaluation
+compiles the primitive alone with `jax.jit` (cached per parameters), so
+that it runs the same XLA call.
 
 The vmap, JVP and transpose rules are batching.py's and derivatives.py's.
 
@@ -102,23 +103,18 @@ def _compiled(prim, params):
     return jax.jit(lambda *operands: prim.bind(*operands, **params))
 
 
-def _attributes(*, data_format, num_threads, fold, **params):
-    """The XLA call's attributes from an op's parameters: the layout and the
-    threads; crop_and_resize's method and fill; RoIAlign's sampling; grid
-    sampling's options (its messages restate no fold)."""
-    attrs = dict(layout=np.int32(data_format), num_threads=np.int32(num_threads))
-    if "method" in params:
-        attrs["method"] = np.int32(params["method"])
-    if "extrapolation_value" in params:
-        attrs["extrapolation_value"] = np.float32(params["extrapolation_value"])
-    if "spatial_scale" in params:
-        attrs["spatial_scale"] = np.float64(params["spatial_scale"])
-        attrs["sampling_ratio"] = np.int32(params["sampling_ratio"])
-        attrs["aligned"] = np.int32(params["aligned"])
-    if "padding_mode" in params:
-        attrs["mode"] = np.int32(params["mode"])
-        attrs["padding_mode"] = np.int32(params["padding_mode"])
-        attrs["align_corners"] = np.int32(params["align_corners"])
+# The NumPy type of each XLA scalar type of the op model's attributes.
+_SCALARS = {"s32": np.int32, "f32": np.float32, "f64": np.float64}
+
+
+def _attributes(op, *, fold, **params):
+    """The XLA call's attributes from `op`'s parameters: its family's that
+    it has, each of its XLA type (`ops.Op.attributes`), and the fold."""
+    attrs = {
+        a.name: _SCALARS[a.type](params[a.param])
+        for a in op.attributes
+        if a.field != "fold"
+    }
     if fold:
         # For messages: the sizes of the mapped axes folded into the op's
         # (box_ind's leading axes, or the grid's batch), and by how many
@@ -158,7 +154,7 @@ def _primitive(op):
         rule = jax.ffi.ffi_lowering(op.target)
 
         def lower(ctx, *operands, **params):
-            return rule(ctx, *operands, **_attributes(**params))
+            return rule(ctx, *operands, **_attributes(op, **params))
 
     mlir.register_lowering(prim, lower, platform="cpu")
     return prim

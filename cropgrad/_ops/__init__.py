@@ -4,9 +4,11 @@
   spelling per API; an array's rank and the dtypes its C function takes,
   `DTYPES`), an op (`Op`: its arguments in order, its result, layouts,
   family, kind, its C function's parameters and the C-level API version
-  that added it), a family (`Family`: its ops by kind), the roles an
-  operand plays and the adjoint algebra every family shares (`ADJOINTS`);
-- `common`: the arguments and C parameters several families share;
+  that added it), a family (`Family`: its ops by kind, the attributes of
+  its JAX FFI calls, `Attribute`), the roles an operand plays and the
+  adjoint algebra every family shares (`ADJOINTS`);
+- `common`: the arguments, C parameters and FFI attributes several
+  families share;
 - one module per family (`crop_and_resize`, `roi_align`, `grid_sample`):
   its ops;
 - `generate`: the C-level API's declarations (the public header, capi.pxd,
@@ -39,10 +41,12 @@ from .model import (
     ADJOINTS,
     APIS,
     DTYPES,
+    FIELDS,
     KINDS,
     REQUIRED,
     ROLES,
     Arg,
+    Attribute,
     CParam,
     Family,
     Op,
@@ -56,11 +60,13 @@ __all__ = [
     "C_OPS",
     "DTYPES",
     "FAMILIES",
+    "FIELDS",
     "KINDS",
     "OPS",
     "REQUIRED",
     "ROLES",
     "Arg",
+    "Attribute",
     "CParam",
     "Family",
     "Op",

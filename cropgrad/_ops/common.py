@@ -1,9 +1,9 @@
-"""What the families' descriptions share: arguments and C parameters that
-several ops of several families take, written once."""
+"""What the families' descriptions share: arguments, C parameters and FFI
+attributes that several ops of several families take, written once."""
 
 import dataclasses
 
-from .model import APIS, REQUIRED, Arg, CParam, Family, Op
+from .model import APIS, REQUIRED, Arg, Attribute, CParam, Family, Op
 
 __all__ = []
 
@@ -70,17 +70,35 @@ def op(name, args, c_params, result, apis=APIS, c_doc=""):
     )
 
 
-def family(name, coords, layouts, c_api, c_doc="", **ops):
+def family(name, coords, layouts, c_api, attributes, c_doc="", **ops):
     """Family `name`: its `ops` by kind (`model.KINDS`), each given its
     family, kind, the family's default layouts and the C-level API version
-    that added it (`c_doc`: what the C headers say before its functions)."""
+    that added it (`c_doc`: what the C headers say before its functions),
+    and the attributes of its FFI calls in the order they are decoded."""
     ops = {
         kind: dataclasses.replace(
             op, family=name, kind=kind, layouts=layouts, c_api=c_api
         )
         for kind, op in ops.items()
     }
-    return Family(name, ops, coords, c_doc)
+    return Family(name, ops, coords, c_doc, attributes)
+
+
+def attribute(name, type, param=None, field=None):
+    """An FFI attribute (`model.Attribute`) named `name`, of XLA type
+    `type`, holding parameter `param` and filling `field` (both `name`
+    unless given)."""
+    return Attribute(name, type, param or name, field or name)
+
+
+# The attributes every op's FFI call has, decoded in this order after its
+# family's first ones: the layout (an unknown code refused at once), the
+# threads, then the fold, which only a call vmap folded has.
+OPTIONS = (
+    attribute("layout", "s32", "data_format"),
+    attribute("num_threads", "s32"),
+    attribute("fold_shape", "s64[]", "fold", "fold"),
+)
 
 
 # --------------------------------------------------------------------------

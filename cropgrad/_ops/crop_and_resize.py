@@ -7,8 +7,10 @@ from .common import (
     BOX_IND,
     IMAGE_DTYPE,
     LAYOUT,
+    OPTIONS,
     arg,
     array,
+    attribute,
     family,
     method,
     op,
@@ -40,6 +42,12 @@ FAMILY = family(
     "boxes",
     _LAYOUTS,
     (1, 0),
+    # The method first; the forward op's fill, its own, after the fold.
+    (
+        attribute("method", "s32"),
+        *OPTIONS,
+        attribute("extrapolation_value", "f32"),
+    ),
     forward=op(
         "crop_and_resize",
         (

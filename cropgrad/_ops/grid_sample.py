@@ -11,7 +11,7 @@ there.  PyTorch's take
 positional, ``align_corners=None`` (False), the dtype, layout and threads
 those of the tensors and of PyTorch."""
 
-from .common import arg, array, family, op, options, result, shape
+from .common import OPTIONS, arg, array, attribute, family, op, options, result, shape
 from .model import CParam
 
 __all__ = ["FAMILY"]
@@ -100,6 +100,14 @@ FAMILY = family(
     "the grid",
     _LAYOUTS,
     (1, 2),
+    # The handlers keep the mode as a method and align_corners as RoIAlign's
+    # aligned: the C-level API's calls take them in those places.
+    (
+        attribute("mode", "s32", field="method"),
+        attribute("padding_mode", "s32"),
+        attribute("align_corners", "s32", field="aligned"),
+        *OPTIONS,
+    ),
     c_doc=(
         "1.2: grid sampling (PyTorch's grid_sample, 2-D), its image gradient, "
         "its grid gradient and the grid JVP PyTorch does not have, bit for bit "

@@ -33,10 +33,12 @@ __all__ = [
     "ADJOINTS",
     "APIS",
     "DTYPES",
+    "FIELDS",
     "KINDS",
     "REQUIRED",
     "ROLES",
     "Arg",
+    "Attribute",
     "CParam",
     "Family",
     "Op",
@@ -97,6 +99,25 @@ ADJOINTS = (
     (("grad_image_jvp_coords", "tangent"), ("grad_coords", "image")),
 )
 
+# What a JAX FFI call's attribute fills when its handler decodes it (a field
+# of the handlers' `Attributes`, cropgrad/_jax/frames.pxd), and the XLA type
+# the attribute has: a scalar (s32, f32, f64), or an array of s64 for the
+# fold (``fold_shape``, with the scalar ``fold_images`` when it is there),
+# which says how vmap folded mapped axes into the op's own, for messages
+# in the caller's indices.  Grid sampling's mode fills ``method`` and its
+# align_corners ``aligned``.
+FIELDS = {
+    "method": "s32",
+    "padding_mode": "s32",
+    "layout": "s32",
+    "num_threads": "s32",
+    "extrapolation_value": "f32",
+    "spatial_scale": "f64",
+    "sampling_ratio": "s32",
+    "aligned": "s32",
+    "fold": "s64[]",
+}
+
 # What each kind of argument is in a torch.library schema.
 _SCHEMA_TYPES = {
     "array": "Tensor",
@@ -117,6 +138,35 @@ class CParam(typing.NamedTuple):
     type: str
     name: str
     note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Attribute:
+    """An attribute of a family's JAX FFI calls.
+
+    Attributes
+    ----------
+    name : str
+        Its name in the call (XLA's).
+    type : str
+        Its XLA type, the one its field takes (`FIELDS`).
+    param : str
+        The primitive's parameter whose value it holds (JAX's name: an
+        argument's, or ``fold``, which every primitive has).
+    field : str
+        What it fills when the handler decodes it (`FIELDS`).
+    """
+
+    name: str
+    type: str
+    param: str
+    field: str
+
+    def __post_init__(self):
+        # The handlers read a field's value as its type's: a row of another
+        # type would be read wrong, not refused.
+        if FIELDS.get(self.field) != self.type:
+            raise ValueError(f"attribute {self.name}: {self.field} is not {self.type}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,8 +367,8 @@ def _schema_value(value):
 @dataclasses.dataclass(frozen=True)
 class Family:
     """A family of ops: its forward op's name, its ops by kind (`KINDS`; a
-    kind without a kernel is not among them), and what its coordinates are
-    called in messages.
+    kind without a kernel is not among them), what its coordinates are
+    called in messages, and the attributes of its JAX FFI calls.
 
     Attributes
     ----------
@@ -330,12 +380,17 @@ class Family:
         The coordinates' name in words ("boxes", "the grid").
     c_doc : str
         What the C headers say before the family's functions.
+    attributes : tuple of Attribute
+        The attributes of its ops' FFI calls, in the order their handlers
+        decode them (a call with more than one missing or wrong gets the
+        first's message); an op's are those it has (`attributes_of`).
     """
 
     name: str
     ops: Mapping
     coords: str
     c_doc: str = ""
+    attributes: tuple = ()
 
     def op_name(self, kind):
         """The name of the op of `kind`; grad_image_jvp_coords, which has no
@@ -346,6 +401,12 @@ class Family:
         if kind == "grad_image_jvp_coords":
             return f"{self.ops['grad_image'].name}_jvp_{self.coords_operand}"
         raise KeyError(kind)
+
+    def attributes_of(self, kind):
+        """The attributes of the FFI calls of the op of `kind`, in order:
+        those whose parameter it takes in JAX, and the fold."""
+        params = {*self.ops[kind].names("jax"), "fold"}
+        return tuple(a for a in self.attributes if a.param in params)
 
     @property
     def coords_operand(self):

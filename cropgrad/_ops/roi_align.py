@@ -6,8 +6,10 @@ from .common import (
     BOX_IND,
     IMAGE_DTYPE,
     LAYOUT,
+    OPTIONS,
     arg,
     array,
+    attribute,
     family,
     op,
     options,
@@ -73,6 +75,12 @@ FAMILY = family(
     "boxes",
     _LAYOUTS,
     (1, 1),
+    (
+        attribute("spatial_scale", "f64"),
+        attribute("sampling_ratio", "s32"),
+        attribute("aligned", "s32"),
+        *OPTIONS,
+    ),
     c_doc=(
         "1.1: RoIAlign (torchvision's roi_align, average pooling, and ONNX's "
         "RoiAlign), its image gradient, and its boxes gradient and JVP.  The "
