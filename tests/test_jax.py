@@ -30,8 +30,11 @@ except ImportError as exc:
     missing(f"JAX cannot be imported ({exc})", "CROPGRAD_REQUIRE_ADAPTERS")
 
 import cropgrad.jax as cgj
+from cropgrad import _ops
 from cropgrad._api.validation import CODES
 from cropgrad._jax import handlers as _handlers
+from cropgrad._jax import ops as _jax_ops
+from cropgrad._jax import primitives as _primitives
 
 METHODS = ["bilinear", "nearest"]
 IMAGE_DTYPES = ["uint8", "float16", "bfloat16", "float32", "float64"]
@@ -833,6 +836,103 @@ def test_runtime_ffi_version():
     # XLA registered handlers declaring our version: same major, as new a minor.
     assert major == _handlers.FFI_API_VERSION[0]
     assert minor >= _handlers.FFI_API_VERSION[1]
+
+
+# The attributes each family's handlers decode, in this order (a call with
+# more than one missing or wrong gets the first's message): the fold's shape,
+# which only a folded call has, in its place; crop_and_resize's fill only
+# for its forward op.
+DECODED = {
+    "crop_and_resize": (
+        "method",
+        "layout",
+        "num_threads",
+        "fold_shape",
+        "extrapolation_value",
+    ),
+    "roi_align": (
+        "spatial_scale",
+        "sampling_ratio",
+        "aligned",
+        "layout",
+        "num_threads",
+        "fold_shape",
+    ),
+    "grid_sample": (
+        "mode",
+        "padding_mode",
+        "align_corners",
+        "layout",
+        "num_threads",
+        "fold_shape",
+    ),
+}
+# XLA's code of each scalar type, as the handlers' messages give it, and a
+# value of another type.
+XLA_CODES = {"s32": 4, "f32": 11, "f64": 12}
+WRONG_TYPES = {"s32": np.int64, "f32": np.float64, "f64": np.float32}
+
+
+def ffi_error(op, attrs):
+    """The message of the FFI call of `op` (a row of cropgrad._jax.ops) with
+    attributes `attrs`, its operands and result float32 zeros of their
+    ranks, all of size 1: such a call is refused, while its attributes are
+    decoded or, past them, for its buffers' dtypes or shapes."""
+    model = _ops.OPS[op.name]
+    ranks = [a.rank for a in model.args_of("jax") if a.kind == "array"]
+    result = jax.ShapeDtypeStruct((1,) * model.result.rank, jnp.float32)
+    call = jax.ffi.ffi_call(op.target, result)
+    # A new function each time: JAX's cache would take an int64 attribute
+    # for the int32 of equal value that an earlier call had.
+    run = jax.jit(lambda *operands: call(*operands, **attrs))
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(run(*(jnp.zeros((1,) * n, jnp.float32) for n in ranks)))
+    return re.search(r"cropgrad\.jax\.\S+: \w+: [^\n]*", str(info.value)).group(0)
+
+
+@pytest.mark.parametrize(
+    "name", [op.name for op in _jax_ops.OPS.values() if op.target is not None]
+)
+def test_ffi_attributes_are_the_models_in_its_order(name):
+    op = _jax_ops.OPS[name]
+    family = _ops.OPS[name].family
+    expected = [
+        n
+        for n in DECODED[family]
+        if n != "extrapolation_value" or name == "crop_and_resize"
+    ]
+    assert [a.name for a in op.attributes] == expected
+    zeros = {p: 0 for p in op.params if p != "fold"}
+    attrs = _primitives._attributes(op, fold=(), **zeros)
+    assert sorted(attrs) == sorted(n for n in expected if n != "fold_shape")
+    folded = _primitives._attributes(op, fold=((3, True),), **zeros)
+    assert folded.keys() - attrs.keys() == {"fold_shape", "fold_images"}
+    bad_fold = {"fold_shape": np.array([3], np.int32), "fold_images": np.int64(3)}
+    fold_error = "TypeError: attribute fold_shape must be an array of s64"
+    before, past_fold = {}, False
+    for a in op.attributes:
+        if a.field == "fold":
+            past_fold = True
+            continue
+        missing = f"ValueError: attribute {a.name} is missing"
+        assert ffi_error(op, before).endswith(missing), a.name
+        # A bad fold is found in its place: after this one, or before.
+        with_fold = ffi_error(op, {**before, **bad_fold})
+        assert with_fold.endswith(fold_error if past_fold else missing), a.name
+        wrong = {**attrs, a.name: WRONG_TYPES[a.type](attrs[a.name])}
+        assert ffi_error(op, wrong) == (
+            f"cropgrad.jax.{name}: TypeError: attribute {a.name} must be a "
+            f"scalar of XLA type {XLA_CODES[a.type]}"
+        )
+        before[a.name] = attrs[a.name]
+    assert ffi_error(op, {**attrs, **bad_fold}).endswith(fold_error)
+    # With its own, the call gets past the attributes.
+    assert "attribute" not in ffi_error(op, attrs)
+    # An unknown layout stops the decoding at once.
+    unknown = {k: v for k, v in attrs.items() if k != "num_threads"}
+    assert ffi_error(op, {**unknown, "layout": np.int32(7)}).endswith(
+        "NotImplementedError: layout code 7 is unknown"
+    )
 
 
 def test_incompatible_ffi_version_is_refused_clearly():

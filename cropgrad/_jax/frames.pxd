@@ -23,7 +23,8 @@ cdef struct Attributes:
     # The attributes every handler takes: the layout and the threads; the
     # crop_and_resize family's method (and its forward op's fill); the
     # RoIAlign family's sampling; the grid-sampling family's mode (in
-    # `method`), padding and align_corners (in `aligned`).
+    # `method`), padding and align_corners (in `aligned`).  A field that no
+    # attribute of the call fills is 0.
     int method
     int padding_mode
     int layout
@@ -39,6 +40,31 @@ cdef struct Attributes:
     int64_t fold_rank
     const int64_t* fold_shape
     int64_t fold_images
+
+
+# The fields of `Attributes` an attribute fills (cropgrad._ops.FIELDS, in
+# capitals): FOLD is the fold, the optional ``fold_shape`` and, with it,
+# ``fold_images``.
+cdef enum Field:
+    METHOD
+    PADDING_MODE
+    LAYOUT
+    NUM_THREADS
+    EXTRAPOLATION_VALUE
+    SPATIAL_SCALE
+    SAMPLING_RATIO
+    ALIGNED
+    FOLD
+
+
+cdef struct Attr:
+    # An attribute of a family's calls, from the op model (targets.pxi): its
+    # XLA name, its XLA type (the array's elements' for the fold), the
+    # field it fills, and the op kinds whose calls have it (bit `kind`).
+    const char* name
+    int dtype
+    Field field
+    int kinds
 
 
 cdef struct Decoded:
@@ -75,13 +101,9 @@ cdef int dtype_of(const cg_ffi_buffer* b, const char* name, bint image,
                   capi.cg_error* e) noexcept nogil
 cdef int float_dtype_of(const cg_ffi_buffer* b, const char* name,
                         bint arithmetic, capi.cg_error* e) noexcept nogil
-cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
-                           Attributes* a, capi.cg_error* e) noexcept nogil
-cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
-                               capi.cg_error* e) noexcept nogil
-cdef int decode_grid_attributes(const cg_ffi_call_frame* frame,
-                                const cg_ffi_buffer* grid, Decoded* d,
-                                capi.cg_error* e) noexcept nogil
+cdef int decode_attributes(const cg_ffi_call_frame* frame, const Attr* table,
+                           int n, int kind, Attributes* a,
+                           capi.cg_error* e) noexcept nogil
 cdef int box_rows(const cg_ffi_buffer* b, int64_t num_boxes, const char* name,
                   capi.cg_error* e) noexcept nogil
 cdef int boxes_and_index(const cg_ffi_list* args, int64_t first,

@@ -4,9 +4,10 @@
 A handler is a plain C function that XLA calls with a call frame holding its
 buffers and attributes.  This module answers XLA's metadata query, checks a
 frame's size, stage and operand counts, decodes buffers (their rank and
-element type), scalar attributes, the options every op takes and its boxes
-and box indices, restates an error about a box in the caller's indices
-under vmap, and turns an error record into the error XLA returns to JAX.
+element type), a family's attributes by its table (rendered from the op
+model) and the boxes and box indices, restates an error about a box in the
+caller's indices under vmap, and turns an error record into the error XLA
+returns to JAX.
 It knows no op: handlers.pyx does, and calls the C-level API.
 
 Errors are recorded in the C-level API's record (`capi.cg_error`), whose
@@ -15,7 +16,7 @@ status names the exception the NumPy API would raise for the same problem.
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdio cimport snprintf
-from libc.string cimport memcmp, strlen, strstr
+from libc.string cimport memcmp, memset, strlen, strstr
 
 from cropgrad cimport capi
 from cropgrad._capi.gate cimport ITEMSIZE
@@ -259,92 +260,59 @@ cdef void* _attr(const cg_ffi_attrs* attrs, const char* name, int dtype,
     return scalar.value
 
 
-cdef int decode_attributes(const cg_ffi_call_frame* frame, bint extrapolation,
-                           Attributes* a, capi.cg_error* e) noexcept nogil:
-    """Decode the crop_and_resize family's attributes: the method, the
-    layout, the threads, the fold (and the forward's fill)."""
-    cdef void* v = _attr(&frame.attrs, "method", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.method = (<int32_t*>v)[0]
-    if _layout_and_threads(&frame.attrs, a, e) < 0:
-        return -1
-    a.extrapolation_value = 0
-    if extrapolation:
-        v = _attr(&frame.attrs, "extrapolation_value", CG_FFI_F32, e)
-        if v == NULL:
+cdef int decode_attributes(const cg_ffi_call_frame* frame, const Attr* table,
+                           int n, int kind, Attributes* a,
+                           capi.cg_error* e) noexcept nogil:
+    """Decode into `a` the attributes of `table` (`n` rows, a family's) that
+    calls of op kind `kind` have, in the table's order: the first missing
+    or wrong one is the error; 0 or -1."""
+    cdef const Attr* t
+    cdef void* v
+    cdef int i
+    memset(a, 0, sizeof(Attributes))
+    for i in range(n):
+        t = &table[i]
+        if not (t.kinds >> kind) & 1:
+            continue
+        if t.field == FOLD:
+            if _fold(&frame.attrs, a, e) < 0:
+                return -1
+            continue
+        v = _attr(&frame.attrs, t.name, t.dtype, e)
+        if v == NULL or _keep(a, t.field, v, e) < 0:
             return -1
-        a.extrapolation_value = (<float*>v)[0]
     return 0
 
 
-cdef int decode_roi_attributes(const cg_ffi_call_frame* frame, Attributes* a,
-                               capi.cg_error* e) noexcept nogil:
-    """Decode the RoIAlign family's attributes: ``spatial_scale`` (f64),
-    ``sampling_ratio`` and ``aligned`` (s32), the layout, the threads, the
-    fold."""
-    cdef void* v = _attr(&frame.attrs, "spatial_scale", CG_FFI_F64, e)
-    if v == NULL:
-        return -1
-    a.spatial_scale = (<double*>v)[0]
-    v = _attr(&frame.attrs, "sampling_ratio", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.sampling_ratio = (<int32_t*>v)[0]
-    v = _attr(&frame.attrs, "aligned", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.aligned = (<int32_t*>v)[0] != 0
-    a.method = 0
-    a.extrapolation_value = 0
-    return _layout_and_threads(&frame.attrs, a, e)
-
-
-cdef int decode_grid_attributes(const cg_ffi_call_frame* frame,
-                                const cg_ffi_buffer* grid, Decoded* d,
-                                capi.cg_error* e) noexcept nogil:
-    """Decode the grid-sampling family's attributes: ``mode``,
-    ``padding_mode`` and ``align_corners`` (s32), the layout, the threads,
-    the fold; and keep the grid's batch, by which a message about a point
-    is restated."""
-    cdef Attributes* a = &d.attrs
-    cdef void* v = _attr(&frame.attrs, "mode", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.method = (<int32_t*>v)[0]
-    v = _attr(&frame.attrs, "padding_mode", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.padding_mode = (<int32_t*>v)[0]
-    v = _attr(&frame.attrs, "align_corners", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.aligned = (<int32_t*>v)[0] != 0
-    a.extrapolation_value = 0
-    d.grid = True
-    d.batch = grid.dims[0]
-    return _layout_and_threads(&frame.attrs, a, e)
-
-
-cdef int _layout_and_threads(const cg_ffi_attrs* attrs, Attributes* a,
-                             capi.cg_error* e) noexcept nogil:
-    """Decode ``layout`` and ``num_threads`` (s32), and the fold."""
-    cdef void* v = _attr(attrs, "layout", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.layout = (<int32_t*>v)[0]
-    # Each handler reads the layout's dimensions to check the buffers
-    # against one another, so an unknown layout stops here.
-    if a.layout != capi.CG_NHWC and a.layout != capi.CG_NCHW:
-        snprintf(e.message, capi.CG_MESSAGE_SIZE,
-                 "layout code %d is unknown", a.layout)
-        e.status = capi.CG_ERR_UNSUPPORTED
-        return -1
-    v = _attr(attrs, "num_threads", CG_FFI_S32, e)
-    if v == NULL:
-        return -1
-    a.num_threads = (<int32_t*>v)[0]
-    return _fold(attrs, a, e)
+cdef int _keep(Attributes* a, Field field, const void* v,
+               capi.cg_error* e) noexcept nogil:
+    """Keep the value `v` of an attribute in `field`, as the type its row
+    checked: f32 for the fill, f64 for the spatial scale, s32 for every
+    other; 0, or -1 for a layout code no handler knows."""
+    if field == EXTRAPOLATION_VALUE:
+        a.extrapolation_value = (<const float*>v)[0]
+    elif field == SPATIAL_SCALE:
+        a.spatial_scale = (<const double*>v)[0]
+    elif field == METHOD:
+        a.method = (<const int32_t*>v)[0]
+    elif field == PADDING_MODE:
+        a.padding_mode = (<const int32_t*>v)[0]
+    elif field == SAMPLING_RATIO:
+        a.sampling_ratio = (<const int32_t*>v)[0]
+    elif field == ALIGNED:
+        a.aligned = (<const int32_t*>v)[0] != 0
+    elif field == NUM_THREADS:
+        a.num_threads = (<const int32_t*>v)[0]
+    elif field == LAYOUT:
+        a.layout = (<const int32_t*>v)[0]
+        # Each handler reads the layout's dimensions to check the buffers
+        # against one another, so an unknown layout stops here.
+        if a.layout != capi.CG_NHWC and a.layout != capi.CG_NCHW:
+            snprintf(e.message, capi.CG_MESSAGE_SIZE,
+                     "layout code %d is unknown", a.layout)
+            e.status = capi.CG_ERR_UNSUPPORTED
+            return -1
+    return 0
 
 
 cdef int _fold(const cg_ffi_attrs* attrs, Attributes* a,

@@ -17,19 +17,21 @@ structs of XLA's FFI C API that the handlers use.
 
 Every op's handler decodes its frame the same way, by the op's `Row`:
 its buffers first (`_buffers`: each operand's and its result's place, rank
-and name, as the op model has them), then its family's decoding
-(`_decode_<family>`: the family's attributes, then the buffers' dtypes,
-those the model says the op takes, in the family's order), then the op's
+and name, as the op model has them), then its attributes (those of its
+family's table that its kind has, frames.decode_attributes), then the
+buffers' dtypes, those the model says the op takes, in the order of the
+family's coordinates (`_decode_boxes`, `_decode_grid`), then the op's
 call (`_call_<family>_<kind>`, written by hand here and in
 handlers_roi.pxi and handlers_grid.pxi: the checks of the shapes against
 one another that only its family makes, then the family's ``run_<kind>``,
-named the target's name for messages, through the gate).  The row, the
-function that runs it, the op's `Target` row (its name in messages,
-operand count, the FFI API version declared, that function), the C entry
-point that hands XLA's frame and the target row to `_handle`, and its
-entry in `handlers()`, whose names are the FFI target names (exported
-artefacts refer to them, so they never change), are generated from the op
-model (targets.pxi, cropgrad/_ops/generate.py).
+named the target's name for messages, through the gate).  The family's
+table of attributes, the row, the function that runs it, the op's
+`Target` row (its name in messages, operand count, the FFI API version
+declared, that function), the C entry point that hands XLA's frame and the
+target row to `_handle`, and its entry in `handlers()`, whose names are
+the FFI target names (exported artefacts refer to them, so they never
+change), are generated from the op model (targets.pxi,
+cropgrad/_ops/generate.py).
 
 Targets and their operands (shapes in the layout's order, NHWC or NCHW).
 An op's target is ``cropgrad_`` and the op's name; each family's below is
@@ -108,9 +110,12 @@ from cropgrad._jax cimport frames
 from cropgrad._jax.ffi cimport (
     CG_FFI_CALL_FRAME_SIZE,
     CG_FFI_EXTENSION_METADATA,
+    CG_FFI_F32,
+    CG_FFI_F64,
     CG_FFI_METADATA_EXTENSION_SIZE,
     CG_FFI_METADATA_SIZE,
     CG_FFI_S32,
+    CG_FFI_S64,
     CG_FFI_STAGE_EXECUTE,
     CG_FFI_VERSION_SIZE,
     cg_ffi_buffer,
@@ -191,12 +196,17 @@ cdef enum:
     TAKES_COORDS
     TAKES_INDEX
 
-# The op kinds with a kernel (cropgrad._ops.KINDS).
+# The op kinds with a kernel (cropgrad._ops.KINDS), and the `kinds` of an
+# attribute that every op has (frames.Attr: a bit a kind).
 cdef enum:
     FORWARD
     GRAD_IMAGE
     GRAD_COORDS
     JVP_COORDS
+
+cdef enum:
+    EVERY_KIND = (1 << FORWARD | 1 << GRAD_IMAGE | 1 << GRAD_COORDS
+                  | 1 << JVP_COORDS)
 
 
 cdef struct Slot:
@@ -223,7 +233,7 @@ cdef struct Buffer:
 
 cdef struct Row
 
-# A family's decoding of an op's attributes and dtypes, once its buffers are
+# A family's decoding of an op's dtypes, once its buffers and attributes are
 # taken (0 or -1), and an op's call (its shape checks, then its family's
 # run_<kind>), given the buffers by role.
 ctypedef int (*decode_t)(const cg_ffi_call_frame*, const Row*, Buffer*,
@@ -236,11 +246,14 @@ ctypedef void (*call_t)(const char*, const cg_ffi_call_frame*, const Row*,
 cdef struct Row:
     # How an op's handler decodes its frame, from the op model (targets.pxi):
     # its buffers in the order it takes them (its operands, then its
-    # result), its kind, its boxes' place among the operands (box_ind the
-    # next one; -1: none), whether they may be float64, what messages call
-    # its coordinates; its family's decoding and its call.
+    # result), its family's attributes (those of its kind are its own), its
+    # kind, its boxes' place among the operands (box_ind the next one; -1:
+    # none), whether they may be float64, what messages call its
+    # coordinates; its family's decoding of the dtypes and its call.
     const Slot* slots
     int nslots
+    const frames.Attr* attrs
+    int nattrs
     int kind
     int64_t boxes
     bint wide
@@ -251,10 +264,12 @@ cdef struct Row:
 
 cdef void _run(const char* op, cg_ffi_call_frame* frame, const Row* row,
                frames.Decoded* d, capi.cg_error* e) noexcept nogil:
-    """Run an op on a checked frame by its row: its buffers, its family's
-    decoding of its attributes and their dtypes, its call (named `op`)."""
+    """Run an op on a checked frame by its row: its buffers, its attributes,
+    its family's decoding of the dtypes, its call (named `op`)."""
     cdef Buffer b[ROLES]
     if (_buffers(frame, row, b, e) == 0
+            and frames.decode_attributes(frame, row.attrs, row.nattrs,
+                                         row.kind, &d.attrs, e) == 0
             and row.decode(frame, row, b, d, e) == 0):
         row.call(op, frame, row, b, d, e)
 
@@ -370,13 +385,10 @@ cdef int _BOXES_ORDER[4]
 _BOXES_ORDER[:] = [IMAGE, GRADS, RESULT, TANGENT]
 
 
-cdef int _decode_crop_and_resize(
+cdef int _decode_boxes(
     const cg_ffi_call_frame* frame, const Row* row, Buffer* b, frames.Decoded* d,
     capi.cg_error* e,
 ) noexcept nogil:
-    # The forward op's fill is its own attribute.
-    if frames.decode_attributes(frame, row.kind == FORWARD, &d.attrs, e) < 0:
-        return -1
     return _dtypes(row, b, _BOXES_ORDER, 4, e)
 
 
@@ -487,7 +499,8 @@ cdef object _capsule(handler_t fn):
     return PyCapsule_New(<void*>fn, NULL, NULL)
 
 
-# Every op's decoding row, target row and entry point, from the op model.
+# Every family's attributes, every op's decoding row, target row and entry
+# point, from the op model.
 include "targets.pxi"
 
 

@@ -10,12 +10,14 @@ cdef int _GRID_ORDER[5]
 _GRID_ORDER[:] = [COORDS, GRADS, IMAGE, TANGENT, RESULT]
 
 
-cdef int _decode_grid_sample(
+cdef int _decode_grid(
     const cg_ffi_call_frame* frame, const Row* row, Buffer* b, frames.Decoded* d,
     capi.cg_error* e,
 ) noexcept nogil:
-    if frames.decode_grid_attributes(frame, b[COORDS].ffi, d, e) < 0:
-        return -1
+    # A message about a point names the grid's batch index, which a folded
+    # call restates in the caller's (frames.unfold_message).
+    d.grid = True
+    d.batch = b[COORDS].dims[0]
     return _dtypes(row, b, _GRID_ORDER, 5, e)
 
 

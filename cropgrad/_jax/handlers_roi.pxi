@@ -1,19 +1,10 @@
 # Included by cropgrad/_jax/handlers.pyx (its names and cimports): the
-# RoIAlign family's decoding and its calls, `_call_roi_align_<kind>`.
+# RoIAlign family's calls, `_call_roi_align_<kind>`.
 
 # The RoIAlign family: boxes [x1, y1, x2, y2] in the arithmetic type
 # (float64 for float64 data, float32 otherwise), as are grads and tangents;
 # the C-level API checks that they agree, the calls that the boxes gradient
 # and the tangent have the boxes' dtype, once the boxes are decoded.
-
-cdef int _decode_roi_align(
-    const cg_ffi_call_frame* frame, const Row* row, Buffer* b, frames.Decoded* d,
-    capi.cg_error* e,
-) noexcept nogil:
-    if frames.decode_roi_attributes(frame, &d.attrs, e) < 0:
-        return -1
-    return _dtypes(row, b, _BOXES_ORDER, 4, e)
-
 
 cdef void _call_roi_align_forward(
     const char* op, const cg_ffi_call_frame* frame, const Row* row,

@@ -14,7 +14,8 @@
 - `generate`: the C-level API's declarations (the public header, capi.pxd,
   the capsule's table), its functions' definitions and the JAX adapter's
   FFI targets (with the rows by which their handlers take each op's
-  buffers), made from the model with Cython's Tempita.
+  buffers, and each family's attributes), made from the model with
+  Cython's Tempita.
 
 Every layer reads its ops from here: the NumPy API's bindings, the
 ``torch.library`` schemas, kernels, fake implementations and vmap rules,

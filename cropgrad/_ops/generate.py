@@ -9,7 +9,8 @@ functions' definitions: the shape pointers checked, then the family's call
 of the op's kind, which each family's ``cropgrad/_capi/<family>.pxd``
 declares from its template); and each op
 is an XLA FFI target of cropgrad.jax (``cropgrad/_jax/targets.pxi``, with
-the row by which its handler takes its buffers from the call frame) and
+the row by which its handler takes its buffers from the call frame, and
+its family's attributes) and
 a bridge of cropgrad._core from NumPy arrays (``cropgrad/_bridges.pxi``,
 its stub in ``cropgrad/_core.pyi``); and each op's public functions are
 typed in the stubs of cropgrad and cropgrad.jax (``cropgrad/__init__.pyi``,
@@ -309,7 +310,10 @@ class FfiRow:
     the operands, or the results), rank, name in messages, the dtypes the
     op takes.  `boxes` is the boxes' place (-1: none), box_ind's the next;
     `wide` whether the boxes may be float64 too; `coords` what messages
-    call the coordinates.
+    call the coordinates; `decode` the function that decodes the dtypes,
+    which the families whose coordinates have one name share
+    (``_decode_boxes``, ``_decode_grid``); `nattrs` the number of its
+    family's attributes (`ffi_attributes`), whose table its row points at.
     """
 
     def __init__(self, op, family):
@@ -323,6 +327,8 @@ class FfiRow:
         ]
         self.slots.append(self._slot("result", 0, op.result.name, op.result))
         self.boxes, self.wide, self.coords = -1, False, family.coords
+        self.decode = f"_decode_{family.coords_operand}"
+        self.nattrs = len(family.attributes)
         if together:
             self.boxes = names.index(op.operand("coords"))
             boxes, index = arrays[self.boxes], arrays[self.boxes + 1 :][:1]
@@ -338,6 +344,33 @@ class FfiRow:
     def _slot(role, place, name, array):
         dtypes = f"TAKES_{array.dtypes.upper()}"
         return f'{role.upper()}, {place}, {array.rank}, "{name}", {dtypes}'
+
+
+# The XLA types of the model's attributes (`model.FIELDS`) as ffi.pxd names
+# them: a scalar's, or an array's elements' (the fold's shape).
+_XLA_TYPES = {
+    "s32": "CG_FFI_S32",
+    "f32": "CG_FFI_F32",
+    "f64": "CG_FFI_F64",
+    "s64[]": "CG_FFI_S64",
+}
+
+
+def ffi_attributes(family):
+    """`family`'s attributes (`Family.attributes`, in order) as the rows of
+    the handlers' table (frames.Attr): XLA name, XLA type, the field it
+    fills, and the op kinds whose calls have it, a bit each (EVERY_KIND:
+    all of them)."""
+    rows = []
+    for attr in family.attributes:
+        kinds = [k for k in family.ops if attr in family.attributes_of(k)]
+        if len(kinds) == len(family.ops):
+            mask = "EVERY_KIND"
+        else:
+            mask = " | ".join(f"1 << {kind.upper()}" for kind in kinds)
+        code = _XLA_TYPES[attr.type]
+        rows.append(f'"{attr.name}", {code}, frames.{attr.field.upper()}, {mask}')
+    return rows
 
 
 # How each API's stub annotates an argument, by kind (`model.Arg.kind`); a
@@ -445,6 +478,7 @@ def render(path):
         run_declarations=lambda family: run_declarations(ops, family),
         Bridge=Bridge,
         ffi_row=lambda op: FfiRow(op, model.FAMILIES[op.family]),
+        ffi_attributes=ffi_attributes,
         stub=stub,
         stub_all=stub_all,
         all_ops=list(model.OPS.values()),
