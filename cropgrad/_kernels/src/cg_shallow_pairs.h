@@ -30,6 +30,10 @@
 #include <stddef.h>
 
 #define CG_PAIRS_TARGET __attribute__((target("avx2")))
+/* The helpers and the walk are inlined into each (n, same) copy whatever
+ * the compiler's size limits: only then do their constants fold away (a
+ * walk left as a call measured slower than the portable one). */
+#define CG_PAIRS_INLINE static inline __attribute__((always_inline, target("avx2")))
 
 /* The lane vectors of n channels: each slot's lanes (`slot`), the
  * permutations copying a sample's n channels to both slots (`dup`; lanes
@@ -42,7 +46,7 @@ typedef struct {
     __m128i pixel;
 } cg_pair_lanes;
 
-static inline CG_PAIRS_TARGET cg_pair_lanes cg_pair_lanes_of(int n) {
+CG_PAIRS_INLINE cg_pair_lanes cg_pair_lanes_of(int n) {
     cg_pair_lanes k;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i n1 = _mm256_set1_epi32(n), seven = _mm256_set1_epi32(7);
@@ -62,7 +66,7 @@ static inline CG_PAIRS_TARGET cg_pair_lanes cg_pair_lanes_of(int n) {
 
 /* Pixel p's n floats, in its slot of a vector (the other lanes zero or
  * anything), and back. */
-static inline CG_PAIRS_TARGET __m256 cg_pixel_load(const float* p, ptrdiff_t col,
+CG_PAIRS_INLINE __m256 cg_pixel_load(const float* p, ptrdiff_t col,
                                                    int n, const cg_pair_lanes* k) {
     __m128 v;
     switch (n) {
@@ -76,7 +80,7 @@ static inline CG_PAIRS_TARGET __m256 cg_pixel_load(const float* p, ptrdiff_t col
     return _mm256_castps128_ps256(v);
 }
 
-static inline CG_PAIRS_TARGET void cg_pixel_store(float* p, ptrdiff_t col,
+CG_PAIRS_INLINE void cg_pixel_store(float* p, ptrdiff_t col,
                                                   __m256 row, int n,
                                                   const cg_pair_lanes* k) {
     __m128 v = _mm256_castps256_ps128(
@@ -90,7 +94,7 @@ static inline CG_PAIRS_TARGET void cg_pixel_store(float* p, ptrdiff_t col,
 }
 
 /* Columns c and c + 1 (if it exists) of a row, read and written. */
-static inline CG_PAIRS_TARGET __m256 cg_pair_load(const float* row, ptrdiff_t step,
+CG_PAIRS_INLINE __m256 cg_pair_load(const float* row, ptrdiff_t step,
                                                   ptrdiff_t c, ptrdiff_t width,
                                                   int n, const cg_pair_lanes* k) {
     __m256 v = _mm256_and_ps(cg_pixel_load(row + c * step, c, n, k),
@@ -101,7 +105,7 @@ static inline CG_PAIRS_TARGET __m256 cg_pair_load(const float* row, ptrdiff_t st
     return v;
 }
 
-static inline CG_PAIRS_TARGET void cg_pair_store(float* row, ptrdiff_t step,
+CG_PAIRS_INLINE void cg_pair_store(float* row, ptrdiff_t step,
                                                  ptrdiff_t c, ptrdiff_t width,
                                                  __m256 v, int n,
                                                  const cg_pair_lanes* k) {
@@ -112,7 +116,7 @@ static inline CG_PAIRS_TARGET void cg_pair_store(float* row, ptrdiff_t step,
 /* The walk, inlined below with constant n and `same`, so that the lane
  * vectors are constants and the loop tests neither.  Same arguments as
  * cg_shallow_rows_f (cg_shallow.h). */
-static inline CG_PAIRS_TARGET void cg_pair_walk(
+CG_PAIRS_INLINE void cg_pair_walk(
     float* top, ptrdiff_t top_step, float* bottom, ptrdiff_t bottom_step,
     const float* g, const ptrdiff_t* col_lo, const ptrdiff_t* col_hi,
     const float* w_left, const float* w_right, ptrdiff_t crop_w,
