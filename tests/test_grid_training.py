@@ -11,7 +11,7 @@ square near a corner, and the classifier sees only the centre of the
 resampled map, which the identity transform barely reaches.  The test
 checks that
 
-- the loss goes down over a few steps of plain gradient descent, and the
+- the loss falls tenfold over 40 steps of plain gradient descent, and the
   transform moves away from the identity (the grid gradient trains it);
 - the gradients the sampler sends to the feature map and to the grid are
   the NumPy API's image and grid gradients of that step's output
@@ -31,7 +31,10 @@ import cropgrad
 # Eight 24 x 24 images with a bright 6 x 6 square in one quadrant; 4
 # feature channels; the classifier reads the resampled map's central 8 x 8.
 BATCH, SIZE, CHANNELS, CLASSES, CENTRE = 8, 24, 4, 4, 8
-STEPS, LEARNING_RATE = 25, 0.2
+# A rate at which the transform moves smoothly (by about 0.3 from the
+# identity): at twice this rate the steps overshoot, and where the loss
+# ends depended on which of its CPU kernels PyTorch ran.
+STEPS, LEARNING_RATE = 40, 0.1
 MODES = ("bilinear", "bicubic")
 
 
@@ -109,7 +112,7 @@ def test_torch_spatial_transformer_trains_through_the_sampler(mode):
     identity = torch.tensor([[1.0, 0, 0], [0, 1, 0]])
     moved = float((theta - identity).abs().max())
     print(f"{mode}: loss {losses[0]:.4f} -> {losses[-1]:.4f}, theta moved {moved:.3g}")
-    assert losses[-1] < 0.8 * losses[0], losses
+    assert losses[-1] < 0.1 * losses[0], losses
     assert moved > 1e-2
 
 
@@ -182,5 +185,5 @@ def test_jax_spatial_transformer_trains_through_the_sampler(mode):
     identity = np.array([1.0, 0, 0, 0, 1, 0])
     moved = float(np.abs(np.asarray(theta) - identity).max())
     print(f"{mode}: loss {losses[0]:.4f} -> {losses[-1]:.4f}, theta moved {moved:.3g}")
-    assert losses[-1] < 0.8 * losses[0], losses
+    assert losses[-1] < 0.1 * losses[0], losses
     assert moved > 1e-2
