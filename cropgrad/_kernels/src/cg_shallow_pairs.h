@@ -9,9 +9,9 @@
  * in column c + 1's.  Moving one column to the right writes column c back
  * and reads column c + 2 into the same slot, while column c + 1 stays
  * where it is.  The sample's updates form a chain of dependent additions
- * through the row; the portable walk takes two 4-lane vectors and twice
- * the instructions per sample, and here the move costs the chain one
- * blend.
+ * through the row; the portable walk holds the columns in two 4-lane
+ * vectors and takes about twice the instructions per sample, and here the
+ * move costs the chain one blend.
  *
  * Every lane computes exactly what the portable walk computes for its
  * element, in the same order (float32 products, no contraction), so the
@@ -66,8 +66,8 @@ CG_PAIRS_INLINE cg_pair_lanes cg_pair_lanes_of(int n) {
 
 /* Pixel p's n floats, in its slot of a vector (the other lanes zero or
  * anything), and back. */
-CG_PAIRS_INLINE __m256 cg_pixel_load(const float* p, ptrdiff_t col,
-                                                   int n, const cg_pair_lanes* k) {
+CG_PAIRS_INLINE __m256 cg_pixel_load(const float* p, ptrdiff_t col, int n,
+                                      const cg_pair_lanes* k) {
     __m128 v;
     switch (n) {
     case 1: v = _mm_load_ss(p); break;
@@ -80,9 +80,8 @@ CG_PAIRS_INLINE __m256 cg_pixel_load(const float* p, ptrdiff_t col,
     return _mm256_castps128_ps256(v);
 }
 
-CG_PAIRS_INLINE void cg_pixel_store(float* p, ptrdiff_t col,
-                                                  __m256 row, int n,
-                                                  const cg_pair_lanes* k) {
+CG_PAIRS_INLINE void cg_pixel_store(float* p, ptrdiff_t col, __m256 row,
+                                     int n, const cg_pair_lanes* k) {
     __m128 v = _mm256_castps256_ps128(
         (col & 1) ? _mm256_permutevar8x32_ps(row, k->down) : row);
     switch (n) {
@@ -95,8 +94,8 @@ CG_PAIRS_INLINE void cg_pixel_store(float* p, ptrdiff_t col,
 
 /* Columns c and c + 1 (if it exists) of a row, read and written. */
 CG_PAIRS_INLINE __m256 cg_pair_load(const float* row, ptrdiff_t step,
-                                                  ptrdiff_t c, ptrdiff_t width,
-                                                  int n, const cg_pair_lanes* k) {
+                                     ptrdiff_t c, ptrdiff_t width, int n,
+                                     const cg_pair_lanes* k) {
     __m256 v = _mm256_and_ps(cg_pixel_load(row + c * step, c, n, k),
                              k->slot[c & 1]);
     if (c + 1 < width)
@@ -105,10 +104,9 @@ CG_PAIRS_INLINE __m256 cg_pair_load(const float* row, ptrdiff_t step,
     return v;
 }
 
-CG_PAIRS_INLINE void cg_pair_store(float* row, ptrdiff_t step,
-                                                 ptrdiff_t c, ptrdiff_t width,
-                                                 __m256 v, int n,
-                                                 const cg_pair_lanes* k) {
+CG_PAIRS_INLINE void cg_pair_store(float* row, ptrdiff_t step, ptrdiff_t c,
+                                    ptrdiff_t width, __m256 v, int n,
+                                    const cg_pair_lanes* k) {
     cg_pixel_store(row + c * step, c, v, n, k);
     if (c + 1 < width) cg_pixel_store(row + (c + 1) * step, c + 1, v, n, k);
 }
