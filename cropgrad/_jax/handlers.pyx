@@ -110,12 +110,9 @@ from cropgrad._jax cimport frames
 from cropgrad._jax.ffi cimport (
     CG_FFI_CALL_FRAME_SIZE,
     CG_FFI_EXTENSION_METADATA,
-    CG_FFI_F32,
-    CG_FFI_F64,
     CG_FFI_METADATA_EXTENSION_SIZE,
     CG_FFI_METADATA_SIZE,
     CG_FFI_S32,
-    CG_FFI_S64,
     CG_FFI_STAGE_EXECUTE,
     CG_FFI_VERSION_SIZE,
     cg_ffi_buffer,
@@ -124,6 +121,9 @@ from cropgrad._jax.ffi cimport (
     cg_ffi_metadata,
     cg_ffi_metadata_extension,
 )
+# The attributes' XLA types, which only the generated targets.pxi names (a
+# lint of the sources alone, before the build renders it, sees no use).
+from cropgrad._jax.ffi cimport CG_FFI_F32, CG_FFI_F64, CG_FFI_S64  # no-cython-lint
 
 # The FFI API version these handlers declare to XLA: the header they were
 # written against (jaxlib 0.10).  They use only structs unchanged since 0.1,
