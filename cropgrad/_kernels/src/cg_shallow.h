@@ -95,9 +95,9 @@ static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_
 #endif
 
 /* cg_shallow_rows_f_base (float accumulator) and cg_shallow_rows_d_base
- * (double), and their NCHW forms cg_shallow_rows_f_planes and
- * cg_shallow_rows_d_planes: one body, cg_shallow_rows.inc, included once
- * per accumulator type. */
+ * (double), and their NCHW forms cg_shallow_rows_f_planes_base and
+ * cg_shallow_rows_d_planes_base: one body, cg_shallow_rows.inc, included
+ * once per accumulator type. */
 #define CG_ACC float
 #define CG_VEC cg_f4
 #define CG_ADD cg_f4_acc
@@ -110,24 +110,37 @@ static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_
 #define CG_NAME(suffix) cg_shallow_rows_d##suffix
 #include "cg_shallow_rows.inc"
 
-/* NHWC with a float accumulator has a clone: on x86-64, the AVX2 walk of
- * cg_shallow_pairs.h, which holds both of a row's pixels in one vector;
- * NEON runs the portable walk.  cg_simd_select (cg_simd.h) chooses it with
- * the other clones.  Every call goes through the pointer, so every banding
- * runs one copy of the machine code (DEVELOPING.md, rule 4). */
+/* The float walks have clones: on x86-64, the AVX2 walks of
+ * cg_shallow_pairs.h, which hold both of a row's columns in one vector
+ * (NHWC and NCHW run the same walk, so the two layouts keep the same bits
+ * where two NaNs meet); NEON runs the portable walks.  cg_simd_select
+ * (cg_simd.h) chooses them with the other clones.  Every call goes
+ * through the pointers, so every banding runs one copy of the machine code
+ * (DEVELOPING.md, rule 4). */
 #if CG_SIMD_DISPATCH
 #include "cg_shallow_pairs.h"
 #endif
 #define cg_shallow_rows_f_neon cg_shallow_rows_f_base
+#define cg_shallow_rows_f_planes_neon cg_shallow_rows_f_planes_base
 
 typedef void (*cg_shallow_rows_f_fn)(float*, ptrdiff_t, float*, ptrdiff_t,
                                      const float*, const ptrdiff_t*,
                                      const ptrdiff_t*, const float*,
                                      const float*, ptrdiff_t, ptrdiff_t, float,
                                      float, int, ptrdiff_t);
+typedef void (*cg_shallow_rows_f_planes_fn)(float*, ptrdiff_t, ptrdiff_t,
+                                            float*, ptrdiff_t, ptrdiff_t,
+                                            const float*, ptrdiff_t,
+                                            const ptrdiff_t*, const ptrdiff_t*,
+                                            const float*, const float*,
+                                            ptrdiff_t, ptrdiff_t, float, float,
+                                            int, ptrdiff_t);
 static cg_shallow_rows_f_fn cg_shallow_rows_f = cg_shallow_rows_f_base;
+static cg_shallow_rows_f_planes_fn cg_shallow_rows_f_planes =
+    cg_shallow_rows_f_planes_base;
 
-/* A double accumulator: the portable walk. */
+/* A double accumulator: the portable walks. */
 #define cg_shallow_rows_d cg_shallow_rows_d_base
+#define cg_shallow_rows_d_planes cg_shallow_rows_d_planes_base
 
 #endif

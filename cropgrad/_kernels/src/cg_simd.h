@@ -58,6 +58,7 @@ static inline int cg_simd_supported(const char* target) {
         cg_planes_gather = cg_planes_gather_##PLANES;                         \
         cg_planes_scatter_f = cg_planes_scatter_f_##PLANES;                   \
         cg_shallow_rows_f = cg_shallow_rows_f_##PLANES;                       \
+        cg_shallow_rows_f_planes = cg_shallow_rows_f_planes_##PLANES;         \
         cg_round_half = cg_round_half_base;                                   \
         CG_ROI_USE(CORE);                                                     \
         cg_simd_target = NAME;                                                \
