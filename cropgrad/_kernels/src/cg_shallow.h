@@ -87,11 +87,12 @@ static inline cg_d4 cg_f4_widen(cg_f4 a) {
 static inline cg_f4 cg_f4_acc(cg_f4 acc, cg_f4 term) { return cg_f4_add(acc, term); }
 static inline cg_d4 cg_d4_acc(cg_d4 acc, cg_f4 term) { return cg_d4_add(acc, cg_f4_widen(term)); }
 
-/* A function every call reaches through one copy of its machine code. */
+/* A function every call reaches through one copy of its machine code,
+ * and which a module may leave unused without a warning. */
 #if defined(_MSC_VER)
 #define CG_NOINLINE __declspec(noinline)
 #else
-#define CG_NOINLINE __attribute__((noinline))
+#define CG_NOINLINE __attribute__((noinline, unused))
 #endif
 
 /* cg_shallow_rows_f_base (float accumulator) and cg_shallow_rows_d_base
