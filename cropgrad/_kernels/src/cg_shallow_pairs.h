@@ -246,56 +246,57 @@ CG_PAIRS_INLINE void cg_pair_walk(
     }
 }
 
-/* NHWC: channels side by side (lane strides 1), grads of n channels per
- * sample. */
-#define CG_PAIR_WALK(N)                                                       \
+/* Both entry points: n and `same` made constants for the walk.  NHWC has
+ * its channels side by side (lane strides 1, grads of n channels per
+ * sample); NCHW has n planes `*_lane` apart, pixels and samples 1 apart.
+ * Both layouts run this one walk, so that they compute every element with
+ * the same instructions (which of two NaNs a sum keeps included). */
+#define CG_PAIR_WALK(N, SAME)                                                 \
+    cg_pair_walk(top, top_step, top_lane, bottom, bottom_step, bottom_lane,   \
+                 g, channels_last ? (N) : 1, g_lane, col_lo, col_hi, w_left,  \
+                 w_right, crop_w, width, w_top, w_bottom, (SAME), (N))
+#define CG_PAIR_CASE(N)                                                       \
     if (same)                                                                 \
-        cg_pair_walk(top, top_step, 1, bottom, bottom_step, 1, g, (N), 1,     \
-                     col_lo, col_hi, w_left, w_right, crop_w, width, w_top,   \
-                     w_bottom, 1, (N));                                       \
+        CG_PAIR_WALK(N, 1);                                                   \
     else                                                                      \
-        cg_pair_walk(top, top_step, 1, bottom, bottom_step, 1, g, (N), 1,     \
-                     col_lo, col_hi, w_left, w_right, crop_w, width, w_top,   \
-                     w_bottom, 0, (N))
+        CG_PAIR_WALK(N, 0);                                                   \
+    break
+CG_PAIRS_INLINE void cg_pair_dispatch(
+    float* top, ptrdiff_t top_step, ptrdiff_t top_lane, float* bottom,
+    ptrdiff_t bottom_step, ptrdiff_t bottom_lane, const float* g,
+    ptrdiff_t g_lane, const ptrdiff_t* col_lo, const ptrdiff_t* col_hi,
+    const float* w_left, const float* w_right, ptrdiff_t crop_w,
+    ptrdiff_t width, float w_top, float w_bottom, int same, ptrdiff_t n,
+    int channels_last) {
+    switch (n) {
+    case 1: CG_PAIR_CASE(1);
+    case 2: CG_PAIR_CASE(2);
+    case 3: CG_PAIR_CASE(3);
+    default: CG_PAIR_CASE(4);
+    }
+}
+#undef CG_PAIR_CASE
+#undef CG_PAIR_WALK
+
 static CG_PAIRS_TARGET void cg_shallow_rows_f_avx2(
     float* top, ptrdiff_t top_step, float* bottom, ptrdiff_t bottom_step,
     const float* g, const ptrdiff_t* col_lo, const ptrdiff_t* col_hi,
     const float* w_left, const float* w_right, ptrdiff_t crop_w,
     ptrdiff_t width, float w_top, float w_bottom, int same, ptrdiff_t n) {
-    switch (n) {
-    case 1: CG_PAIR_WALK(1); break;
-    case 2: CG_PAIR_WALK(2); break;
-    case 3: CG_PAIR_WALK(3); break;
-    default: CG_PAIR_WALK(4); break;
-    }
+    cg_pair_dispatch(top, top_step, 1, bottom, bottom_step, 1, g, 1, col_lo,
+                     col_hi, w_left, w_right, crop_w, width, w_top, w_bottom,
+                     same, n, 1);
 }
-#undef CG_PAIR_WALK
 
-/* NCHW: n planes, `*_lane` apart; pixels and samples 1 apart.  The same
- * walk as NHWC's, so that both layouts compute every element with the
- * same instructions (which of two NaNs a sum keeps included). */
-#define CG_PAIR_WALK(N)                                                       \
-    if (same)                                                                 \
-        cg_pair_walk(top, top_step, top_lane, bottom, bottom_step,            \
-                     bottom_lane, g, 1, g_lane, col_lo, col_hi, w_left,       \
-                     w_right, crop_w, width, w_top, w_bottom, 1, (N));        \
-    else                                                                      \
-        cg_pair_walk(top, top_step, top_lane, bottom, bottom_step,            \
-                     bottom_lane, g, 1, g_lane, col_lo, col_hi, w_left,       \
-                     w_right, crop_w, width, w_top, w_bottom, 0, (N))
 static CG_PAIRS_TARGET void cg_shallow_rows_f_planes_avx2(
     float* top, ptrdiff_t top_step, ptrdiff_t top_lane, float* bottom,
     ptrdiff_t bottom_step, ptrdiff_t bottom_lane, const float* g,
     ptrdiff_t g_lane, const ptrdiff_t* col_lo, const ptrdiff_t* col_hi,
     const float* w_left, const float* w_right, ptrdiff_t crop_w,
     ptrdiff_t width, float w_top, float w_bottom, int same, ptrdiff_t n) {
-    switch (n) {
-    case 1: CG_PAIR_WALK(1); break;
-    case 2: CG_PAIR_WALK(2); break;
-    case 3: CG_PAIR_WALK(3); break;
-    default: CG_PAIR_WALK(4); break;
-    }
+    cg_pair_dispatch(top, top_step, top_lane, bottom, bottom_step,
+                     bottom_lane, g, g_lane, col_lo, col_hi, w_left, w_right,
+                     crop_w, width, w_top, w_bottom, same, n, 0);
 }
-#undef CG_PAIR_WALK
 
 #endif
