@@ -253,7 +253,8 @@ cdef void run_tasks(task_fn fn, void* ctx, Py_ssize_t num_tasks, int nthreads,
         Tasks of equal cost (claimed in runs, `CLAIMS_PER_THREAD` a
         thread) or of uneven cost (claimed one at a time).
     """
-    cdef Py_ssize_t t, first, chunk = 1
+    # (t and first start at 0: the parallel block copies them in.)
+    cdef Py_ssize_t t = 0, first = 0, chunk = 1
     cdef Py_ssize_t claimed = 0  # the next task nobody has claimed
     cdef int team = 1
     cdef bint record
