@@ -154,7 +154,8 @@ cdef ColumnTaps _taps_area(const ForwardNchwPlan* p, float* computed) noexcept n
 cdef void _column_taps(const ForwardNchwPlan* p, Py_ssize_t b,
                        ColumnTaps* taps) noexcept nogil:
     """Box `b`'s column taps, as `_crop_row` reads them."""
-    cdef Py_ssize_t W = p.g.width, cw = p.g.crop_w, x, left, right
+    # (left and right start at 0: a tap outside the image leaves them.)
+    cdef Py_ssize_t W = p.g.width, cw = p.g.crop_w, x, left = 0, right = 0
     cdef float x1 = p.boxes[4 * b + 1], x2 = p.boxes[4 * b + 3]
     cdef float wscale = crop_scale(x1, x2, W, cw), x_lerp = 0, coord
     cdef bint inside
