@@ -1,5 +1,7 @@
 # The one place that talks to OpenMP.  Compiled without OpenMP, the same
-# names exist as serial stand-ins, so the kernels need no #ifdefs.
+# names exist as serial stand-ins, so the kernels need no #ifdefs (macros,
+# so that a module that reads only CROPGRAD_HAVE_OPENMP has no unused
+# function to be warned of).
 
 cdef extern from *:
     """
@@ -8,8 +10,8 @@ cdef extern from *:
     #define CROPGRAD_HAVE_OPENMP 1
     #else
     #define CROPGRAD_HAVE_OPENMP 0
-    static int omp_get_max_threads(void) { return 1; }
-    static int omp_get_num_procs(void) { return 1; }
+    #define omp_get_max_threads() 1
+    #define omp_get_num_procs() 1
     #endif
     """
     const bint CROPGRAD_HAVE_OPENMP
