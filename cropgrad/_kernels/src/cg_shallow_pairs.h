@@ -71,16 +71,15 @@ CG_PAIRS_INLINE cg_pair_lanes cg_pair_lanes_of(int n) {
  * NHWC walk); NCHW planes are read one float each. */
 CG_PAIRS_INLINE __m128 cg_pixel_read(const float* p, ptrdiff_t lane, int n,
                                      const cg_pair_lanes* k) {
+    if (n == 1) return _mm_load_ss(p);
     if (lane == 1) {
         switch (n) {
-        case 1: return _mm_load_ss(p);
         case 2: return _mm_castpd_ps(_mm_load_sd((const double*)p));
         case 4: return _mm_loadu_ps(p);
         default: return _mm_maskload_ps(p, k->pixel);
         }
     }
     switch (n) {
-    case 1: return _mm_load_ss(p);
     case 2: return _mm_setr_ps(p[0], p[lane], 0.0f, 0.0f);
     case 4: return _mm_setr_ps(p[0], p[lane], p[2 * lane], p[3 * lane]);
     default: return _mm_setr_ps(p[0], p[lane], p[2 * lane], 0.0f);
@@ -113,15 +112,15 @@ CG_PAIRS_INLINE void cg_pixel_store(float* p, ptrdiff_t lane, ptrdiff_t col,
                                     const cg_pair_lanes* k) {
     __m128 v = _mm256_castps256_ps128(
         (col & 1) ? _mm256_permutevar8x32_ps(row, k->down) : row);
-    if (lane == 1) {
+    if (lane == 1 && n > 1) {
         switch (n) {
-        case 1: _mm_store_ss(p, v); break;
         case 2: _mm_store_sd((double*)p, _mm_castps_pd(v)); break;
         case 4: _mm_storeu_ps(p, v); break;
         default: _mm_maskstore_ps(p, k->pixel, v); break;
         }
         return;
     }
+    /* One float per plane (one channel is one float in either layout). */
     _mm_store_ss(p, v);
     if (n > 1) _mm_store_ss(p + lane, _mm_shuffle_ps(v, v, 1));
     if (n > 2) _mm_store_ss(p + 2 * lane, _mm_shuffle_ps(v, v, 2));
@@ -180,7 +179,8 @@ CG_PAIRS_INLINE void cg_pair_walk(
                                &k);
                 if (left + 1 < width) {
                     t = _mm256_blendv_ps(
-                        t, cg_pixel_load(top + (left + 1) * top_step, top_lane,
+                        t,
+                        cg_pixel_load(top + (left + 1) * top_step, top_lane,
                                       left + 1, n, &k),
                         here);
                     b = _mm256_blendv_ps(
@@ -193,12 +193,12 @@ CG_PAIRS_INLINE void cg_pair_walk(
                 /* Write back before reading: the columns may overlap. */
                 if (c >= 0) {
                     cg_pair_store(top, top_step, top_lane, c, width, t, n, &k);
-                    cg_pair_store(bottom, bottom_step, bottom_lane, c, width, b, n,
-                                  &k);
+                    cg_pair_store(bottom, bottom_step, bottom_lane, c, width,
+                                  b, n, &k);
                 }
                 t = cg_pair_load(top, top_step, top_lane, left, width, n, &k);
-                b = cg_pair_load(bottom, bottom_step, bottom_lane, left, width, n,
-                                 &k);
+                b = cg_pair_load(bottom, bottom_step, bottom_lane, left,
+                                 width, n, &k);
             }
             c = left;
             here = k.slot[c & 1];
@@ -223,26 +223,25 @@ CG_PAIRS_INLINE void cg_pair_walk(
             t = _mm256_blendv_ps(
                 t,
                 cg_pair_add(cg_pair_add(t, _mm256_mul_ps(wl, vt)),
-                              _mm256_mul_ps(wr, vt)),
+                            _mm256_mul_ps(wr, vt)),
                 here);
             if (same)
                 t = _mm256_blendv_ps(
                     t,
                     cg_pair_add(cg_pair_add(t, _mm256_mul_ps(wl, vb)),
-                                  _mm256_mul_ps(wr, vb)),
+                                _mm256_mul_ps(wr, vb)),
                     here);
             else
                 b = _mm256_blendv_ps(
                     b,
                     cg_pair_add(cg_pair_add(b, _mm256_mul_ps(wl, vb)),
-                                  _mm256_mul_ps(wr, vb)),
+                                _mm256_mul_ps(wr, vb)),
                     here);
         }
     }
     if (c >= 0) {
         cg_pair_store(top, top_step, top_lane, c, width, t, n, &k);
-        cg_pair_store(bottom, bottom_step, bottom_lane, c, width, b, n,
-                                  &k);
+        cg_pair_store(bottom, bottom_step, bottom_lane, c, width, b, n, &k);
     }
 }
 
